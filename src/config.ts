@@ -1,0 +1,178 @@
+/**
+ * Configuration, resolved once: command-line flag > environment variable > config file (found by
+ * cosmiconfig under the module name `cutout`, or given with --config) > built-in default.
+ * Validated here, then frozen; nothing else reads process.env for settings.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { CutoutError } from './errors.js';
+import { LIMITS } from './limits.js';
+
+export interface CutoutConfig {
+  /** Data directory: SQLite database, results, generated secrets. */
+  dataDir: string;
+  /** Default model name or .onnx path. */
+  model: string;
+  /** CLI: images processed at once. */
+  concurrency: number;
+  /** serve: bind address. */
+  host: string;
+  /** serve: port; 0 picks a free one. */
+  port: number;
+  /** serve: `{base_url}` of result URLs; null means http://host:port. */
+  baseUrl: string | null;
+  /** serve: inference jobs run at once. */
+  workers: number;
+  /** serve: jobs waiting before /jobs answers 503. */
+  queueLimit: number;
+  /** serve: sync hard timeout. */
+  syncTimeoutMs: number;
+  /** serve: requests per minute per key. */
+  rateLimit: number;
+  /** serve: result retention. */
+  resultTtlSeconds: number;
+  /** serve: first callback retry delay. */
+  callbackBackoffMs: number;
+  /** serve: let image_url and callbacks reach private addresses. */
+  allowPrivateNetwork: boolean;
+  /** serve: serve the playground page at `/`. */
+  playground: boolean;
+  /** HMAC key for callbacks; null: generated once and kept in the data directory. */
+  callbackSecret: string | null;
+  /** Shared secret of a marketplace proxy; null: marketplace headers are ignored. */
+  marketplaceSecret: string | null;
+}
+
+export type ConfigInput = { [K in keyof CutoutConfig]?: unknown };
+
+/** Two inference threads saturate the two cores; overlapping decode/encode needs one more image in flight. */
+const cpuCount = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
+
+export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
+  dataDir: path.join(os.homedir(), '.cutout'),
+  model: 'isnet-medium',
+  concurrency: Math.min(4, Math.max(2, cpuCount)),
+  host: '127.0.0.1',
+  port: 8080,
+  baseUrl: null,
+  workers: Math.max(1, Math.floor(cpuCount / 2)),
+  queueLimit: 100,
+  syncTimeoutMs: LIMITS.syncTimeoutMs,
+  rateLimit: LIMITS.rateLimitPerMinute,
+  resultTtlSeconds: LIMITS.resultTtlSeconds,
+  callbackBackoffMs: 2000,
+  allowPrivateNetwork: false,
+  playground: true,
+  callbackSecret: null,
+  marketplaceSecret: null,
+});
+
+/** Environment variables of cli-contract.md, mapped to config fields. */
+export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = Object.freeze({
+  dataDir: 'CUTOUT_HOME',
+  host: 'CUTOUT_HOST',
+  port: 'CUTOUT_PORT',
+  baseUrl: 'CUTOUT_BASE_URL',
+  callbackSecret: 'CUTOUT_CALLBACK_SECRET',
+  marketplaceSecret: 'CUTOUT_MARKETPLACE_SECRET',
+  model: 'CUTOUT_MODEL',
+});
+
+function fail(field: string, what: string, got: unknown): never {
+  throw new CutoutError('invalid_request', `Expected ${what} for ${field} but received ${JSON.stringify(got)}`);
+}
+
+function int(field: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max) fail(field, `an integer from ${min} to ${max}`, v);
+  return n;
+}
+
+function bool(field: string, v: unknown): boolean {
+  if (typeof v === 'boolean') return v;
+  if (v === 'true' || v === '1') return true;
+  if (v === 'false' || v === '0') return false;
+  return fail(field, 'true or false', v);
+}
+
+function str(field: string, v: unknown): string {
+  if (typeof v !== 'string' || v.trim() === '') fail(field, 'a non-empty string', v);
+  return v;
+}
+
+function nullableStr(field: string, v: unknown): string | null {
+  return v === null ? null : str(field, v);
+}
+
+const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] } = {
+  dataDir: (v) => path.resolve(expandHome(str('dataDir', v))),
+  model: (v) => str('model', v),
+  concurrency: (v) => int('concurrency', v, 1, 64),
+  host: (v) => str('host', v),
+  port: (v) => int('port', v, 0, 65535),
+  baseUrl: (v) => {
+    const s = nullableStr('baseUrl', v);
+    if (s !== null && !/^https?:\/\//i.test(s)) fail('baseUrl', 'an http(s) URL', v);
+    return s === null ? null : s.replace(/\/+$/, '');
+  },
+  workers: (v) => int('workers', v, 1, 64),
+  queueLimit: (v) => int('queueLimit', v, 0, 1_000_000),
+  syncTimeoutMs: (v) => int('syncTimeoutMs', v, 1, 3_600_000),
+  rateLimit: (v) => int('rateLimit', v, 1, 1_000_000),
+  resultTtlSeconds: (v) => int('resultTtlSeconds', v, 1, 365 * 86400),
+  callbackBackoffMs: (v) => int('callbackBackoffMs', v, 1, 3_600_000),
+  allowPrivateNetwork: (v) => bool('allowPrivateNetwork', v),
+  playground: (v) => bool('playground', v),
+  callbackSecret: (v) => nullableStr('callbackSecret', v),
+  marketplaceSecret: (v) => nullableStr('marketplaceSecret', v),
+};
+
+function expandHome(p: string): string {
+  return p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p;
+}
+
+/** Reads the config file: the one given, else the first that cosmiconfig finds from the cwd up. */
+async function readConfigFile(configFile?: string): Promise<{ config: Record<string, unknown>; filepath: string } | null> {
+  const { cosmiconfig } = await import('cosmiconfig');
+  const explorer = cosmiconfig('cutout');
+  try {
+    const found = configFile ? await explorer.load(path.resolve(configFile)) : await explorer.search();
+    if (!found || found.isEmpty) return null;
+    if (typeof found.config !== 'object' || found.config === null || Array.isArray(found.config)) {
+      throw new CutoutError('invalid_request', `Config file ${found.filepath} must hold an object`);
+    }
+    return { config: found.config as Record<string, unknown>, filepath: found.filepath };
+  } catch (err) {
+    if (err instanceof CutoutError) throw err;
+    throw new CutoutError('invalid_request', `Cannot read config file${configFile ? ' ' + configFile : ''}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Resolves the configuration from flags, environment and file. Unknown keys in the file are an
+ * error (a typo must not be silently ignored). The result is frozen.
+ */
+export async function loadConfig(
+  flags: ConfigInput = {},
+  options: { configFile?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<Readonly<CutoutConfig>> {
+  const env = options.env ?? process.env;
+  const file = await readConfigFile(options.configFile);
+  const merged: Record<string, unknown> = { ...DEFAULTS };
+  if (file) {
+    for (const [k, v] of Object.entries(file.config)) {
+      if (!(k in VALIDATORS)) {
+        throw new CutoutError('invalid_request', `Unknown setting "${k}" in ${file.filepath}; known: ${Object.keys(VALIDATORS).join(', ')}`);
+      }
+      merged[k] = v;
+    }
+  }
+  for (const [k, name] of Object.entries(ENV_VARS)) {
+    const v = env[name as string];
+    if (v !== undefined && v !== '') merged[k] = v;
+  }
+  for (const [k, v] of Object.entries(flags)) if (v !== undefined) merged[k] = v;
+  const out = {} as Record<string, unknown>;
+  for (const [k, validate] of Object.entries(VALIDATORS)) out[k] = (validate as (v: unknown) => unknown)(merged[k]);
+  return Object.freeze(out as unknown as CutoutConfig);
+}

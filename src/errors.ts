@@ -1,0 +1,64 @@
+/**
+ * The one error type of cutout. Its `code` is an error code of api-spec part 7; the HTTP status
+ * and the documentation link come from one table, so the CLI and the server never disagree.
+ */
+export type ErrorCode =
+  | 'invalid_api_key'
+  | 'insufficient_credits'
+  | 'rate_limited'
+  | 'invalid_request'
+  | 'unsupported_format'
+  | 'image_too_large'
+  | 'no_subject_detected'
+  | 'processing_failed'
+  | 'gpu_unavailable'
+  | 'not_found';
+
+export const DOCS_BASE = 'https://github.com/cutout/cutout#errors';
+
+export const ERROR_TABLE: Readonly<Record<ErrorCode, { status: number; message: string }>> = Object.freeze({
+  invalid_api_key: { status: 401, message: 'Missing, malformed, unknown or revoked API key.' },
+  insufficient_credits: { status: 402, message: 'Credit balance is 0; full-size results cost 1 credit. Previews are free.' },
+  rate_limited: { status: 429, message: 'Too many requests for this key; see Retry-After.' },
+  invalid_request: { status: 400, message: 'The request is invalid.' },
+  unsupported_format: { status: 400, message: 'The bytes are not a decodable JPEG, PNG, WebP, GIF, BMP or TIFF image.' },
+  image_too_large: { status: 400, message: 'The image is over 25 MB or over 50 megapixels.' },
+  no_subject_detected: { status: 422, message: 'No foreground subject was found in the image.' },
+  processing_failed: { status: 500, message: 'Processing failed; nothing was charged.' },
+  gpu_unavailable: { status: 503, message: 'The queue is full; see Retry-After.' },
+  // Not one of the nine codes of part 7: the spec leaves unknown/expired ids "not shown".
+  // We answer 404 with this code, in the same error shape (documented in the README).
+  not_found: { status: 404, message: 'No such resource, or it has expired.' },
+});
+
+export class CutoutError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  /** Extra response headers (Retry-After, ...). */
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message?: string, options: { status?: number; headers?: Record<string, string>; cause?: unknown } = {}) {
+    super(message ?? ERROR_TABLE[code].message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'CutoutError';
+    this.code = code;
+    this.status = options.status ?? ERROR_TABLE[code].status;
+    this.headers = options.headers ?? {};
+  }
+
+  get docs(): string {
+    return `${DOCS_BASE}-${this.code.replace(/_/g, '-')}`;
+  }
+
+  toJSON(): { error: { code: ErrorCode; message: string; docs: string } } {
+    return { error: { code: this.code, message: this.message, docs: this.docs } };
+  }
+}
+
+/**
+ * Maps anything thrown to a CutoutError. Unknown exceptions become `processing_failed` with the
+ * generic message, so internals never reach a client.
+ */
+export function toCutoutError(err: unknown): CutoutError {
+  if (err instanceof CutoutError) return err;
+  return new CutoutError('processing_failed', undefined, { cause: err });
+}

@@ -1,0 +1,38 @@
+/**
+ * Every number of api-spec section 8 and every other bound cutout enforces, in one place.
+ * Change a limit here and the CLI, the HTTP reader, sharp and the store all follow.
+ */
+export const LIMITS = Object.freeze({
+  /** Upload / input size in bytes (25 MB). */
+  maxInputBytes: 25 * 1024 * 1024,
+  /** Image area in pixels (50 megapixels), checked from the header before decoding. */
+  maxInputPixels: 50_000_000,
+  /** Sync `/remove` at `size=full` (4 MP). */
+  maxSyncFullPixels: 4_000_000,
+  /** `auto` is `full` up to this area, else `preview`. */
+  autoFullMaxPixels: 4_000_000,
+  /** Longest side of a preview. */
+  previewMaxSide: 800,
+  /** Sync hard timeout in ms. */
+  syncTimeoutMs: 30_000,
+  /** Images per batch request. */
+  maxBatchImages: 50,
+  /** Idempotency window in seconds (24 h). */
+  idempotencyTtlSeconds: 24 * 3600,
+  /** Result retention in seconds (24 h). */
+  resultTtlSeconds: 24 * 3600,
+  /** Usage history in days. */
+  usageDays: 30,
+  /** Callback retries after the first try. */
+  callbackRetries: 3,
+  /** Requests per minute per key. */
+  rateLimitPerMinute: 60,
+  /** Free credits for a new account. */
+  freeCredits: 10,
+  /** JSON body cap: a base64 image of 25 MB is 33.4 MB, plus the other fields. */
+  maxJsonBytes: Math.ceil((25 * 1024 * 1024 * 4) / 3) + 64 * 1024,
+  /** Redirects followed for an `image_url`. */
+  maxRedirects: 3,
+  /** Time allowed to fetch an `image_url` in ms. */
+  fetchTimeoutMs: 15_000,
+});

@@ -1,0 +1,108 @@
+/**
+ * One parser for the image options of api-spec 2.1 (size, format, bg_color, crop, type), used by
+ * CLI flags and HTTP parameters alike. Messages follow one shape: "Expected X for Y but received Z".
+ */
+import { CutoutError } from './errors.js';
+
+export const SIZES = ['preview', 'full', 'auto'] as const;
+export const FORMATS = ['png', 'webp', 'jpg'] as const;
+export const TYPES = ['auto', 'person', 'product'] as const;
+/** Parameters of remove.bg that api-spec 2.1 rule 3 names as unsupported. */
+export const UNSUPPORTED_PARAMS = ['channels', 'roi', 'scale', 'position', 'bg_image_url'] as const;
+
+export type Size = (typeof SIZES)[number];
+export type Format = (typeof FORMATS)[number];
+export type SubjectType = (typeof TYPES)[number];
+export interface Rgb { r: number; g: number; b: number }
+
+export interface ImageOptions {
+  size: Size;
+  format: Format;
+  /** null means transparent. */
+  bgColor: Rgb | null;
+  crop: boolean;
+  /** A hint only; accepted for compatibility, it changes nothing. */
+  type?: SubjectType;
+}
+
+/** Where a value came from, for messages: a CLI flag (`--bg-color`) or an API parameter (`bg_color`). */
+export type OptionSource = 'cli' | 'api';
+
+export class OptionError extends CutoutError {
+  /** Parameter name as the user wrote it. */
+  readonly param: string;
+  constructor(param: string, message: string) {
+    super('invalid_request', message);
+    this.param = param;
+  }
+}
+
+function label(param: string, source: OptionSource): string {
+  return source === 'cli' ? `--${param.replace(/_/g, '-')}` : param;
+}
+
+function expected(param: string, source: OptionSource, what: string, got: unknown): OptionError {
+  return new OptionError(param, `Expected ${what} for ${label(param, source)} but received ${JSON.stringify(got)}`);
+}
+
+export function parseEnum<T extends string>(param: string, allowed: readonly T[], value: unknown, source: OptionSource): T {
+  const v = typeof value === 'string' ? value.trim().toLowerCase() : value;
+  if (typeof v === 'string' && (allowed as readonly string[]).includes(v)) return v as T;
+  throw expected(param, source, `one of ${allowed.join(', ')}`, value);
+}
+
+/** `transparent` or a hex colour of 3 or 6 digits, with or without `#`. */
+export function parseColor(value: unknown, source: OptionSource, param = 'bg_color'): Rgb | null {
+  if (typeof value !== 'string') throw expected(param, source, 'transparent or a hex colour', value);
+  const v = value.trim().toLowerCase();
+  if (v === 'transparent' || v === '') return null;
+  const m = /^#?([0-9a-f]{3}|[0-9a-f]{6})$/.exec(v);
+  if (!m) throw expected(param, source, 'transparent or a hex colour such as #ffffff or 0f0', value);
+  let hex = m[1];
+  if (hex.length === 3) hex = hex.split('').map((c) => c + c).join('');
+  return { r: parseInt(hex.slice(0, 2), 16), g: parseInt(hex.slice(2, 4), 16), b: parseInt(hex.slice(4, 6), 16) };
+}
+
+export function parseBoolean(param: string, value: unknown, source: OptionSource): boolean {
+  if (typeof value === 'boolean') return value;
+  if (typeof value === 'string') {
+    const v = value.trim().toLowerCase();
+    if (v === 'true' || v === '1') return true;
+    if (v === 'false' || v === '0') return false;
+  }
+  throw expected(param, source, 'true or false', value);
+}
+
+export function colorToHex(c: Rgb | null): string {
+  if (!c) return 'transparent';
+  return '#' + [c.r, c.g, c.b].map((n) => n.toString(16).padStart(2, '0')).join('');
+}
+
+/**
+ * Parses raw option values (strings from a form or flags, or JSON values) into ImageOptions.
+ * Missing values take the defaults given (the API and the CLI differ on `size`).
+ */
+export function parseImageOptions(
+  raw: { size?: unknown; format?: unknown; bg_color?: unknown; crop?: unknown; type?: unknown },
+  source: OptionSource,
+  defaults: ImageOptions,
+): ImageOptions {
+  const out: ImageOptions = { ...defaults };
+  if (raw.size !== undefined) out.size = parseEnum('size', SIZES, raw.size, source);
+  if (raw.format !== undefined) out.format = parseFormat(raw.format, source);
+  if (raw.bg_color !== undefined) out.bgColor = parseColor(raw.bg_color, source);
+  if (raw.crop !== undefined) out.crop = parseBoolean('crop', raw.crop, source);
+  if (raw.type !== undefined) out.type = parseEnum('type', TYPES, raw.type, source);
+  return out;
+}
+
+/** `jpeg` is accepted as a spelling of `jpg`. */
+export function parseFormat(value: unknown, source: OptionSource): Format {
+  const v = typeof value === 'string' && value.trim().toLowerCase() === 'jpeg' ? 'jpg' : value;
+  return parseEnum('format', FORMATS, v, source);
+}
+
+export const API_DEFAULTS: Readonly<ImageOptions> = Object.freeze({ size: 'preview', format: 'png', bgColor: null, crop: false });
+export const CLI_DEFAULTS: Readonly<ImageOptions> = Object.freeze({ size: 'full', format: 'png', bgColor: null, crop: false });
+
+export const CONTENT_TYPES: Readonly<Record<Format, string>> = Object.freeze({ png: 'image/png', webp: 'image/webp', jpg: 'image/jpeg' });
