@@ -1,0 +1,154 @@
+/**
+ * Bytes to pixels, safely: a whitelist of formats by magic bytes, the 25 MB / 50 MP limits checked
+ * from the header before any pixel is decoded, EXIF orientation, and the preview/full/auto size.
+ * sharp cannot read BMP, so BMP is decoded by bmp-ts into raw pixels first.
+ */
+import sharp, { type Metadata, type Sharp, type SharpOptions } from 'sharp';
+import { CutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import type { Size } from '../options.js';
+import type { ImageProbe, InputFormat } from './types.js';
+
+// Long-running servers must not keep decoded images in sharp's operation cache.
+sharp.cache(false);
+
+/** The format by magic bytes, or null when it is not one we accept (SVG, AVIF, HEIC, PDF, text...). */
+export function sniffFormat(b: Uint8Array): InputFormat | null {
+  if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'jpeg';
+  if (b.length >= 8 && b[0] === 0x89 && b[1] === 0x50 && b[2] === 0x4e && b[3] === 0x47 && b[4] === 0x0d && b[5] === 0x0a && b[6] === 0x1a && b[7] === 0x0a) return 'png';
+  if (b.length >= 6 && b[0] === 0x47 && b[1] === 0x49 && b[2] === 0x46 && b[3] === 0x38 && (b[4] === 0x37 || b[4] === 0x39) && b[5] === 0x61) return 'gif';
+  if (b.length >= 12 && b[0] === 0x52 && b[1] === 0x49 && b[2] === 0x46 && b[3] === 0x46 && b[8] === 0x57 && b[9] === 0x45 && b[10] === 0x42 && b[11] === 0x50) return 'webp';
+  if (b.length >= 26 && b[0] === 0x42 && b[1] === 0x4d) return 'bmp';
+  if (b.length >= 4 && ((b[0] === 0x49 && b[1] === 0x49 && b[2] === 0x2a && b[3] === 0x00) || (b[0] === 0x4d && b[1] === 0x4d && b[2] === 0x00 && b[3] === 0x2a))) return 'tiff';
+  return null;
+}
+
+/** Width and height from a BMP header (BITMAPCOREHEADER or BITMAPINFOHEADER and later). */
+export function readBmpSize(b: Uint8Array): { width: number; height: number } {
+  const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const headerSize = view.getUint32(14, true);
+  if (headerSize === 12) return { width: view.getUint16(18, true), height: view.getUint16(20, true) };
+  if (b.length < 26 || headerSize < 40) throw new CutoutError('unsupported_format', 'Corrupt BMP header');
+  return { width: Math.abs(view.getInt32(18, true)), height: Math.abs(view.getInt32(22, true)) };
+}
+
+function tooLarge(what: string): CutoutError {
+  return new CutoutError('image_too_large', what);
+}
+
+function checkArea(width: number, height: number): void {
+  if (width * height > LIMITS.maxInputPixels) {
+    throw tooLarge(`Image is ${width}x${height} (${(width * height / 1e6).toFixed(1)} MP); the limit is ${LIMITS.maxInputPixels / 1e6} megapixels`);
+  }
+}
+
+const SHARP_OPTIONS: SharpOptions = {
+  // Our own check runs first; this is the second lock on the same door.
+  limitInputPixels: LIMITS.maxInputPixels,
+  // A truncated or corrupt file is an error, not a half-grey picture.
+  failOn: 'warning',
+};
+
+/** Maps sharp/libvips failures to our codes, with a short reason rather than libvips' text. */
+export function decodeError(err: unknown, format: InputFormat | null): CutoutError {
+  if (err instanceof CutoutError) return err;
+  const msg = String((err as Error)?.message ?? err);
+  if (/pixel limit/i.test(msg)) return tooLarge(`Image is over ${LIMITS.maxInputPixels / 1e6} megapixels`);
+  const what = format ? format.toUpperCase() : 'image';
+  if (/premature end|truncated|unexpected end|not enough data|short read|EOF/i.test(msg)) return new CutoutError('unsupported_format', `Truncated ${what} file`);
+  return new CutoutError('unsupported_format', `Corrupt or undecodable ${what} file`, { cause: err });
+}
+
+export interface SourceImage {
+  format: InputFormat;
+  /** What to hand to sharp: the original bytes, or raw RGBA for BMP. */
+  sharpInput: Buffer;
+  sharpOptions: SharpOptions;
+  probe: ImageProbe;
+  hasAlpha: boolean;
+}
+
+/**
+ * Checks format and limits from the header only. Throws unsupported_format or image_too_large.
+ */
+export async function openImage(bytes: Buffer): Promise<SourceImage> {
+  if (bytes.length === 0) throw new CutoutError('unsupported_format', 'Empty file');
+  if (bytes.length > LIMITS.maxInputBytes) throw tooLarge(`Input is ${(bytes.length / 1048576).toFixed(1)} MB; the limit is ${LIMITS.maxInputBytes / 1048576} MB`);
+  const format = sniffFormat(bytes);
+  if (!format) throw new CutoutError('unsupported_format', 'Not a JPEG, PNG, WebP, GIF, BMP or TIFF image');
+  if (format === 'bmp') {
+    const { width, height } = readBmpSize(bytes);
+    if (!width || !height) throw new CutoutError('unsupported_format', 'Corrupt BMP header');
+    checkArea(width, height);
+    const bmp = await import('bmp-ts');
+    let decoded: { data: Buffer | Uint8Array; width: number; height: number };
+    try {
+      decoded = bmp.decode(bytes, { toRGBA: true });
+    } catch (err) {
+      throw new CutoutError('unsupported_format', 'Corrupt or undecodable BMP file', { cause: err });
+    }
+    const expected = decoded.width * decoded.height * 4;
+    if (decoded.data.length < expected) throw new CutoutError('unsupported_format', 'Truncated BMP file');
+    return {
+      format,
+      sharpInput: Buffer.from(decoded.data.buffer, decoded.data.byteOffset, expected),
+      sharpOptions: { raw: { width: decoded.width, height: decoded.height, channels: 4 } },
+      probe: { format, width: decoded.width, height: decoded.height },
+      // bmp-ts fills alpha with 0 for 24-bit files on some writers; alpha in BMP is too rare to trust.
+      hasAlpha: false,
+    };
+  }
+  let meta: Metadata;
+  try {
+    meta = await sharp(bytes, SHARP_OPTIONS).metadata();
+  } catch (err) {
+    throw decodeError(err, format);
+  }
+  if (!meta.width || !meta.height) throw new CutoutError('unsupported_format', `Corrupt ${format.toUpperCase()} header`);
+  checkArea(meta.width, meta.height);
+  // EXIF orientations 5-8 swap width and height.
+  const swap = (meta.orientation ?? 1) >= 5;
+  return {
+    format,
+    sharpInput: bytes,
+    sharpOptions: SHARP_OPTIONS,
+    probe: { format, width: swap ? meta.height : meta.width, height: swap ? meta.width : meta.height },
+    hasAlpha: Boolean(meta.hasAlpha),
+  };
+}
+
+/** Header-only probe: format and oriented size. */
+export async function probeImage(bytes: Buffer): Promise<ImageProbe> {
+  return (await openImage(bytes)).probe;
+}
+
+/** `auto` is full up to 4 MP, else preview. */
+export function resolveSize(size: Size, width: number, height: number): 'preview' | 'full' {
+  if (size === 'auto') return width * height <= LIMITS.autoFullMaxPixels ? 'full' : 'preview';
+  return size;
+}
+
+/** Output dimensions for a resolved size: previews fit in 800x800, never enlarged. */
+export function outputSize(resolved: 'preview' | 'full', width: number, height: number): { width: number; height: number } {
+  if (resolved === 'full') return { width, height };
+  const scale = Math.min(1, LIMITS.previewMaxSide / Math.max(width, height));
+  return { width: Math.max(1, Math.round(width * scale)), height: Math.max(1, Math.round(height * scale)) };
+}
+
+/** A sharp pipeline of the oriented image, flattened onto white when it has alpha (the model sees RGB). */
+export function orientedRgb(src: SourceImage): Sharp {
+  let img = sharp(src.sharpInput, src.sharpOptions).rotate();
+  if (src.hasAlpha || src.format === 'bmp') img = img.flatten({ background: { r: 255, g: 255, b: 255 } });
+  return img.removeAlpha();
+}
+
+/** Decodes the oriented image at `width` x `height` into interleaved 8-bit RGB. */
+export async function decodeRgb(src: SourceImage, width: number, height: number): Promise<Buffer> {
+  let img = orientedRgb(src);
+  if (width !== src.probe.width || height !== src.probe.height) img = img.resize(width, height, { fit: 'fill' });
+  try {
+    return await img.raw().toBuffer();
+  } catch (err) {
+    throw decodeError(err, src.format);
+  }
+}

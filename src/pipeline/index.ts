@@ -1,0 +1,127 @@
+/**
+ * The one core pipeline: bytes -> format and limits -> orientation and size -> model -> matte ->
+ * compose -> encode. The CLI, the sync route and the job workers all call `removeBackground`.
+ * It knows nothing of HTTP, SQL or credits.
+ */
+import sharp from 'sharp';
+import { CutoutError } from '../errors.js';
+import { CONTENT_TYPES } from '../options.js';
+import { compose } from './compose.js';
+import { decodeError, decodeRgb, openImage, orientedRgb, outputSize, resolveSize } from './decode.js';
+import { resolveModel, type ModelManifest } from './manifest.js';
+import { hasSubject, outputToMatte, rgbToTensor } from './matte.js';
+import { runModel } from './model.js';
+import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
+
+export { probeImage } from './decode.js';
+export { loadModel, stopModels } from './model.js';
+export { resolveModel, listManifests } from './manifest.js';
+export type * from './types.js';
+
+let defaultModel = 'isnet-medium';
+/** Sets the model used when a request names none (from config). */
+export function setDefaultModel(name: string): void {
+  defaultModel = name;
+}
+
+const manifests = new Map<string, ModelManifest>();
+function manifestFor(name: string): ModelManifest {
+  let m = manifests.get(name);
+  if (!m) {
+    m = resolveModel(name);
+    manifests.set(name, m);
+  }
+  return m;
+}
+
+function checkAborted(signal?: AbortSignal): void {
+  if (signal?.aborted) throw signal.reason instanceof CutoutError ? signal.reason : new CutoutError('processing_failed', 'Cancelled');
+}
+
+/** Prepares the model's input tensor: the oriented image stretched to the model's input size. */
+async function modelInput(src: Awaited<ReturnType<typeof openImage>>, manifest: ModelManifest): Promise<Float32Array> {
+  const { width, height, mean, std } = manifest.input;
+  let rgb: Buffer;
+  try {
+    rgb = await orientedRgb(src).resize(width, height, { fit: 'fill' }).raw().toBuffer();
+  } catch (err) {
+    throw decodeError(err, src.format);
+  }
+  return rgbToTensor(rgb, width, height, mean, std);
+}
+
+/** Brings the model's low-resolution matte to the output size. */
+async function upscaleMatte(matte: Uint8Array, mw: number, mh: number, width: number, height: number): Promise<Uint8Array> {
+  if (mw === width && mh === height) return matte;
+  const buf = await sharp(matte, { raw: { width: mw, height: mh, channels: 1 } })
+    .resize(width, height, { fit: 'fill', kernel: 'cubic' })
+    .extractChannel(0)
+    .raw()
+    .toBuffer();
+  return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
+}
+
+/**
+ * Removes the background of one image. Throws CutoutError with the API's codes:
+ * unsupported_format, image_too_large, invalid_request (4 MP rule), no_subject_detected,
+ * processing_failed.
+ */
+export async function removeBackground(input: Buffer, req: RemoveRequest, opts: { signal?: AbortSignal } = {}): Promise<RemoveResult> {
+  const started = performance.now();
+  const timings: StageTimings = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, encode: 0 };
+  const manifest = manifestFor(req.model ?? defaultModel);
+
+  let t = performance.now();
+  const src = await openImage(input);
+  const resolvedSize = resolveSize(req.size, src.probe.width, src.probe.height);
+  if (resolvedSize === 'full' && req.maxFullPixels !== undefined && src.probe.width * src.probe.height > req.maxFullPixels) {
+    throw new CutoutError(
+      'invalid_request',
+      `Image is ${src.probe.width}x${src.probe.height}; size=full on /remove is limited to ${req.maxFullPixels / 1e6} MP. Use size=preview or POST /api/v1/jobs`,
+    );
+  }
+  const out = outputSize(resolvedSize, src.probe.width, src.probe.height);
+  checkAborted(opts.signal);
+
+  // The full-size decode runs on libuv's threads while the model runs in its worker: they overlap.
+  const pixels = decodeRgb(src, out.width, out.height).then((rgb) => {
+    timings.decode = performance.now() - t;
+    return rgb;
+  });
+  pixels.catch(() => undefined);
+
+  const tp = performance.now();
+  const tensor = await modelInput(src, manifest);
+  timings.preprocess = performance.now() - tp;
+  checkAborted(opts.signal);
+
+  const inference = await runModel(manifest, tensor, manifest.input.width, manifest.input.height);
+  timings.inference = inference.ms;
+  checkAborted(opts.signal);
+
+  t = performance.now();
+  if (!hasSubject(inference.data, manifest.output.range)) {
+    throw new CutoutError('no_subject_detected');
+  }
+  const lowRes = outputToMatte(inference.data, manifest.output.range);
+  const alpha = await upscaleMatte(lowRes, inference.width, inference.height, out.width, out.height);
+  const rgb = await pixels;
+  timings.postprocess = performance.now() - t;
+  checkAborted(opts.signal);
+
+  t = performance.now();
+  const composed = await compose(rgb, alpha, out.width, out.height, req);
+  timings.encode = performance.now() - t;
+
+  return {
+    data: composed.data,
+    format: req.format,
+    contentType: CONTENT_TYPES[req.format],
+    width: composed.width,
+    height: composed.height,
+    resolvedSize,
+    input: src.probe,
+    ms: Math.round(performance.now() - started),
+    timings,
+  };
+}

@@ -1,0 +1,91 @@
+/**
+ * The main-thread side of inference: one worker thread per process that holds the sessions
+ * (one per model, created lazily) and runs one inference at a time. Callers get a promise; the
+ * event loop stays free for progress display and HTTP.
+ */
+import os from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { CutoutError } from '../errors.js';
+import type { ModelManifest } from './manifest.js';
+import { ensureModelFile } from './weights.js';
+import type { InferenceReply, InferenceRequest } from './inference-worker.js';
+
+/** Intra-op threads: every core (measured fastest on two cores). Override with CUTOUT_THREADS. */
+function threadCount(): number {
+  const fromEnv = Number(process.env.CUTOUT_THREADS);
+  if (Number.isInteger(fromEnv) && fromEnv > 0) return fromEnv;
+  return Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
+}
+
+type Pending = { resolve: (r: Extract<InferenceReply, { ok: true }>) => void; reject: (e: Error) => void };
+
+let worker: Worker | null = null;
+let nextId = 1;
+const pending = new Map<number, Pending>();
+
+function getWorker(): Worker {
+  if (worker) return worker;
+  const w = new Worker(new URL('./inference-worker.js', import.meta.url));
+  w.on('message', (reply: InferenceReply) => {
+    const p = pending.get(reply.id);
+    if (!p) return;
+    pending.delete(reply.id);
+    if (pending.size === 0) w.unref();
+    if (reply.ok) p.resolve(reply);
+    else p.reject(new CutoutError('processing_failed', `Model error: ${reply.message}`));
+  });
+  const failAll = (err: Error) => {
+    worker = null;
+    for (const p of pending.values()) p.reject(new CutoutError('processing_failed', `Inference worker stopped: ${err.message}`));
+    pending.clear();
+  };
+  w.on('error', failAll);
+  w.on('exit', (code) => failAll(new Error(`exit code ${code}`)));
+  // An idle worker must not keep a CLI process alive.
+  w.unref();
+  worker = w;
+  return w;
+}
+
+function send(req: Omit<InferenceRequest, 'id' | 'threads'>, transfer: ArrayBuffer[] = []): Promise<Extract<InferenceReply, { ok: true }>> {
+  const w = getWorker();
+  const id = nextId++;
+  return new Promise((resolve, reject) => {
+    pending.set(id, { resolve, reject });
+    w.ref();
+    w.postMessage({ ...req, id, threads: threadCount() } satisfies InferenceRequest, transfer);
+  });
+}
+
+/** Loads (and verifies) a model's session ahead of the first image: for servers and benchmarks. */
+export async function loadModel(manifest: ModelManifest): Promise<number> {
+  const modelPath = await ensureModelFile(manifest);
+  const r = await send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name });
+  return r.ms;
+}
+
+export interface InferenceOutput {
+  data: Float32Array;
+  width: number;
+  height: number;
+  /** Time inside the worker (session run), ms. */
+  ms: number;
+}
+
+/** Runs the model on a prepared NCHW tensor; the tensor's buffer is transferred (unusable afterwards). */
+export async function runModel(manifest: ModelManifest, tensor: Float32Array, width: number, height: number): Promise<InferenceOutput> {
+  const modelPath = await ensureModelFile(manifest);
+  const r = await send(
+    { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor },
+    [tensor.buffer as ArrayBuffer],
+  );
+  const dims = r.dims!;
+  return { data: r.data!, width: dims[dims.length - 1], height: dims[dims.length - 2], ms: r.ms };
+}
+
+/** Stops the worker (tests, clean shutdown). */
+export async function stopModels(): Promise<void> {
+  const w = worker;
+  worker = null;
+  if (w) await w.terminate();
+}

