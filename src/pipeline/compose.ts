@@ -5,7 +5,7 @@
  */
 import sharp, { type Sharp } from 'sharp';
 import type { Format, Rgb } from '../options.js';
-import { boundingBox, cropRaw, type Box } from './matte.js';
+import { boundingBox, cropRaw, flattenOnto, type Box } from './matte.js';
 
 /** Encoder settings: lossless PNG at a fast zlib level; WebP and JPEG at high quality, low effort. */
 export const ENCODE = Object.freeze({
@@ -42,13 +42,15 @@ export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number,
   const a = cropped ? cropRaw(alpha, width, 1, box) : alpha;
   const raw1 = { raw: { width: box.width, height: box.height, channels: 1 as const } };
   if (opts.mask) {
-    const data = await encode(sharp(a, raw1), opts.format);
+    const data = await encode(sharp(a, raw1).toColourspace('b-w'), opts.format);
     return { data, width: box.width, height: box.height };
   }
   const c = cropped ? cropRaw(rgb, width, 3, box) : rgb;
-  let img = sharp(c, { raw: { width: box.width, height: box.height, channels: 3 } }).joinChannel(Buffer.from(a.buffer, a.byteOffset, a.byteLength), raw1);
+  const raw3 = { raw: { width: box.width, height: box.height, channels: 3 as const } };
   const background = opts.bgColor ?? (opts.format === 'jpg' ? WHITE : null);
-  if (background) img = img.flatten({ background });
+  const img = background
+    ? sharp(flattenOnto(c, a, background), raw3)
+    : sharp(c, raw3).joinChannel(Buffer.from(a.buffer, a.byteOffset, a.byteLength), raw1);
   const data = await encode(img, opts.format);
   return { data, width: box.width, height: box.height };
 }

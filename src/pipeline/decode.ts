@@ -87,20 +87,28 @@ export async function openImage(bytes: Buffer): Promise<SourceImage> {
     } catch (err) {
       throw new CutoutError('unsupported_format', 'Corrupt or undecodable BMP file', { cause: err });
     }
-    const expected = decoded.width * decoded.height * 4;
-    if (decoded.data.length < expected) throw new CutoutError('unsupported_format', 'Truncated BMP file');
+    const pixels = decoded.width * decoded.height;
+    if (decoded.data.length < pixels * 4) throw new CutoutError('unsupported_format', 'Truncated BMP file');
+    // bmp-ts leaves alpha at 0 for 24-bit files, and sharp would premultiply by it when resizing:
+    // keep RGB only (alpha in BMP is too rare to trust).
+    const rgb = Buffer.allocUnsafe(pixels * 3);
+    for (let i = 0, j = 0; i < pixels; i++, j += 3) {
+      rgb[j] = decoded.data[i * 4];
+      rgb[j + 1] = decoded.data[i * 4 + 1];
+      rgb[j + 2] = decoded.data[i * 4 + 2];
+    }
     return {
       format,
-      sharpInput: Buffer.from(decoded.data.buffer, decoded.data.byteOffset, expected),
-      sharpOptions: { raw: { width: decoded.width, height: decoded.height, channels: 4 } },
+      sharpInput: rgb,
+      sharpOptions: { raw: { width: decoded.width, height: decoded.height, channels: 3 } },
       probe: { format, width: decoded.width, height: decoded.height },
-      // bmp-ts fills alpha with 0 for 24-bit files on some writers; alpha in BMP is too rare to trust.
       hasAlpha: false,
     };
   }
   let meta: Metadata;
   try {
-    meta = await sharp(bytes, SHARP_OPTIONS).metadata();
+    // Header only: our own check below gives the size in its message.
+    meta = await sharp(bytes, { ...SHARP_OPTIONS, limitInputPixels: false }).metadata();
   } catch (err) {
     throw decodeError(err, format);
   }
@@ -138,7 +146,7 @@ export function outputSize(resolved: 'preview' | 'full', width: number, height: 
 /** A sharp pipeline of the oriented image, flattened onto white when it has alpha (the model sees RGB). */
 export function orientedRgb(src: SourceImage): Sharp {
   let img = sharp(src.sharpInput, src.sharpOptions).rotate();
-  if (src.hasAlpha || src.format === 'bmp') img = img.flatten({ background: { r: 255, g: 255, b: 255 } });
+  if (src.hasAlpha) img = img.flatten({ background: { r: 255, g: 255, b: 255 } });
   return img.removeAlpha();
 }
 

@@ -90,3 +90,19 @@ export function cropRaw(data: Uint8Array, width: number, channels: number, box: 
   }
   return out;
 }
+
+/**
+ * Composites interleaved RGB over a flat colour with the matte: out = a*rgb + (1-a)*bg, rounded.
+ * Done here rather than by sharp's flatten, which runs before joinChannel in sharp's fixed order.
+ */
+export function flattenOnto(rgb: Uint8Array, alpha: Uint8Array, bg: { r: number; g: number; b: number }): Buffer {
+  const out = Buffer.allocUnsafe(rgb.length);
+  for (let i = 0, j = 0; i < alpha.length; i++, j += 3) {
+    const a = alpha[i];
+    const ia = 255 - a;
+    out[j] = (rgb[j] * a + bg.r * ia + 127) / 255;
+    out[j + 1] = (rgb[j + 1] * a + bg.g * ia + 127) / 255;
+    out[j + 2] = (rgb[j + 2] * a + bg.b * ia + 127) / 255;
+  }
+  return out;
+}

@@ -1,0 +1,119 @@
+# bash completion for cutout                                  -*- shell-script -*-
+#
+# Install: source this file from ~/.bashrc, or copy it to
+#   ${XDG_DATA_HOME:-~/.local/share}/bash-completion/completions/cutout
+# or run:  source <(cutout completion bash)
+
+_cutout_compgen_files() {
+    # $1: what to complete ("file" or "directory"); adds to COMPREPLY with filename handling
+    local IFS=$'\n'
+    compopt -o filenames 2>/dev/null
+    COMPREPLY+=($(compgen -A "$1" -- "$cur"))
+}
+
+_cutout() {
+    local cur prev
+    cur=${COMP_WORDS[COMP_CWORD]}
+    prev=${COMP_WORDS[COMP_CWORD - 1]}
+    COMPREPLY=()
+
+    # --flag=value: complete the value of --flag
+    if [[ $cur == --*=* ]]; then
+        prev=${cur%%=*}
+        cur=${cur#*=}
+    elif [[ $cur == = && $prev == --* ]]; then
+        cur=
+    elif [[ $prev == = && $COMP_CWORD -ge 2 ]]; then
+        prev=${COMP_WORDS[COMP_CWORD - 2]}
+    fi
+
+    local commands='remove serve keys credits account usage models openapi completion help'
+    local global_opts='--data --config -h --help'
+    local remove_opts='-o --out --size --format --bg-color --crop --mask -c --concurrency --model
+        --skip-existing --overwrite --json --key --quality -q --quiet --no-progress --recursive'
+    local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
+        --result-ttl --callback-backoff --allow-private-network --no-playground --upstream'
+    # Options that take a value, so the word after them is not a command or an input
+    local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
+        --quality --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
+        --result-ttl --callback-backoff --upstream --name --account '
+
+    # Values of the option before the cursor
+    case $prev in
+        --size) COMPREPLY=($(compgen -W 'preview full auto' -- "$cur")); return ;;
+        --format) COMPREPLY=($(compgen -W 'png webp jpg' -- "$cur")); return ;;
+        --quality) COMPREPLY=($(compgen -W 'fast balanced best' -- "$cur")); return ;;
+        --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")); return ;;
+        --data) _cutout_compgen_files directory; return ;;
+        --config | -o | --out | --model) _cutout_compgen_files file; return ;;
+        -c | --concurrency | --key | --host | --port | --base-url | --workers | --queue-limit | \
+            --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --upstream | --name | --account)
+            return ;;
+    esac
+
+    # Find the command and its subcommand, skipping options and their values
+    local i word cmd='' sub='' skip=''
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        word=${COMP_WORDS[i]}
+        if [[ $word == = ]]; then
+            skip=1 # "--flag = value" when = is a word break: the value follows
+            continue
+        fi
+        if [[ -n $skip ]]; then
+            skip=''
+            continue
+        fi
+        case $word in
+            --*=*) continue ;;
+            -*)
+                [[ $value_opts == *" $word "* ]] && skip=1
+                continue
+                ;;
+        esac
+        if [[ -z $cmd ]]; then
+            if [[ " $commands " == *" $word "* ]]; then cmd=$word; else cmd=remove; fi
+        elif [[ -z $sub ]]; then
+            sub=$word
+        fi
+    done
+
+    local opts=''
+    case $cmd in
+        '')
+            if [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "$remove_opts $global_opts -V --version" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+                _cutout_compgen_files file
+            fi
+            return
+            ;;
+        remove)
+            if [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "$remove_opts $global_opts" -- "$cur"))
+            else
+                _cutout_compgen_files file
+            fi
+            return
+            ;;
+        serve) opts=$serve_opts ;;
+        keys)
+            case $sub in
+                '') [[ $cur != -* ]] && COMPREPLY=($(compgen -W 'create list revoke' -- "$cur")) ;;
+                create) opts='--name --test --account --json' ;;
+                list) opts='--json' ;;
+            esac
+            ;;
+        credits) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'add' -- "$cur")) ;;
+        account | usage) opts='--key --json' ;;
+        models) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'list verify' -- "$cur")) ;;
+        completion) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'bash zsh fish' -- "$cur")) ;;
+        help) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
+    esac
+
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts $global_opts" -- "$cur"))
+    fi
+}
+
+complete -F _cutout cutout

@@ -1,0 +1,142 @@
+# fish completion for cutout
+#
+# Install: copy this file to ~/.config/fish/completions/cutout.fish, or run:
+#   cutout completion fish | source
+
+set -l __cutout_commands remove serve keys credits account usage models openapi completion help
+
+# Prints the command being completed: nothing before one is typed, `remove` when the first word
+# is an input (`cutout photo.jpg` means `cutout remove photo.jpg`). Values of options are skipped.
+function __cutout_command
+    set -l words (commandline -opc)
+    set -e words[1]
+    set -l skip 0
+    for word in $words
+        if test $skip -eq 1
+            set skip 0
+            continue
+        end
+        switch $word
+            case --data --config -o --out --size --format --bg-color -c --concurrency --model --key --quality \
+                --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
+                --callback-backoff --upstream --name --account
+                set skip 1
+            case '-*'
+            case remove serve keys credits account usage models openapi completion help
+                echo $word
+                return
+            case '*'
+                echo remove
+                return
+        end
+    end
+end
+
+# True when the command being completed is one of the arguments
+function __cutout_is
+    set -l cmd (__cutout_command)
+    contains -- "$cmd" $argv
+end
+
+function __cutout_no_command
+    set -l cmd (__cutout_command)
+    test -z "$cmd"
+end
+
+function __cutout_removing
+    set -l cmd (__cutout_command)
+    test -z "$cmd"; or test "$cmd" = remove
+end
+
+complete -c cutout -e
+
+# Global options, on every command
+complete -c cutout -l data -x -a '(__fish_complete_directories)' -d 'Data directory (database and results)'
+complete -c cutout -l config -r -F -d 'Configuration file'
+complete -c cutout -s h -l help -d 'Show help'
+complete -c cutout -n __cutout_no_command -s V -l version -d 'Show the version'
+
+# Commands
+complete -c cutout -n __cutout_no_command -a remove -d 'Remove backgrounds locally (default)'
+complete -c cutout -n __cutout_no_command -a serve -d 'Run the v1 HTTP API'
+complete -c cutout -n __cutout_no_command -a keys -d 'Create, list and revoke API keys'
+complete -c cutout -n __cutout_no_command -a credits -d 'Add purchased credits'
+complete -c cutout -n __cutout_no_command -a account -d 'Credit balance and plan'
+complete -c cutout -n __cutout_no_command -a usage -d 'Credits used per day'
+complete -c cutout -n __cutout_no_command -a models -d 'List and verify models'
+complete -c cutout -n __cutout_no_command -a openapi -d 'Print the OpenAPI 3.1.0 document'
+complete -c cutout -n __cutout_no_command -a completion -d 'Print a shell completion script'
+complete -c cutout -n __cutout_no_command -a help -d 'Show help for a command'
+
+# remove (also without the word `remove`): inputs are files, so file completion stays on
+set -l rm __cutout_removing
+complete -c cutout -n $rm -s o -l out -r -F -d 'Output directory or file; - for stdout'
+complete -c cutout -n $rm -l size -x -a 'preview full auto' -d 'Output size'
+complete -c cutout -n $rm -l format -x -a 'png webp jpg' -d 'Output encoding'
+complete -c cutout -n $rm -l bg-color -x -a transparent -d 'Background: transparent or hex colour'
+complete -c cutout -n $rm -l crop -d "Crop to the subject's bounding box"
+complete -c cutout -n $rm -l mask -d 'Write the alpha matte alone'
+complete -c cutout -n $rm -s c -l concurrency -x -d 'Images processed at once'
+complete -c cutout -n $rm -l model -r -F -d 'Model name or .onnx file'
+complete -c cutout -n $rm -l skip-existing -d 'Skip inputs whose output exists'
+complete -c cutout -n $rm -l overwrite -d 'Overwrite existing outputs'
+complete -c cutout -n $rm -l json -d 'One JSON object per input on stdout'
+complete -c cutout -n $rm -l key -x -d "Charge this API key's credits"
+complete -c cutout -n $rm -l quality -x -a 'fast balanced best' -d 'Speed against quality'
+complete -c cutout -n $rm -s q -l quiet -d 'No spinner or progress bar'
+complete -c cutout -n $rm -l no-progress -d 'No spinner or progress bar'
+complete -c cutout -n $rm -l recursive -d 'Descend into directories'
+
+# serve
+set -l serve '__cutout_is serve'
+complete -c cutout -n $serve -l host -x -a '(__fish_print_hostnames)' -d 'Bind address'
+complete -c cutout -n $serve -l port -x -d 'Port; 0 picks a free one'
+complete -c cutout -n $serve -l base-url -x -d 'Base URL of result URLs'
+complete -c cutout -n $serve -l workers -x -d 'Inference jobs run at once'
+complete -c cutout -n $serve -l queue-limit -x -d 'Jobs waiting before 503'
+complete -c cutout -n $serve -l sync-timeout -x -d 'Sync hard timeout (ms)'
+complete -c cutout -n $serve -l rate-limit -x -d 'Requests per minute per key'
+complete -c cutout -n $serve -l result-ttl -x -d 'Result retention (seconds)'
+complete -c cutout -n $serve -l callback-backoff -x -d 'First callback retry delay (ms)'
+complete -c cutout -n $serve -l allow-private-network -d 'Let URLs reach private addresses'
+complete -c cutout -n $serve -l no-playground -d 'Do not serve the playground page'
+complete -c cutout -n $serve -l upstream -x -d 'Forward inference to a remote worker'
+complete -c cutout -n $serve -f
+
+# keys create|list|revoke
+set -l keys '__cutout_is keys'
+complete -c cutout -n "$keys; and not __fish_seen_subcommand_from create list revoke" -f -a create -d 'Create a key'
+complete -c cutout -n "$keys; and not __fish_seen_subcommand_from create list revoke" -f -a list -d 'List keys'
+complete -c cutout -n "$keys; and not __fish_seen_subcommand_from create list revoke" -f -a revoke -d 'Revoke a key'
+complete -c cutout -n "$keys; and __fish_seen_subcommand_from create" -l name -x -d 'Name of the key'
+complete -c cutout -n "$keys; and __fish_seen_subcommand_from create" -l test -d 'Create a test key'
+complete -c cutout -n "$keys; and __fish_seen_subcommand_from create" -l account -x -d 'Add the key to this account'
+complete -c cutout -n "$keys; and __fish_seen_subcommand_from create list" -l json -d 'Print JSON'
+complete -c cutout -n $keys -f
+
+# credits add
+complete -c cutout -n '__cutout_is credits; and not __fish_seen_subcommand_from add' -f -a add -d 'Add purchased credits'
+complete -c cutout -n '__cutout_is credits' -f
+
+# account, usage
+set -l acct '__cutout_is account usage'
+complete -c cutout -n $acct -l key -x -d 'API key'
+complete -c cutout -n $acct -l json -d 'Print JSON'
+complete -c cutout -n $acct -f
+
+# models list|verify
+set -l models '__cutout_is models'
+complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify" -f -a list -d 'Known models'
+complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify" -f -a verify -d 'Check presence and checksums'
+complete -c cutout -n $models -f
+
+# openapi
+complete -c cutout -n '__cutout_is openapi' -f
+
+# completion bash|zsh|fish
+set -l comp '__cutout_is completion'
+complete -c cutout -n "$comp; and not __fish_seen_subcommand_from bash zsh fish" -f -a 'bash zsh fish' -d Shell
+complete -c cutout -n $comp -f
+
+# help <command>
+complete -c cutout -n '__cutout_is help' -f -a "$__cutout_commands"

@@ -1,0 +1,140 @@
+#compdef cutout
+#
+# zsh completion for cutout
+#
+# Install: copy this file as `_cutout` into a directory of $fpath (before compinit runs), or run:
+#   source <(cutout completion zsh)
+
+_cutout_global_opts=(
+  '--data=[data directory (database and results)]:directory:_directories'
+  '--config=[configuration file]:file:_files'
+  '(- *)'{-h,--help}'[show help]'
+)
+
+_cutout_remove_opts=(
+  '(-o --out)'{-o+,--out=}'[output directory or file; - for stdout]:output:_files'
+  '--size=[output size]:size:(preview full auto)'
+  '--format=[output encoding]:format:(png webp jpg)'
+  '--bg-color=[background: transparent or hex colour]:colour:(transparent)'
+  '--crop[crop to the subject'"'"'s bounding box]'
+  '--mask[write the alpha matte alone]'
+  '(-c --concurrency)'{-c+,--concurrency=}'[images processed at once]:number: '
+  '--model=[model name or .onnx file]:model:_files'
+  '(--overwrite)--skip-existing[skip inputs whose output exists]'
+  '(--skip-existing)--overwrite[overwrite existing outputs]'
+  '--json[one JSON object per input on stdout]'
+  '--key=[charge this API key'"'"'s credits]:API key: '
+  '--quality=[speed against quality]:quality:(fast balanced best)'
+  '(-q --quiet)'{-q,--quiet}'[no spinner or progress bar]'
+  '--no-progress[no spinner or progress bar]'
+  '--recursive[descend into directories]'
+)
+
+_cutout_commands() {
+  local -a commands
+  commands=(
+    'remove:remove backgrounds locally (the default command)'
+    'serve:run the v1 HTTP API'
+    'keys:create, list and revoke API keys'
+    'credits:add purchased credits'
+    'account:credit balance and plan'
+    'usage:credits used per day'
+    'models:list and verify models'
+    'openapi:print the OpenAPI 3.1.0 document'
+    'completion:print a shell completion script'
+    'help:show help for a command'
+  )
+  _describe -t commands 'cutout command' commands
+}
+
+_cutout() {
+  local curcontext=$curcontext state state_descr line ret=1
+  typeset -A opt_args
+
+  _arguments -C -S \
+    $_cutout_global_opts \
+    $_cutout_remove_opts \
+    '(- *)'{-V,--version}'[show the version]' \
+    '1: :->first' \
+    '*:: :->rest' && ret=0
+
+  case $state in
+    first)
+      # `cutout photo.jpg` means `cutout remove photo.jpg`: offer commands and inputs
+      _alternative 'commands: :_cutout_commands' 'files:input:_files' && ret=0
+      ;;
+    rest)
+      local cmd=${line[1]}
+      curcontext=${curcontext%:*:*}:cutout-$cmd:
+      case $cmd in
+        remove)
+          _arguments -S $_cutout_global_opts $_cutout_remove_opts '*:input:_files' && ret=0
+          ;;
+        serve)
+          _arguments -S $_cutout_global_opts \
+            '--host=[bind address]:host:_hosts' \
+            '--port=[port; 0 picks a free one]:port: ' \
+            '--base-url=[base URL of result URLs]:URL:_urls' \
+            '--workers=[inference jobs run at once]:number: ' \
+            '--queue-limit=[jobs waiting before 503]:number: ' \
+            '--sync-timeout=[sync hard timeout]:milliseconds: ' \
+            '--rate-limit=[requests per minute per key]:number: ' \
+            '--result-ttl=[result retention]:seconds: ' \
+            '--callback-backoff=[first callback retry delay]:milliseconds: ' \
+            '--allow-private-network[let URLs reach private addresses]' \
+            '--no-playground[do not serve the playground page]' \
+            '--upstream=[forward inference to a remote worker]:URL:_urls' && ret=0
+          ;;
+        keys)
+          state=
+          _arguments -C $_cutout_global_opts '1:keys command:((create\:"create a key" list\:"list keys" revoke\:"revoke a key"))' \
+            '*:: :->keys' && ret=0
+          [[ $state == keys ]] && case $line[1] in
+            create)
+              _arguments -S $_cutout_global_opts \
+                '--name=[name of the key]:name: ' \
+                '--test[create a test key]' \
+                '--account=[add the key to this account]:account id: ' \
+                '--json[print JSON]' && ret=0
+              ;;
+            list) _arguments -S $_cutout_global_opts '--json[print JSON]' && ret=0 ;;
+            revoke) _arguments -S $_cutout_global_opts '1:key id: ' && ret=0 ;;
+          esac
+          ;;
+        credits)
+          _arguments -S $_cutout_global_opts '1:credits command:((add\:"add purchased credits"))' \
+            '2:account or key id: ' '3:amount: ' && ret=0
+          ;;
+        account | usage)
+          _arguments -S $_cutout_global_opts '--key=[API key]:API key: ' '--json[print JSON]' && ret=0
+          ;;
+        models)
+          _arguments -S $_cutout_global_opts \
+            '1:models command:((list\:"known models" verify\:"check presence and checksums"))' && ret=0
+          ;;
+        openapi)
+          _arguments -S $_cutout_global_opts && ret=0
+          ;;
+        completion)
+          _arguments -S $_cutout_global_opts '1:shell:(bash zsh fish)' && ret=0
+          ;;
+        help)
+          _arguments '1: :_cutout_commands' && ret=0
+          ;;
+        *)
+          # implicit remove: the first word was an input
+          _arguments -S $_cutout_global_opts $_cutout_remove_opts '*:input:_files' && ret=0
+          ;;
+      esac
+      ;;
+  esac
+  return ret
+}
+
+if [[ $funcstack[1] == _cutout ]]; then
+  # autoloaded from $fpath: this file is the body of _cutout, which just redefined itself
+  _cutout "$@"
+else
+  # sourced, e.g. `source <(cutout completion zsh)`
+  compdef _cutout cutout
+fi

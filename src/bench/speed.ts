@@ -1,0 +1,136 @@
+/**
+ * `npm run bench -- [dir] [--large] [--runs N]`: per-stage time of the pipeline on a folder of
+ * images (default: test/fixtures), images per second at concurrency 1 and 2, peak RSS, and beside
+ * them the raw session run on the same tensor, so the pipeline's overhead ratio is visible.
+ * `--large` adds synthetic 12 MP and 50 MP inputs, each measured in its own child process so the
+ * peak RSS belongs to that image alone. Prints a table, then one JSON line.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import sharp from 'sharp';
+import pLimit from 'p-limit';
+import { removeBackground, resolveModel, loadModel, stopModels } from '../pipeline/index.js';
+import { runModel } from '../pipeline/model.js';
+import { rgbToTensor } from '../pipeline/matte.js';
+import type { StageTimings } from '../pipeline/types.js';
+import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const args = process.argv.slice(2);
+const flag = (name: string) => args.includes(name);
+const value = (name: string, dflt: string) => {
+  const i = args.indexOf(name);
+  return i >= 0 && args[i + 1] ? args[i + 1] : dflt;
+};
+const modelName = value('--model', 'isnet-medium');
+const runs = Number(value('--runs', '1'));
+const REQUEST = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, model: modelName };
+
+const maxRssMb = () => Math.round(process.resourceUsage().maxRSS / 1024);
+
+/** Child mode: one image, one run after a warm-up of the session; prints a JSON line. */
+async function single(file: string): Promise<void> {
+  const manifest = resolveModel(modelName);
+  await loadModel(manifest);
+  const bytes = fs.readFileSync(file);
+  const r = await removeBackground(bytes, REQUEST);
+  const raw = await rawInference();
+  process.stdout.write(JSON.stringify({ file, width: r.width, height: r.height, ms: r.ms, timings: r.timings, raw_inference_ms: raw, peak_rss_mb: maxRssMb() }) + '\n');
+  await stopModels();
+}
+
+/** The session run alone on a prepared tensor: the floor the pipeline is compared with. */
+async function rawInference(): Promise<number> {
+  const manifest = resolveModel(modelName);
+  const { width, height, mean, std } = manifest.input;
+  const rgb = new Uint8Array(width * height * 3).map((_, i) => (i * 37) & 255);
+  const tensor = rgbToTensor(rgb, width, height, mean, std);
+  const t = performance.now();
+  await runModel(manifest, tensor, width, height);
+  return performance.now() - t;
+}
+
+function listImages(dir: string): string[] {
+  return fs
+    .readdirSync(dir)
+    .filter((f) => IMAGE_EXTENSIONS.includes(path.extname(f).toLowerCase()) && !f.includes('.cutout.'))
+    .sort()
+    .map((f) => path.join(dir, f));
+}
+
+const fmt = (n: number) => n.toFixed(0).padStart(7);
+
+async function main(): Promise<void> {
+  if (args[0] === '--one') return single(args[1]);
+  const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
+  const files = listImages(dir);
+  if (!files.length) throw new Error(`no images in ${dir}`);
+  const manifest = resolveModel(modelName);
+  const loadMs = await loadModel(manifest);
+
+  // Raw session runs, a few, median.
+  const rawRuns: number[] = [];
+  for (let i = 0; i < 3; i++) rawRuns.push(await rawInference());
+  rawRuns.sort((a, b) => a - b);
+  const raw = rawRuns[1];
+
+  const buffers = files.map((f) => fs.readFileSync(f));
+  const perImage: { file: string; width: number; height: number; ms: number; timings: StageTimings }[] = [];
+  for (let r = 0; r < runs; r++) {
+    for (let i = 0; i < files.length; i++) {
+      const res = await removeBackground(buffers[i], REQUEST);
+      perImage.push({ file: path.basename(files[i]), width: res.width, height: res.height, ms: res.ms, timings: res.timings });
+    }
+  }
+  const throughput: Record<string, number> = {};
+  for (const c of [1, 2]) {
+    const limit = pLimit(c);
+    const t = performance.now();
+    await Promise.all(buffers.map((b) => limit(() => removeBackground(b, REQUEST))));
+    throughput[`c${c}`] = files.length / ((performance.now() - t) / 1000);
+  }
+
+  const mean = (k: keyof StageTimings) => perImage.reduce((s, p) => s + p.timings[k], 0) / perImage.length;
+  const meanMs = perImage.reduce((s, p) => s + p.ms, 0) / perImage.length;
+  const stages = { decode: mean('decode'), preprocess: mean('preprocess'), inference: mean('inference'), postprocess: mean('postprocess'), encode: mean('encode') };
+
+  const large: unknown[] = [];
+  if (flag('--large')) {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-bench-'));
+    for (const [label, w, h] of [['12mp', 4000, 3000], ['50mp', 8160, 6120]] as const) {
+      const file = path.join(tmp, `${label}.jpg`);
+      await sharp(files[0]).resize(w, h, { fit: 'fill' }).jpeg({ quality: 90 }).toFile(file);
+      const child = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--one', file, '--model', modelName], { encoding: 'utf8', maxBuffer: 1 << 20 });
+      if (child.status !== 0) throw new Error(`bench child failed for ${label}: ${child.stderr}`);
+      large.push({ label, ...JSON.parse(child.stdout.trim().split('\n').pop()!) });
+    }
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+
+  const out = process.stdout;
+  out.write(`model ${modelName}, ${files.length} image(s) from ${dir}, ${os.cpus().length} cores, session load ${loadMs.toFixed(0)} ms\n\n`);
+  out.write('image                          size     total  decode   prep  infer   post  encode\n');
+  for (const p of perImage) {
+    const t = p.timings;
+    out.write(`${p.file.padEnd(28)} ${`${p.width}x${p.height}`.padStart(9)} ${fmt(p.ms)} ${fmt(t.decode)}${fmt(t.preprocess)}${fmt(t.inference)}${fmt(t.postprocess)}${fmt(t.encode)}\n`);
+  }
+  out.write(`\nmean per image ${meanMs.toFixed(0)} ms; raw session run ${raw.toFixed(0)} ms; end-to-end / raw = ${(meanMs / raw).toFixed(3)}\n`);
+  out.write(`throughput: ${throughput.c1.toFixed(3)} img/s at concurrency 1, ${throughput.c2.toFixed(3)} img/s at concurrency 2\n`);
+  out.write(`peak RSS ${maxRssMb()} MB\n`);
+  for (const l of large as { label: string; width: number; height: number; ms: number; raw_inference_ms: number; peak_rss_mb: number; timings: StageTimings }[]) {
+    out.write(`${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${(l.ms / l.raw_inference_ms).toFixed(3)}, peak RSS ${l.peak_rss_mb} MB, stages ${JSON.stringify(Object.fromEntries(Object.entries(l.timings).map(([k, v]) => [k, Math.round(v)])))}\n`);
+  }
+  out.write(
+    JSON.stringify({
+      bench: 'speed', model: modelName, images: files.length, mean_ms: Math.round(meanMs), raw_inference_ms: Math.round(raw), ratio: +(meanMs / raw).toFixed(3),
+      stages_ms: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, Math.round(v)])), img_per_s_c1: +throughput.c1.toFixed(3), img_per_s_c2: +throughput.c2.toFixed(3),
+      peak_rss_mb: maxRssMb(), large,
+    }) + '\n',
+  );
+  await stopModels();
+}
+
+await main();

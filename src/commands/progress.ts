@@ -1,0 +1,52 @@
+/**
+ * Progress for `cutout remove`: an ora spinner on a terminal, plain lines on stderr when piped,
+ * JSON lines on stdout with --json. Failures are always named on stderr, one line each.
+ */
+import ora, { type Ora } from 'ora';
+import type { ItemReport } from './remove.js';
+
+export interface Reporter {
+  start(input: string): void;
+  done(report: ItemReport): void;
+  finish(): void;
+}
+
+export function createReporter(opts: { total: number; json: boolean; quiet: boolean }): Reporter {
+  const tty = Boolean(process.stderr.isTTY) && !opts.quiet;
+  let completed = 0;
+  let failed = 0;
+  const active = new Set<string>();
+  const spinner: Ora | null = tty ? ora({ stream: process.stderr, text: `0/${opts.total}` }).start() : null;
+  const label = () => `${completed}/${opts.total} ${[...active].map((a) => a.split('/').pop()).join(', ')}`;
+
+  const line = (text: string) => {
+    if (spinner) spinner.clear();
+    process.stderr.write(text + '\n');
+    if (spinner) spinner.render();
+  };
+
+  return {
+    start(input) {
+      active.add(input);
+      if (spinner) spinner.text = label();
+    },
+    done(r) {
+      active.delete(r.input);
+      completed++;
+      if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
+      if (r.error) {
+        failed++;
+        line(`cutout: ${r.input}: ${r.error.message}`);
+      } else if (!opts.quiet && !spinner) {
+        line(r.skipped ? `skipped ${r.input} (output exists)` : `done ${r.input} -> ${r.output ?? 'stdout'} (${r.width}x${r.height}, ${r.ms} ms)`);
+      }
+      if (spinner) spinner.text = label();
+    },
+    finish() {
+      if (!spinner) return;
+      const ok = completed - failed;
+      if (failed) spinner.fail(`${ok} done, ${failed} failed`);
+      else spinner.succeed(`${ok} done`);
+    },
+  };
+}

@@ -1,0 +1,237 @@
+/**
+ * `cutout [remove] <inputs...>`: local background removal. A thin adapter: it expands inputs,
+ * calls the core pipeline with bounded concurrency, writes outputs, records each run in the
+ * ledger, and reports progress (ora on a terminal, plain lines when piped, JSON lines with --json).
+ * Exit codes: 0 all done, 1 some input failed (the others still done), 2 usage error.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import type { Command } from 'commander';
+import { loadConfig } from '../config.js';
+import { CutoutError, toCutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import { CLI_DEFAULTS, OptionError, parseImageOptions, type Format } from '../options.js';
+import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
+import { UsageError } from './usage-error.js';
+
+export interface RemoveFlags {
+  out?: string;
+  size?: string;
+  format?: string;
+  bgColor?: string;
+  crop?: boolean;
+  mask?: boolean;
+  concurrency?: string;
+  model?: string;
+  skipExisting?: boolean;
+  overwrite?: boolean;
+  json?: boolean;
+  key?: string;
+  recursive?: boolean;
+  quiet?: boolean;
+  progress?: boolean;
+  data?: string;
+  config?: string;
+}
+
+export interface ItemReport {
+  input: string;
+  output: string | null;
+  width: number | null;
+  height: number | null;
+  ms: number;
+  credits_charged?: number;
+  skipped?: boolean;
+  error: { code: string; message: string } | null;
+}
+
+export function registerRemove(program: Command): void {
+  program
+    .command('remove', { isDefault: true })
+    .description('remove the background of images (files, folders, quoted globs, or - for stdin)')
+    .argument('[inputs...]', 'image files, directories, glob patterns, or - for stdin')
+    .option('-o, --out <path>', 'output directory, or a file when there is one input; - for stdout')
+    .option('--size <size>', 'preview | full | auto (default: full)')
+    .option('--format <format>', 'png | webp | jpg (default: png, or from --out FILE)')
+    .option('--bg-color <color>', 'transparent or a hex colour such as #ffffff (default: transparent)')
+    .option('--crop', 'crop to the subject\'s bounding box')
+    .option('--mask', 'write the alpha matte alone (greyscale) instead of the cutout')
+    .option('-c, --concurrency <n>', 'images processed at once (default: from the CPU count)')
+    .option('--model <name|file>', 'a model from `cutout models list`, or an .onnx file with its manifest')
+    .option('-r, --recursive', 'descend into sub-directories of directory inputs')
+    .option('--skip-existing', 'skip inputs whose output exists')
+    .option('--overwrite', 'replace existing outputs')
+    .option('--json', 'one JSON object per input on stdout')
+    .option('--key <api_key>', 'charge that key\'s credits by the same rules as the server')
+    .option('-q, --quiet', 'no progress output')
+    .option('--no-progress', 'no spinner or progress lines')
+    .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
+    .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
+    .action(async (inputs: string[], flags: RemoveFlags) => {
+      process.exitCode = await runRemove(inputs, flags);
+    });
+}
+
+function usage(message: string): never {
+  throw new UsageError(message);
+}
+
+/** One line, no stack: what a person reads on stderr. */
+function describe(err: CutoutError): string {
+  return err.code === 'processing_failed' && err.cause ? `${err.message} (${String((err.cause as Error).message ?? err.cause).split('\n')[0]})` : err.message;
+}
+
+async function readInput(item: InputItem): Promise<Buffer> {
+  if (item.path === '-') {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for await (const chunk of process.stdin) {
+      total += (chunk as Buffer).length;
+      if (total > LIMITS.maxInputBytes) throw new CutoutError('image_too_large', `Input is over ${LIMITS.maxInputBytes / 1048576} MB`);
+      chunks.push(chunk as Buffer);
+    }
+    return Buffer.concat(chunks);
+  }
+  let stat: fs.Stats;
+  try {
+    stat = await fs.promises.stat(item.path);
+  } catch {
+    throw new CutoutError('invalid_request', 'No such file');
+  }
+  if (!stat.isFile()) throw new CutoutError('invalid_request', 'Not a regular file');
+  // Check the size before reading: a 2 GB file must not be read to be refused.
+  if (stat.size > LIMITS.maxInputBytes) {
+    throw new CutoutError('image_too_large', `Input is ${(stat.size / 1048576).toFixed(1)} MB; the limit is ${LIMITS.maxInputBytes / 1048576} MB`);
+  }
+  return fs.promises.readFile(item.path);
+}
+
+/** Writes through a temporary file and a rename: a killed run never leaves a half-written output. */
+async function writeAtomic(file: string, data: Buffer): Promise<void> {
+  await fs.promises.mkdir(path.dirname(path.resolve(file)), { recursive: true });
+  const tmp = `${file}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`;
+  try {
+    await fs.promises.writeFile(tmp, data);
+    await fs.promises.rename(tmp, file);
+  } catch (err) {
+    await fs.promises.rm(tmp, { force: true });
+    throw new CutoutError('processing_failed', `Cannot write ${file}: ${(err as Error).message}`);
+  }
+}
+
+export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<number> {
+  if (!inputs.length) usage('no input given; try: cutout photo.jpg (or cutout --help)');
+  if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
+  if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
+
+  let config;
+  let options;
+  try {
+    config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency }, { configFile: flags.config });
+    const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
+    options = parseImageOptions(
+      { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop },
+      'cli',
+      { ...CLI_DEFAULTS, format: fromOut ?? CLI_DEFAULTS.format },
+    );
+  } catch (err) {
+    if (err instanceof CutoutError) usage(err.message);
+    throw err;
+  }
+
+  const { items, unmatched } = await expandInputs(inputs, { recursive: Boolean(flags.recursive) });
+  if (!items.length) usage(`nothing matched: ${unmatched.join(', ')}`);
+  const plan = planOutput(flags.out, items.length);
+  if (plan.kind === 'stdout' && items.length !== 1) usage('--out - needs exactly one input');
+  if (plan.kind === 'file' && flags.format) {
+    const extFormat = FORMAT_BY_EXTENSION[path.extname(plan.path!).toLowerCase()];
+    if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${plan.path}`);
+  }
+
+  // Heavy modules load only now: --help and usage errors stay fast.
+  const [{ removeBackground, resolveModel, setDefaultModel }, { openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
+    import('../pipeline/index.js'),
+    import('../store/db.js'),
+    import('p-limit'),
+    import('./progress.js'),
+  ]);
+  setDefaultModel(config.model);
+  try {
+    resolveModel(config.model);
+  } catch (err) {
+    usage((err as Error).message);
+  }
+  const store = await openStore(config.dataDir);
+  let account: { accountId: string; keyId: string; test: boolean } | null = null;
+  if (flags.key) {
+    account = await store.authenticate(flags.key);
+    if (!account) usage('--key: invalid or revoked API key');
+  }
+
+  const reporter = createReporter({
+    total: items.length + unmatched.length,
+    json: Boolean(flags.json),
+    quiet: Boolean(flags.quiet) || flags.progress === false,
+  });
+  let failures = 0;
+  for (const u of unmatched) {
+    failures++;
+    reporter.done({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
+  }
+
+  const limit = pLimit(config.concurrency);
+  const format: Format = options.format;
+  await Promise.all(
+    items.map((item) =>
+      limit(async () => {
+        const started = performance.now();
+        const output = outputPathFor(item, plan, format, flags.mask ? '.mask' : '.cutout');
+        const report: ItemReport = { input: item.path, output, width: null, height: null, ms: 0, error: null };
+        reporter.start(item.path);
+        try {
+          if (output && fs.existsSync(output) && !flags.overwrite) {
+            if (flags.skipExisting) {
+              report.skipped = true;
+              return;
+            }
+            throw new CutoutError('invalid_request', `Output ${output} exists; use --overwrite or --skip-existing`);
+          }
+          const bytes = await readInput(item);
+          const wantsCharge = account && !account.test;
+          if (wantsCharge && options.size === 'full' && (await store.balance(account!.accountId)) <= 0) {
+            throw new CutoutError('insufficient_credits');
+          }
+          const result = await removeBackground(bytes, { ...options, mask: Boolean(flags.mask), model: config.model });
+          const credits = wantsCharge && result.resolvedSize === 'full' ? 1 : 0;
+          // The charge commits before the output is written: a refused charge writes nothing.
+          const charged = await store.recordRun({
+            id: randomUUID(),
+            accountId: account?.accountId ?? null,
+            keyId: account?.keyId ?? null,
+            channel: 'cli',
+            input: item.path === '-' ? 'stdin' : path.resolve(item.path),
+            size: result.resolvedSize,
+            credits,
+            ms: result.ms,
+          });
+          if (output) await writeAtomic(output, result.data);
+          else await new Promise<void>((resolve, reject) => process.stdout.write(result.data, (err) => (err ? reject(err) : resolve())));
+          report.width = result.width;
+          report.height = result.height;
+          if (account) report.credits_charged = charged.creditsCharged;
+        } catch (err) {
+          const e = toCutoutError(err);
+          failures++;
+          report.error = { code: e.code, message: describe(e) };
+        } finally {
+          report.ms = Math.round(performance.now() - started);
+          reporter.done(report);
+        }
+      }),
+    ),
+  );
+  reporter.finish();
+  await store.close();
+  return failures ? 1 : 0;
+}

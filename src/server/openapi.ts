@@ -1,0 +1,615 @@
+/**
+ * The OpenAPI 3.1.0 description of the v1 HTTP API (api-spec.md), kept as plain data. Served at
+ * `GET /api/v1/openapi.json` and printed by `cutout openapi`. Enums, defaults and limits come from
+ * options.ts, limits.ts and errors.ts, so a change there cannot leave this document behind.
+ */
+import { CutoutError, ERROR_TABLE, type ErrorCode } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import { API_DEFAULTS, CONTENT_TYPES, FORMATS, SIZES, TYPES } from '../options.js';
+
+type Json = Record<string, unknown>;
+
+const ref = (kind: string, name: string): Json => ({ $ref: `#/components/${kind}/${name}` });
+const schema = (name: string): Json => ref('schemas', name);
+
+const ERROR_CODES = Object.keys(ERROR_TABLE) as ErrorCode[];
+const MP = (pixels: number): string => `${pixels / 1_000_000} MP`;
+const MB = (bytes: number): string => `${bytes / (1024 * 1024)} MB`;
+const hours = (seconds: number): string => `${seconds / 3600} h`;
+
+/** Headers sent with every authenticated answer (api-spec 8.3). */
+const RATE_LIMIT_HEADERS: Json = {
+  'X-RateLimit-Limit': ref('headers', 'XRateLimitLimit'),
+  'X-RateLimit-Remaining': ref('headers', 'XRateLimitRemaining'),
+  'X-RateLimit-Reset': ref('headers', 'XRateLimitReset'),
+};
+
+/** Binary image content, one entry per output format. */
+const imageContent = (): Json =>
+  Object.fromEntries(FORMATS.map((f) => [CONTENT_TYPES[f], { schema: { type: 'string', format: 'binary' } }]));
+
+/** Parameters that every authenticated operation declares (api-spec 5.5, 5.6). */
+const AUTH_PARAMS = [ref('parameters', 'Authorization')];
+const MARKETPLACE_PARAMS = [ref('parameters', 'XMarketplaceProxySecret'), ref('parameters', 'XMarketplaceUser')];
+
+/** Error responses by status, each a reusable component. */
+const errors = (...statuses: number[]): Json =>
+  Object.fromEntries(statuses.map((s) => [String(s), ref('responses', `Error${s}`)]));
+
+/** Error response component: the Error shape, with the codes that use this status listed. */
+function errorResponse(status: number, codes: ErrorCode[], description: string, extra: Json = {}): Json {
+  return {
+    description: `${description} Codes: ${codes.map((c) => `\`${c}\``).join(', ')}.`,
+    ...extra,
+    content: {
+      'application/json': {
+        schema: schema('Error'),
+        example: new CutoutError(codes[0]).toJSON(),
+      },
+    },
+  };
+}
+
+const imageOptionProps: Json = {
+  size: schema('Size'),
+  format: schema('Format'),
+  bg_color: schema('BgColor'),
+  crop: schema('Crop'),
+  type: schema('SubjectType'),
+};
+
+const SOURCE_RULE = 'Exactly one of `image_file` (multipart only), `image_url`, `image_file_b64`; otherwise `invalid_request`.';
+
+/** Request body of `/remove` and `/jobs`: the parameters of api-spec 2.1. */
+const imageRequestBody: Json = {
+  required: true,
+  description: `Image and options (api-spec 2.1). ${SOURCE_RULE}`,
+  content: {
+    'multipart/form-data': {
+      schema: schema('ImageInputMultipart'),
+      encoding: { image_file: { contentType: 'image/*, application/octet-stream' } },
+    },
+    'application/json': { schema: schema('ImageInputJson') },
+  },
+};
+
+const jobIdPath = ref('parameters', 'JobId');
+const jobCallbacks = { jobCompleted: ref('callbacks', 'JobCompleted') };
+
+/** Freezes the whole tree: the served document must not be changed in place (parsers dereference in place). */
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/**
+ * The document, deeply frozen. Copy it (`structuredClone`) before handing it to a tool that
+ * changes its input, or spread it to add e.g. a concrete `servers` entry.
+ */
+export const openapiDocument: Record<string, any> = deepFreeze({
+  openapi: '3.1.0',
+  info: {
+    title: 'cutout API',
+    version: '1.0.0',
+    summary: 'Remove the background from an image: sync, async jobs with callbacks, batches.',
+    description: [
+      'Previews (`size=preview`, longest side at most ' + LIMITS.previewMaxSide + ' px) are free;',
+      'a full-resolution result costs 1 credit, charged only on success.',
+      `Results can be downloaded without authentication for ${hours(LIMITS.resultTtlSeconds)}.`,
+      `Limits: ${MB(LIMITS.maxInputBytes)} and ${MP(LIMITS.maxInputPixels)} per image,`,
+      `${MP(LIMITS.maxSyncFullPixels)} on sync \`/remove\` at \`size=full\`,`,
+      `${LIMITS.maxBatchImages} images per batch, ${LIMITS.rateLimitPerMinute} requests per minute per key.`,
+      'Within v1 changes only add fields.',
+    ].join(' '),
+    license: { name: 'AGPL-3.0-or-later', identifier: 'AGPL-3.0-or-later' },
+  },
+  servers: [
+    {
+      url: '{base_url}',
+      description: 'The address the service runs at (`cutout serve --base-url`).',
+      variables: { base_url: { default: 'http://127.0.0.1:8080' } },
+    },
+  ],
+  security: [{ bearerAuth: [] }],
+  tags: [
+    { name: 'removal', description: 'Background removal, sync and async.' },
+    { name: 'results', description: 'Stored results, downloadable without authentication.' },
+    { name: 'account', description: 'Credits and usage.' },
+    { name: 'meta', description: 'Health and this document.' },
+  ],
+  paths: {
+    '/api/v1/remove': {
+      post: {
+        operationId: 'removeBackground',
+        tags: ['removal'],
+        summary: 'Remove the background synchronously',
+        description: [
+          `At most ${MP(LIMITS.maxSyncFullPixels)} at \`size=full\` (larger images go through \`/jobs\`);`,
+          `hard timeout ${LIMITS.syncTimeoutMs / 1000} s (\`processing_failed\`, 504, nothing charged).`,
+          `A repeated \`Idempotency-Key\` within ${hours(LIMITS.idempotencyTtlSeconds)} returns the cached result without a second charge.`,
+          'Balance 0 with `size=full` yields `insufficient_credits`; previews still work.',
+        ].join(' '),
+        parameters: [...AUTH_PARAMS, ref('parameters', 'Accept'), ref('parameters', 'IdempotencyKey'), ...MARKETPLACE_PARAMS],
+        requestBody: imageRequestBody,
+        responses: {
+          '200': {
+            description:
+              'The cutout in the requested `format`, or with `Accept: application/json` its metadata (the image is then at `url`).',
+            headers: {
+              'X-Credits-Charged': ref('headers', 'XCreditsCharged'),
+              'X-Credits-Remaining': ref('headers', 'XCreditsRemaining'),
+              'X-Job-Id': ref('headers', 'XJobId'),
+              ...RATE_LIMIT_HEADERS,
+            },
+            content: { ...imageContent(), 'application/json': { schema: schema('SyncResult') } },
+          },
+          ...errors(400, 401, 402, 422, 429, 500, 504),
+        },
+      },
+    },
+    '/api/v1/results/{job_id}': {
+      get: {
+        operationId: 'getResult',
+        tags: ['results'],
+        summary: 'Download a stored result',
+        description: `No authentication: the UUID is the capability. Purged ${hours(LIMITS.resultTtlSeconds)} after creation.`,
+        security: [],
+        parameters: [jobIdPath],
+        responses: {
+          '200': { description: 'The result image.', content: imageContent() },
+          ...errors(404, 422),
+        },
+      },
+    },
+    '/api/v1/jobs': {
+      post: {
+        operationId: 'createJob',
+        tags: ['removal'],
+        summary: 'Queue one image',
+        description:
+          'Same inputs as `/remove`, without its 4 MP limit at `size=full`. Poll `GET /api/v1/jobs/{job_id}` or pass `X-Callback-Url`. ' +
+          'A saturated queue answers 503 `gpu_unavailable` with `Retry-After`.',
+        parameters: [...AUTH_PARAMS, ref('parameters', 'XCallbackUrl'), ...MARKETPLACE_PARAMS],
+        requestBody: imageRequestBody,
+        responses: {
+          '202': {
+            description: 'Queued.',
+            headers: RATE_LIMIT_HEADERS,
+            content: { 'application/json': { schema: schema('JobCreated') } },
+          },
+          ...errors(400, 401, 402, 422, 429, 500, 503),
+        },
+        callbacks: jobCallbacks,
+      },
+    },
+    '/api/v1/jobs/batch': {
+      post: {
+        operationId: 'createBatch',
+        tags: ['removal'],
+        summary: `Queue up to ${LIMITS.maxBatchImages} images`,
+        description:
+          'One job per image. Top-level options apply to every image; keys inside an item override them. ' +
+          'If any item is invalid the whole batch is refused and the message names the item index. ' +
+          'Direct API keys only (not offered through a marketplace channel).',
+        parameters: [...AUTH_PARAMS, ref('parameters', 'XCallbackUrl')],
+        requestBody: { required: true, content: { 'application/json': { schema: schema('BatchRequest') } } },
+        responses: {
+          '202': {
+            description: 'Queued, one job per image, in request order.',
+            headers: RATE_LIMIT_HEADERS,
+            content: { 'application/json': { schema: schema('BatchCreated') } },
+          },
+          ...errors(400, 401, 402, 422, 429, 500, 503),
+        },
+        callbacks: jobCallbacks,
+      },
+    },
+    '/api/v1/jobs/{job_id}': {
+      get: {
+        operationId: 'getJob',
+        tags: ['removal'],
+        summary: 'Job status',
+        parameters: [jobIdPath, ...AUTH_PARAMS, ...MARKETPLACE_PARAMS],
+        responses: {
+          '200': {
+            description: 'The job record.',
+            headers: RATE_LIMIT_HEADERS,
+            content: { 'application/json': { schema: schema('Job') } },
+          },
+          ...errors(401, 404, 422, 429),
+        },
+      },
+    },
+    '/api/v1/account': {
+      get: {
+        operationId: 'getAccount',
+        tags: ['account'],
+        summary: 'Credit balance and plan',
+        parameters: [...AUTH_PARAMS, ...MARKETPLACE_PARAMS],
+        responses: {
+          '200': {
+            description: 'The account of the key.',
+            headers: RATE_LIMIT_HEADERS,
+            content: { 'application/json': { schema: schema('Account') } },
+          },
+          ...errors(401, 429),
+        },
+      },
+    },
+    '/api/v1/usage': {
+      get: {
+        operationId: 'getUsage',
+        tags: ['account'],
+        summary: `Credits used per day, last ${LIMITS.usageDays} days`,
+        parameters: [...AUTH_PARAMS, ...MARKETPLACE_PARAMS],
+        responses: {
+          '200': {
+            description: `${LIMITS.usageDays} days, newest first; days without use count 0.`,
+            headers: RATE_LIMIT_HEADERS,
+            content: { 'application/json': { schema: schema('Usage') } },
+          },
+          ...errors(401, 429),
+        },
+      },
+    },
+    '/api/v1/health': {
+      get: {
+        operationId: 'getHealth',
+        tags: ['meta'],
+        summary: 'Liveness and readiness',
+        description: 'No authentication. Always 200 while the process is up.',
+        security: [],
+        responses: {
+          '200': { description: 'Up.', content: { 'application/json': { schema: schema('Health') } } },
+        },
+      },
+    },
+    '/api/v1/openapi.json': {
+      get: {
+        operationId: 'getOpenapi',
+        tags: ['meta'],
+        summary: 'This document',
+        security: [],
+        responses: {
+          '200': {
+            description: 'The OpenAPI 3.1.0 document.',
+            content: { 'application/json': { schema: { type: 'object' } } },
+          },
+        },
+      },
+    },
+  },
+  components: {
+    securitySchemes: {
+      bearerAuth: {
+        type: 'http',
+        scheme: 'bearer',
+        description:
+          '`Authorization: Bearer <API_KEY>`; keys look like `cut_live_<secret>` or `cut_test_<secret>`. ' +
+          'Missing, malformed, unknown or revoked: 401 `invalid_api_key`.',
+      },
+    },
+    parameters: {
+      Authorization: {
+        name: 'Authorization',
+        in: 'header',
+        required: false,
+        description: 'Declared optional, required in practice (api-spec 5.6): `Bearer <API_KEY>`. See `bearerAuth`.',
+        schema: { type: 'string', pattern: '^Bearer .+$' },
+      },
+      Accept: {
+        name: 'Accept',
+        in: 'header',
+        required: false,
+        description: '`application/json` returns the metadata (SyncResult); anything else returns the image bytes.',
+        schema: { type: 'string', default: 'image/png', examples: ['image/png', 'application/json'] },
+      },
+      IdempotencyKey: {
+        name: 'Idempotency-Key',
+        in: 'header',
+        required: false,
+        description: `Repeated within ${hours(LIMITS.idempotencyTtlSeconds)}: the cached result, no second charge.`,
+        schema: { type: 'string', minLength: 1 },
+      },
+      XCallbackUrl: {
+        name: 'X-Callback-Url',
+        in: 'header',
+        required: false,
+        description: 'Public http(s) URL that receives `POST` with the job result when the job finishes (see callbacks).',
+        schema: { type: 'string', format: 'uri' },
+      },
+      XMarketplaceProxySecret: {
+        name: 'X-Marketplace-Proxy-Secret',
+        in: 'header',
+        required: false,
+        description: 'Shared secret of a marketplace proxy; ignored unless the operator configured one.',
+        schema: { type: 'string' },
+      },
+      XMarketplaceUser: {
+        name: 'X-Marketplace-User',
+        in: 'header',
+        required: false,
+        description: 'The marketplace user a proxied call is made for.',
+        schema: { type: 'string' },
+      },
+      JobId: {
+        name: 'job_id',
+        in: 'path',
+        required: true,
+        description: 'Job id (UUID4), as returned by `/remove`, `/jobs` or `/jobs/batch`. Not a UUID: 422.',
+        schema: { type: 'string', format: 'uuid' },
+      },
+    },
+    headers: {
+      XCreditsCharged: { description: 'Credits deducted by this call.', schema: { type: 'integer', enum: [0, 1] } },
+      XCreditsRemaining: { description: 'Balance after this call.', schema: { type: 'integer', minimum: 0 } },
+      XJobId: { description: 'Id of this removal (the `job_id` of its download URL).', schema: { type: 'string', format: 'uuid' } },
+      XRateLimitLimit: { description: 'Requests per minute for this key.', schema: { type: 'integer' } },
+      XRateLimitRemaining: { description: 'Requests left in the sliding window.', schema: { type: 'integer', minimum: 0 } },
+      XRateLimitReset: { description: 'Unix timestamp (seconds) when the window resets.', schema: { type: 'integer' } },
+      RetryAfter: { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
+    },
+    responses: {
+      Error400: errorResponse(400, ['invalid_request', 'unsupported_format', 'image_too_large'], 'Bad request.'),
+      Error401: errorResponse(401, ['invalid_api_key'], 'Missing, malformed, unknown or revoked API key.'),
+      Error402: errorResponse(402, ['insufficient_credits'], 'Balance is 0 and `size=full` was requested.'),
+      Error404: errorResponse(404, ['not_found'], 'Unknown or expired `job_id`.'),
+      Error422: {
+        description:
+          'Validation failed (`detail` shape), or the Error shape with `no_subject_detected` or `invalid_request`.',
+        content: {
+          'application/json': {
+            schema: { oneOf: [schema('Error'), schema('ValidationError')] },
+            example: { detail: [{ loc: ['path', 'job_id'], msg: 'value is not a valid uuid', type: 'type_error.uuid' }] },
+          },
+        },
+      },
+      Error429: errorResponse(429, ['rate_limited'], 'Over the per-key rate limit.', {
+        headers: { 'Retry-After': ref('headers', 'RetryAfter'), ...RATE_LIMIT_HEADERS },
+      }),
+      Error500: errorResponse(500, ['processing_failed'], 'Model error; nothing was charged.'),
+      Error503: errorResponse(503, ['gpu_unavailable'], 'The queue is full.', {
+        headers: { 'Retry-After': ref('headers', 'RetryAfter') },
+      }),
+      Error504: errorResponse(504, ['processing_failed'], `Sync timeout (${LIMITS.syncTimeoutMs / 1000} s); nothing was charged.`),
+    },
+    schemas: {
+      Size: {
+        type: 'string',
+        enum: [...SIZES],
+        default: API_DEFAULTS.size,
+        description:
+          `\`preview\`: free, longest side <= ${LIMITS.previewMaxSide} px. \`full\`: native resolution, 1 credit. ` +
+          `\`auto\`: \`full\` up to ${MP(LIMITS.autoFullMaxPixels)}, else \`preview\`.`,
+      },
+      Format: {
+        type: 'string',
+        enum: [...FORMATS],
+        default: API_DEFAULTS.format,
+        description: 'Output encoding. `jpg` has no alpha: combine it with `bg_color`.',
+      },
+      BgColor: {
+        type: 'string',
+        default: 'transparent',
+        pattern: '^(transparent|#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6}))$',
+        description: '`transparent`, or a hex colour (with or without `#`) to flatten onto.',
+        examples: ['transparent', '#ffffff', '0f0'],
+      },
+      Crop: { type: 'boolean', default: API_DEFAULTS.crop, description: 'Crop to the subject\'s bounding box.' },
+      SubjectType: {
+        type: 'string',
+        enum: [...TYPES],
+        description: 'A hint only, accepted for compatibility; the subject is detected automatically.',
+      },
+      ImageUrl: {
+        type: 'string',
+        format: 'uri',
+        description: 'Public http(s) URL of the image; private and link-local addresses are blocked.',
+      },
+      ImageFileB64: { type: 'string', contentEncoding: 'base64', description: 'Base64 of the image bytes.' },
+      ImageInputJson: {
+        type: 'object',
+        description: `${SOURCE_RULE} Accepted encodings: JPEG, PNG, WebP, GIF, BMP, TIFF.`,
+        properties: { image_url: schema('ImageUrl'), image_file_b64: schema('ImageFileB64'), ...imageOptionProps },
+        oneOf: [{ required: ['image_url'] }, { required: ['image_file_b64'] }],
+      },
+      ImageInputMultipart: {
+        type: 'object',
+        description: `${SOURCE_RULE} Accepted encodings: JPEG, PNG, WebP, GIF, BMP, TIFF.`,
+        properties: {
+          image_file: { type: 'string', format: 'binary', description: `The uploaded image, at most ${MB(LIMITS.maxInputBytes)}.` },
+          image_url: schema('ImageUrl'),
+          image_file_b64: schema('ImageFileB64'),
+          ...imageOptionProps,
+        },
+        oneOf: [{ required: ['image_file'] }, { required: ['image_url'] }, { required: ['image_file_b64'] }],
+      },
+      BatchItem: {
+        type: 'object',
+        description: 'One image; its options override the top-level ones.',
+        properties: { image_url: schema('ImageUrl'), image_file_b64: schema('ImageFileB64'), ...imageOptionProps },
+        oneOf: [{ required: ['image_url'] }, { required: ['image_file_b64'] }],
+      },
+      BatchRequest: {
+        type: 'object',
+        required: ['images'],
+        properties: {
+          images: { type: 'array', minItems: 1, maxItems: LIMITS.maxBatchImages, items: schema('BatchItem') },
+          ...imageOptionProps,
+        },
+      },
+      SyncResult: {
+        type: 'object',
+        required: ['id', 'url', 'width', 'height', 'credits_charged', 'credits_remaining', 'processing_ms'],
+        properties: {
+          id: { type: 'string', format: 'uuid', description: 'The `job_id` of the download URL.' },
+          url: { type: 'string', format: 'uri', description: '`{base_url}/api/v1/results/<id>`.' },
+          width: { type: 'integer', minimum: 1 },
+          height: { type: 'integer', minimum: 1 },
+          credits_charged: { type: 'integer', enum: [0, 1] },
+          credits_remaining: { type: 'integer', minimum: 0 },
+          processing_ms: { type: 'integer', minimum: 0 },
+        },
+      },
+      JobStatus: { type: 'string', enum: ['queued', 'processing', 'done', 'failed'] },
+      JobError: {
+        type: 'object',
+        required: ['code', 'message'],
+        properties: { code: schema('ErrorCode'), message: { type: 'string' } },
+      },
+      JobCreated: {
+        type: 'object',
+        required: ['job_id', 'status'],
+        properties: { job_id: { type: 'string', format: 'uuid' }, status: { type: 'string', const: 'queued' } },
+      },
+      BatchCreated: {
+        type: 'object',
+        required: ['job_ids', 'jobs'],
+        properties: {
+          job_ids: { type: 'array', items: { type: 'string', format: 'uuid' }, description: 'One per image, in request order.' },
+          jobs: { type: 'array', items: schema('JobCreated') },
+        },
+      },
+      Job: {
+        type: 'object',
+        required: ['job_id', 'status', 'created_at', 'updated_at'],
+        properties: {
+          job_id: { type: 'string', format: 'uuid' },
+          status: schema('JobStatus'),
+          url: { type: 'string', format: 'uri', description: 'When `done`.' },
+          credits_charged: { type: 'integer', enum: [0, 1], description: 'When `done`.' },
+          credits_remaining: { type: 'integer', minimum: 0, description: 'When `done`.' },
+          error: { ...schema('JobError'), description: 'When `failed`; nothing was charged.' },
+          created_at: { type: 'string', format: 'date-time' },
+          updated_at: { type: 'string', format: 'date-time' },
+        },
+      },
+      CallbackPayload: {
+        type: 'object',
+        required: ['job_id', 'status'],
+        properties: {
+          job_id: { type: 'string', format: 'uuid' },
+          status: { type: 'string', enum: ['done', 'failed'] },
+          url: { type: 'string', format: 'uri', description: 'When `done`.' },
+          credits_charged: { type: 'integer', enum: [0, 1], description: 'When `done`.' },
+          credits_remaining: { type: 'integer', minimum: 0, description: 'When `done`.' },
+          error: { ...schema('JobError'), description: 'When `failed`.' },
+        },
+      },
+      Account: {
+        type: 'object',
+        required: ['account_id', 'balance', 'plan', 'credits_used_this_month', 'test'],
+        properties: {
+          account_id: { type: 'string' },
+          balance: { type: 'integer', minimum: 0, description: 'Credits left; purchased credits never expire.' },
+          plan: { type: 'string', enum: ['free', 'paid', 'test', 'marketplace'] },
+          credits_used_this_month: { type: 'integer', minimum: 0, description: 'In the current calendar month.' },
+          test: { type: 'boolean', description: 'True for a `test_` key.' },
+        },
+      },
+      UsageDay: {
+        type: 'object',
+        required: ['date', 'credits', 'requests'],
+        properties: {
+          date: { type: 'string', format: 'date', description: 'YYYY-MM-DD (UTC).' },
+          credits: { type: 'integer', minimum: 0 },
+          requests: { type: 'integer', minimum: 0 },
+        },
+      },
+      Usage: {
+        type: 'object',
+        required: ['days'],
+        properties: {
+          days: {
+            type: 'array',
+            minItems: LIMITS.usageDays,
+            maxItems: LIMITS.usageDays,
+            items: schema('UsageDay'),
+            description: 'Newest first.',
+          },
+        },
+      },
+      Health: {
+        type: 'object',
+        required: ['status', 'inference'],
+        properties: {
+          status: { type: 'string', const: 'ok' },
+          inference: {
+            type: 'string',
+            enum: ['local', 'upstream'],
+            description: '`upstream`: forwarded to a remote worker. `local`: a cold model still serves (it loads on first use).',
+          },
+          version: { type: 'string' },
+          model: { type: 'string' },
+          workers: { type: 'integer', minimum: 0 },
+          queue: {
+            type: 'object',
+            properties: { queued: { type: 'integer', minimum: 0 }, processing: { type: 'integer', minimum: 0 } },
+          },
+        },
+      },
+      ErrorCode: { type: 'string', enum: ERROR_CODES },
+      Error: {
+        type: 'object',
+        required: ['error'],
+        description: 'The body of every non-2xx answer (except 422 validation, which may use ValidationError).',
+        properties: {
+          error: {
+            type: 'object',
+            required: ['code', 'message', 'docs'],
+            properties: {
+              code: schema('ErrorCode'),
+              message: { type: 'string', description: 'Human-readable.' },
+              docs: { type: 'string', format: 'uri', description: 'Reference for this code.' },
+            },
+          },
+        },
+      },
+      ValidationError: {
+        type: 'object',
+        required: ['detail'],
+        properties: {
+          detail: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['loc', 'msg', 'type'],
+              properties: {
+                loc: { type: 'array', items: { type: ['string', 'integer'] } },
+                msg: { type: 'string' },
+                type: { type: 'string' },
+              },
+            },
+          },
+        },
+      },
+    },
+    callbacks: {
+      JobCompleted: {
+        '{$request.header.X-Callback-Url}': {
+          post: {
+            summary: 'Job finished',
+            description:
+              `Sent when a job created with \`X-Callback-Url\` finishes; retried ${LIMITS.callbackRetries} times with ` +
+              'exponential backoff on network errors or 5xx. Treat it as a hint: confirm with `GET /api/v1/jobs/{job_id}`.',
+            security: [],
+            parameters: [
+              {
+                name: 'X-Service-Signature',
+                in: 'header',
+                required: true,
+                description: '`sha256=<hex>`: HMAC-SHA256 of the raw body.',
+                schema: { type: 'string', pattern: '^sha256=[0-9a-f]{64}$' },
+              },
+            ],
+            requestBody: { required: true, content: { 'application/json': { schema: schema('CallbackPayload') } } },
+            responses: { '2XX': { description: 'Received; any 2xx ends delivery.' } },
+          },
+        },
+      },
+    },
+  },
+});

@@ -1,0 +1,246 @@
+/**
+ * Accounts, hashed API keys, the credit ledger, runs and usage. A balance is the sum of the
+ * account's ledger rows; a charge is a row of -1 written in the same transaction as the run and
+ * its stored result, so no result exists unpaid and no charge exists without a result.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import { CutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import type { Queryable, SqliteDb } from './sqlite.js';
+
+export interface StoreContext {
+  db: SqliteDb;
+  dataDir: string;
+  /** Milliseconds since the epoch; injectable so tests can place runs on other days. */
+  now: () => number;
+}
+
+export type Channel = 'cli' | 'api' | 'job';
+export type Plan = 'free' | 'paid' | 'marketplace' | 'local';
+
+export interface RunRecord {
+  /** UUID of the removal; also the result's job_id. */
+  id: string;
+  /** null: a local CLI run without --key (recorded, never charged). */
+  accountId: string | null;
+  keyId: string | null;
+  channel: Channel;
+  /** A description of the input for the operator: a file name, a URL host, "upload". */
+  input: string;
+  size: 'preview' | 'full';
+  credits: 0 | 1;
+  ms: number;
+  /** The stored result file, already written; it is deleted again if the transaction fails. */
+  result?: { path: string; contentType: string; width: number; height: number };
+}
+
+export interface KeyInfo {
+  id: string;
+  accountId: string;
+  name: string | null;
+  test: boolean;
+  /** Last 4 characters of the key. */
+  hint: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export interface AuthResult { accountId: string; keyId: string; test: boolean }
+
+export interface AccountInfo {
+  accountId: string | null;
+  balance: number;
+  plan: Plan;
+  creditsUsedThisMonth: number;
+  requestsThisMonth: number;
+  test: boolean;
+}
+
+export interface UsageDay { date: string; credits: number; requests: number }
+
+const KEY_PATTERN = /^cut_(live|test)_[A-Za-z0-9_-]{32}$/;
+
+function newId(prefix: string): string {
+  return `${prefix}_${crypto.randomBytes(8).toString('hex')}`;
+}
+
+function sha256(text: string): Buffer {
+  return crypto.createHash('sha256').update(text).digest();
+}
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+async function balanceIn(q: Queryable, accountId: string): Promise<number> {
+  const row = await q.get<{ balance: number | null }>('SELECT SUM(delta) AS balance FROM ledger WHERE account_id = ?', [accountId]);
+  return row?.balance ?? 0;
+}
+
+async function accountOf(q: Queryable, accountOrKeyId: string): Promise<string> {
+  const row = await q.get<{ id: string }>(
+    'SELECT id FROM accounts WHERE id = ? UNION SELECT account_id AS id FROM api_keys WHERE id = ?',
+    [accountOrKeyId, accountOrKeyId],
+  );
+  if (!row) throw new CutoutError('invalid_request', `No account or API key with id ${JSON.stringify(accountOrKeyId)}`);
+  return row.id;
+}
+
+/** Creates a key; without `accountId` also a new account with the free credits. Returns the key once. */
+export function createKey(ctx: StoreContext, opts: { name?: string | null; test?: boolean; accountId?: string | null }) {
+  const test = opts.test === true;
+  const secret = crypto.randomBytes(24).toString('base64url'); // 32 characters, 192 bits
+  const key = `cut_${test ? 'test' : 'live'}_${secret}`;
+  const id = newId('key');
+  return ctx.db.transaction(async (tx) => {
+    const now = ctx.now();
+    let accountId = opts.accountId ?? null;
+    if (accountId === null) {
+      accountId = newId('acct');
+      await tx.run('INSERT INTO accounts (id, plan, test, created_at) VALUES (?, ?, ?, ?)', [accountId, 'free', test ? 1 : 0, now]);
+      await tx.run('INSERT INTO ledger (account_id, delta, reason, created_at) VALUES (?, ?, ?, ?)', [accountId, LIMITS.freeCredits, 'free_grant', now]);
+    } else if (!(await tx.get('SELECT 1 FROM accounts WHERE id = ?', [accountId]))) {
+      throw new CutoutError('invalid_request', `No account with id ${JSON.stringify(accountId)}`);
+    }
+    await tx.run('INSERT INTO api_keys (id, account_id, name, kind, hash, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)', [
+      id, accountId, opts.name ?? null, test ? 'test' : 'live', sha256(key).toString('hex'), key.slice(-4), now,
+    ]);
+    return { id, key, account: accountId, credits: await balanceIn(tx, accountId) };
+  });
+}
+
+export async function listKeys(ctx: StoreContext): Promise<KeyInfo[]> {
+  const rows = await ctx.db.all<{ id: string; account_id: string; name: string | null; kind: string; hint: string; created_at: number; revoked_at: number | null }>(
+    'SELECT id, account_id, name, kind, hint, created_at, revoked_at FROM api_keys ORDER BY created_at, rowid',
+  );
+  return rows.map((r) => ({
+    id: r.id, accountId: r.account_id, name: r.name, test: r.kind === 'test', hint: r.hint,
+    createdAt: iso(r.created_at) as string, revokedAt: iso(r.revoked_at),
+  }));
+}
+
+/** Revokes a key by id. Returns false when it was already revoked; throws when there is no such key. */
+export async function revokeKey(ctx: StoreContext, id: string): Promise<boolean> {
+  return ctx.db.transaction(async (tx) => {
+    const row = await tx.get<{ revoked_at: number | null }>('SELECT revoked_at FROM api_keys WHERE id = ?', [id]);
+    if (!row) throw new CutoutError('invalid_request', `No API key with id ${JSON.stringify(id)}`);
+    if (row.revoked_at !== null) return false;
+    await tx.run('UPDATE api_keys SET revoked_at = ? WHERE id = ?', [ctx.now(), id]);
+    return true;
+  });
+}
+
+/** Looks a raw key up by its hash. Returns null for a malformed, unknown or revoked key. */
+export async function authenticate(ctx: StoreContext, rawKey: string): Promise<AuthResult | null> {
+  if (!KEY_PATTERN.test(rawKey)) return null;
+  const digest = sha256(rawKey);
+  const row = await ctx.db.get<{ id: string; account_id: string; kind: string; hash: string; revoked_at: number | null }>(
+    'SELECT id, account_id, kind, hash, revoked_at FROM api_keys WHERE hash = ?', [digest.toString('hex')],
+  );
+  // The lookup is by hash already; the constant-time compare keeps the final decision free of early exits.
+  if (!row || !crypto.timingSafeEqual(Buffer.from(row.hash, 'hex'), digest) || row.revoked_at !== null) return null;
+  return { accountId: row.account_id, keyId: row.id, test: row.kind === 'test' };
+}
+
+/** The account that stands for a marketplace user, opened on first sight (billed by the marketplace: no free grant). */
+export async function marketplaceAccount(ctx: StoreContext, user: string): Promise<string> {
+  return ctx.db.transaction(async (tx) => {
+    const row = await tx.get<{ id: string }>('SELECT id FROM accounts WHERE marketplace_user = ?', [user]);
+    if (row) return row.id;
+    const id = newId('acct');
+    await tx.run('INSERT INTO accounts (id, plan, test, marketplace_user, created_at) VALUES (?, ?, 0, ?, ?)', [id, 'marketplace', user, ctx.now()]);
+    return id;
+  });
+}
+
+/** Adds purchased credits (they never expire) to an account, given its id or one of its keys' ids. */
+export async function addCredits(ctx: StoreContext, accountOrKeyId: string, amount: number) {
+  if (!Number.isInteger(amount) || amount < 1 || amount > 1_000_000_000) {
+    throw new CutoutError('invalid_request', `Expected a whole number from 1 to 1000000000 for AMOUNT but received ${JSON.stringify(amount)}`);
+  }
+  return ctx.db.transaction(async (tx) => {
+    const accountId = await accountOf(tx, accountOrKeyId);
+    await tx.run('INSERT INTO ledger (account_id, delta, reason, created_at) VALUES (?, ?, ?, ?)', [accountId, amount, 'purchase', ctx.now()]);
+    await tx.run("UPDATE accounts SET plan = 'paid' WHERE id = ? AND plan = 'free'", [accountId]);
+    return { accountId, balance: await balanceIn(tx, accountId) };
+  });
+}
+
+export function balance(ctx: StoreContext, accountId: string): Promise<number> {
+  return balanceIn(ctx.db, accountId);
+}
+
+/**
+ * Records a removal: the charge (when `credits` is 1), the run and the stored result in one
+ * transaction. Throws insufficient_credits when a charge is asked at balance 0; then, as on any
+ * failure, nothing is written and the result file is deleted.
+ */
+export async function recordRun(ctx: StoreContext, run: RunRecord): Promise<{ creditsCharged: 0 | 1; creditsRemaining: number | null }> {
+  if (run.credits === 1 && run.accountId === null) throw new Error('recordRun: a charge needs an account');
+  try {
+    return await ctx.db.transaction(async (tx) => {
+      const now = ctx.now();
+      if (run.credits === 1) {
+        if ((await balanceIn(tx, run.accountId as string)) < 1) throw new CutoutError('insufficient_credits');
+        await tx.run('INSERT INTO ledger (account_id, delta, reason, ref, created_at) VALUES (?, -1, ?, ?, ?)', [run.accountId, 'charge', run.id, now]);
+      }
+      await tx.run('INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', [
+        run.id, run.accountId, run.keyId, run.channel, run.input, run.size, run.credits, Math.round(run.ms), now,
+      ]);
+      if (run.result) {
+        const r = run.result;
+        await tx.run('INSERT INTO results (job_id, path, content_type, width, height, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
+          run.id, r.path, r.contentType, r.width, r.height, now,
+        ]);
+      }
+      return { creditsCharged: run.credits, creditsRemaining: run.accountId === null ? null : await balanceIn(tx, run.accountId) };
+    });
+  } catch (err) {
+    if (run.result) await fs.rm(run.result.path, { force: true }).catch(() => undefined);
+    throw err;
+  }
+}
+
+function monthStart(now: number): number {
+  const d = new Date(now);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
+/** Balance, plan and this calendar month's use (UTC). `null` reports the local CLI runs. */
+export async function account(ctx: StoreContext, accountId: string | null): Promise<AccountInfo> {
+  // Reads only: each statement is queued on its own, no write lock is taken.
+  const tx: Queryable = ctx.db;
+  const since = monthStart(ctx.now());
+  const used = await tx.get<{ credits: number | null; requests: number }>(
+    'SELECT SUM(credits) AS credits, COUNT(*) AS requests FROM runs WHERE account_id IS ? AND created_at >= ?', [accountId, since],
+  );
+  const month = { creditsUsedThisMonth: used?.credits ?? 0, requestsThisMonth: used?.requests ?? 0 };
+  if (accountId === null) return { accountId: null, balance: 0, plan: 'local', test: false, ...month };
+  const row = await tx.get<{ plan: Plan; test: number }>('SELECT plan, test FROM accounts WHERE id = ?', [accountId]);
+  if (!row) throw new CutoutError('invalid_request', `No account with id ${JSON.stringify(accountId)}`);
+  return { accountId, balance: await balanceIn(tx, accountId), plan: row.plan, test: row.test === 1, ...month };
+}
+
+/** Credits and requests per UTC day for the last 30 days (today included), newest first, empty days as zeros. */
+export async function usage(ctx: StoreContext, accountId: string | null): Promise<UsageDay[]> {
+  const today = new Date(ctx.now());
+  const todayStart = Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate());
+  const since = todayStart - (LIMITS.usageDays - 1) * 86_400_000;
+  const rows = await ctx.db.all<{ day: string; credits: number; requests: number }>(
+    `SELECT date(created_at / 1000, 'unixepoch') AS day, SUM(credits) AS credits, COUNT(*) AS requests
+       FROM runs WHERE account_id IS ? AND created_at >= ? GROUP BY day`,
+    [accountId, since],
+  );
+  const byDay = new Map(rows.map((r) => [r.day, r]));
+  return Array.from({ length: LIMITS.usageDays }, (_, i) => {
+    const date = new Date(todayStart - i * 86_400_000).toISOString().slice(0, 10);
+    const r = byDay.get(date);
+    return { date, credits: r?.credits ?? 0, requests: r?.requests ?? 0 };
+  });
+}
+
+/** Resolves an account id or key id to its account id (for `--key`/`credits add` style inputs). */
+export function resolveAccount(ctx: StoreContext, accountOrKeyId: string): Promise<string> {
+  return accountOf(ctx.db, accountOrKeyId);
+}

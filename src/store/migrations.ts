@@ -1,0 +1,145 @@
+/**
+ * The schema, as an ordered list of migrations. PRAGMA user_version holds how many have run;
+ * opening a store runs the rest, each in its own transaction. Append new migrations; never edit
+ * one that has shipped. Times are integer milliseconds since the epoch (UTC).
+ */
+import type { SqliteDb } from './sqlite.js';
+
+export const MIGRATIONS: readonly string[] = [
+  // 1: accounts, keys, the credit ledger, runs, results, idempotency, jobs and callbacks.
+  `
+  CREATE TABLE accounts (
+    id               TEXT PRIMARY KEY,                -- acct_<hex>
+    plan             TEXT NOT NULL DEFAULT 'free',    -- free | paid | marketplace
+    test             INTEGER NOT NULL DEFAULT 0,      -- opened by a test key
+    marketplace_user TEXT UNIQUE,                     -- X-Marketplace-User this account stands for
+    created_at       INTEGER NOT NULL
+  );
+
+  CREATE TABLE api_keys (
+    id         TEXT PRIMARY KEY,                      -- key_<hex>, safe to show and log
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    name       TEXT,
+    kind       TEXT NOT NULL CHECK (kind IN ('live', 'test')),
+    hash       TEXT NOT NULL UNIQUE,                  -- sha256 hex of the whole key; the key itself is never stored
+    hint       TEXT NOT NULL,                         -- last 4 characters, to tell keys apart in a listing
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+  );
+  CREATE INDEX api_keys_account ON api_keys(account_id);
+
+  -- One row per grant and per charge; a balance is SUM(delta). Rows are never updated.
+  CREATE TABLE ledger (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    delta      INTEGER NOT NULL,
+    reason     TEXT NOT NULL CHECK (reason IN ('free_grant', 'purchase', 'charge')),
+    ref        TEXT,                                  -- the run id of a charge
+    created_at INTEGER NOT NULL
+  );
+  CREATE INDEX ledger_account ON ledger(account_id, created_at);
+  -- A run is charged at most once, whatever happens above.
+  CREATE UNIQUE INDEX ledger_one_charge_per_run ON ledger(ref) WHERE reason = 'charge';
+
+  -- Every removal, local or remote, charged or free: the source of usage.
+  CREATE TABLE runs (
+    id         TEXT PRIMARY KEY,                      -- UUID; also the result's job_id
+    account_id TEXT REFERENCES accounts(id),          -- NULL: a local CLI run without --key
+    key_id     TEXT REFERENCES api_keys(id),
+    channel    TEXT NOT NULL CHECK (channel IN ('cli', 'api', 'job')),
+    input      TEXT,                                  -- a description (file name, url host, "upload")
+    size       TEXT NOT NULL CHECK (size IN ('preview', 'full')),
+    credits    INTEGER NOT NULL CHECK (credits IN (0, 1)),
+    ms         INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  CREATE INDEX runs_account_time ON runs(account_id, created_at);
+
+  -- Stored results, downloadable without auth until they expire.
+  CREATE TABLE results (
+    job_id       TEXT PRIMARY KEY,
+    path         TEXT NOT NULL,
+    content_type TEXT NOT NULL,
+    width        INTEGER NOT NULL,
+    height       INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL
+  );
+  CREATE INDEX results_created ON results(created_at);
+
+  -- Idempotency-Key: a pending row claims the key; a done row holds what to replay.
+  CREATE TABLE idempotency_keys (
+    account_id  TEXT NOT NULL REFERENCES accounts(id),
+    endpoint    TEXT NOT NULL,                        -- 'remove', 'jobs', ...
+    key         TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,                        -- sha256 of the parameters and the input
+    state       TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+    response    TEXT,                                 -- JSON, when done
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (account_id, endpoint, key)
+  );
+  CREATE INDEX idempotency_created ON idempotency_keys(created_at);
+
+  CREATE TABLE jobs (
+    id                TEXT PRIMARY KEY,               -- UUID v4, the job_id
+    account_id        TEXT NOT NULL REFERENCES accounts(id),
+    key_id            TEXT REFERENCES api_keys(id),
+    status            TEXT NOT NULL CHECK (status IN ('queued', 'processing', 'done', 'failed')),
+    params            TEXT NOT NULL,                  -- JSON of the parsed image options
+    input_path        TEXT,                           -- the input bytes, kept in the data directory until done
+    callback_url      TEXT,
+    error             TEXT,                           -- JSON error body, when failed
+    credits_charged   INTEGER,
+    credits_remaining INTEGER,
+    lease_until       INTEGER,                        -- a processing job whose lease ran out goes back to queued
+    attempts          INTEGER NOT NULL DEFAULT 0,
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL,
+    finished_at       INTEGER
+  );
+  CREATE INDEX jobs_status ON jobs(status, created_at);
+  CREATE INDEX jobs_account ON jobs(account_id, created_at);
+
+  CREATE TABLE callback_deliveries (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id          TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+    url             TEXT NOT NULL,
+    body            TEXT NOT NULL,                    -- the exact bytes signed and sent
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    delivered_at    INTEGER,
+    last_error      TEXT,
+    created_at      INTEGER NOT NULL
+  );
+  CREATE INDEX callback_deliveries_due ON callback_deliveries(delivered_at, next_attempt_at);
+  `,
+];
+
+/** Runs the migrations not yet applied; a no-op on an up-to-date database. Returns the version. */
+export async function migrate(db: SqliteDb): Promise<number> {
+  for (;;) {
+    const applied = await db.transaction(async (tx) => {
+      const row = await tx.get<{ user_version: number }>('PRAGMA user_version');
+      const version = row?.user_version ?? 0;
+      if (version > MIGRATIONS.length) {
+        throw new Error(`The database is at schema version ${version}, newer than this cutout (${MIGRATIONS.length}); upgrade cutout`);
+      }
+      if (version === MIGRATIONS.length) return null;
+      // Statements of one migration run one by one inside the transaction so a failure rolls all back.
+      for (const statement of splitStatements(MIGRATIONS[version])) await tx.run(statement);
+      await tx.run(`PRAGMA user_version = ${version + 1}`);
+      return version + 1;
+    });
+    if (applied === null) return MIGRATIONS.length;
+  }
+}
+
+/** Splits a migration script on semicolons at line ends; comments are stripped first. */
+function splitStatements(script: string): string[] {
+  return script
+    .split('\n')
+    .map((line) => line.replace(/--.*$/, ''))
+    .join('\n')
+    .split(/;\s*$/m)
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}

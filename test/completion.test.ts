@@ -1,0 +1,110 @@
+import t from 'tap';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Command, CommanderError } from 'commander';
+import { registerCompletion, SHELLS } from '../src/commands/completion.js';
+import { FORMATS, SIZES } from '../src/options.js';
+
+const scriptPath = (shell: string) => fileURLToPath(new URL(`../completions/cutout.${shell}`, import.meta.url));
+
+/** A fresh program with the completion command, its output captured and exits turned into throws. */
+function program() {
+  const out: string[] = [];
+  const err: string[] = [];
+  const p = new Command('cutout')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => out.push(s), writeErr: (s) => err.push(s) });
+  registerCompletion(p);
+  return { p, out, err };
+}
+
+t.test('each shell prints its script', async (t) => {
+  for (const shell of SHELLS) {
+    const { p, out, err } = program();
+    await p.parseAsync(['completion', shell], { from: 'user' });
+    t.equal(out.join(''), readFileSync(scriptPath(shell), 'utf8'), `${shell}: the file of completions/`);
+    t.match(out.join(''), /cutout/);
+    t.same(err, [], `${shell}: nothing on stderr`);
+  }
+});
+
+t.test('an unknown shell is a usage error (exit code 2) naming the supported shells', async (t) => {
+  const { p, out, err } = program();
+  const e = await p.parseAsync(['completion', 'powershell'], { from: 'user' }).then(
+    () => null,
+    (e: unknown) => e,
+  );
+  t.type(e, CommanderError);
+  t.equal((e as CommanderError).exitCode, 2);
+  t.match(err.join(''), /unknown shell "powershell".*bash, zsh, fish/);
+  t.same(out, []);
+});
+
+t.test('the bash script is valid bash', async (t) => {
+  t.doesNotThrow(() => execFileSync('bash', ['-n', scriptPath('bash')], { stdio: 'pipe' }));
+});
+
+t.test('zsh and fish scripts parse, where those shells are installed', async (t) => {
+  for (const shell of ['zsh', 'fish']) {
+    const r = spawnSync(shell, ['-n', scriptPath(shell)], { encoding: 'utf8' });
+    if ((r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
+      t.comment(`${shell} not installed, syntax not checked`);
+      continue;
+    }
+    t.equal(r.status, 0, `${shell} -n: ${r.stderr}`);
+  }
+});
+
+t.test('bash completes commands, subcommands, flags and fixed values', async (t) => {
+  // Drives _cutout as bash would: COMP_WORDS and COMP_CWORD set, COMPREPLY read back.
+  const complete = (line: string): string[] => {
+    const words = line.split(' ');
+    const driver = [
+      `source ${JSON.stringify(scriptPath('bash'))}`,
+      `COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')})`,
+      `COMP_CWORD=${words.length - 1}`,
+      '_cutout',
+      'printf "%s\\n" "${COMPREPLY[@]}"',
+    ].join('\n');
+    const out = execFileSync('bash', ['-c', driver], { encoding: 'utf8', cwd: fileURLToPath(new URL('../completions/', import.meta.url)) });
+    return out.split('\n').filter(Boolean).sort();
+  };
+  t.same(complete('cutout se'), ['serve']);
+  t.same(complete('cutout photo.jpg --size '), [...SIZES].sort());
+  t.same(complete('cutout --format '), [...FORMATS].sort());
+  t.same(complete('cutout --size = '), [...SIZES].sort(), '--size= when = breaks words');
+  t.same(complete('cutout remove --quality '), ['balanced', 'best', 'fast']);
+  t.same(complete('cutout keys '), ['create', 'list', 'revoke']);
+  t.same(complete('cutout --data /tmp keys '), ['create', 'list', 'revoke'], 'option values are not commands');
+  t.same(complete('cutout models '), ['list', 'verify']);
+  t.same(complete('cutout credits '), ['add']);
+  t.same(complete('cutout completion '), ['bash', 'fish', 'zsh']);
+  t.same(complete('cutout --config cutout.b'), ['cutout.bash'], 'file completion for --config');
+  t.same(complete('cutout photo.jpg cutout.f'), ['cutout.fish'], 'inputs are files');
+  t.ok(complete('cutout serve --').includes('--allow-private-network'));
+  t.notOk(complete('cutout serve --').includes('--size'), 'remove flags stay on remove');
+  t.ok(complete('cutout photo.jpg --').includes('--skip-existing'), 'implicit remove');
+  t.ok(complete('cutout keys create --').includes('--account'));
+});
+
+t.test('every script knows every command, flag and fixed value of the contract', async (t) => {
+  const commands = ['remove', 'serve', 'keys', 'create', 'list', 'revoke', 'credits', 'add', 'account', 'usage', 'models', 'verify', 'openapi', 'completion'];
+  const flags = [
+    '--data', '--config', '--help',
+    '--out', '--size', '--format', '--bg-color', '--crop', '--mask', '--concurrency', '--model', '--skip-existing',
+    '--overwrite', '--json', '--key', '--quality', '--quiet', '--no-progress', '--recursive',
+    '--host', '--port', '--base-url', '--workers', '--queue-limit', '--sync-timeout', '--rate-limit', '--result-ttl',
+    '--callback-backoff', '--allow-private-network', '--no-playground', '--upstream',
+    '--name', '--test', '--account',
+  ];
+  const values = [...SIZES, ...FORMATS, 'fast', 'balanced', 'best', 'bash', 'zsh', 'fish'];
+  for (const shell of SHELLS) {
+    const text = readFileSync(scriptPath(shell), 'utf8');
+    // fish spells long flags `-l name`
+    const has = (flag: string) => text.includes(flag) || (shell === 'fish' && new RegExp(`-l ${flag.slice(2)}\\b`).test(text));
+    for (const w of [...commands, ...values]) t.match(text, new RegExp(`\\b${w}\\b`), `${shell}: ${w}`);
+    for (const f of flags) t.ok(has(f), `${shell}: ${f}`);
+    t.notMatch(text, /--alpha/, `${shell}: --alpha is not decided yet`);
+  }
+});

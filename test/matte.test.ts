@@ -1,0 +1,51 @@
+import t from 'tap';
+import { boundingBox, cropRaw, flattenOnto, hasSubject, outputToMatte, rgbToTensor } from '../src/pipeline/matte.js';
+
+t.test('rgbToTensor makes planar NCHW normalised by mean and std', async (t) => {
+  // 2x1 image: pixel 0 = (128, 0, 255), pixel 1 = (384-256=128?..) keep values in range
+  const rgb = new Uint8Array([128, 0, 255, 0, 64, 128]);
+  const out = rgbToTensor(rgb, 2, 1, [128, 128, 128], [256, 256, 256]);
+  t.same(Array.from(out), [0, -0.5, -0.5, -0.25, 127 / 256, 0]);
+  t.throws(() => rgbToTensor(new Uint8Array(5), 2, 1, [0, 0, 0], [1, 1, 1]), RangeError);
+});
+
+t.test('hasSubject decides on the raw output, not a stretched one', async (t) => {
+  const empty = new Float32Array(1000).fill(0.2);
+  t.equal(hasSubject(empty), false, 'a faint uniform output is no subject');
+  const one = new Float32Array(1000);
+  one[5] = 0.9;
+  t.equal(hasSubject(one, [0, 1], 0.001), true, 'one pixel of 1000 meets a 0.1 % bar');
+  t.equal(hasSubject(one, [0, 1], 0.01), false, 'but not a 1 % bar');
+});
+
+t.test('outputToMatte clamps and rounds to 8 bits', async (t) => {
+  t.same(Array.from(outputToMatte(new Float32Array([-0.5, 0, 0.5, 1, 1.7]))), [0, 0, 128, 255, 255]);
+  t.same(Array.from(outputToMatte(new Float32Array([-1, 0, 1]), [-1, 1])), [0, 128, 255]);
+});
+
+t.test('boundingBox of alpha at or above the threshold', async (t) => {
+  // 4x3, subject pixels at (1,0) and (2,2); a faint pixel at (3,1) stays out.
+  const a = new Uint8Array([
+    0, 200, 0, 0,
+    0, 0, 0, 5,
+    0, 0, 255, 0,
+  ]);
+  t.same(boundingBox(a, 4, 3, 13), { left: 1, top: 0, width: 2, height: 3 });
+  t.same(boundingBox(a, 4, 3, 1), { left: 1, top: 0, width: 3, height: 3 });
+  t.equal(boundingBox(new Uint8Array(12), 4, 3), null);
+  t.same(boundingBox(new Uint8Array([0, 0, 0, 0, 9, 0, 0, 0, 0]), 3, 3, 1), { left: 1, top: 1, width: 1, height: 1 });
+});
+
+t.test('cropRaw copies the rows of a box', async (t) => {
+  // 3x2 RGB-less two-channel image, values = index
+  const data = new Uint8Array(12).map((_, i) => i);
+  const out = cropRaw(data, 3, 2, { left: 1, top: 0, width: 2, height: 2 });
+  t.same(Array.from(out), [2, 3, 4, 5, 8, 9, 10, 11]);
+});
+
+t.test('flattenOnto blends with the matte', async (t) => {
+  const rgb = new Uint8Array([200, 100, 0, 200, 100, 0, 200, 100, 0]);
+  const alpha = new Uint8Array([255, 0, 128]);
+  const out = flattenOnto(rgb, alpha, { r: 0, g: 0, b: 255 });
+  t.same(Array.from(out), [200, 100, 0, 0, 0, 255, 100, 50, 127]);
+});
