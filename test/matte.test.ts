@@ -1,5 +1,5 @@
 import t from 'tap';
-import { boundingBox, cropRaw, flattenOnto, hasSubject, outputToMatte, rgbToTensor } from '../src/pipeline/matte.js';
+import { boundingBox, cropRaw, flattenOnto, hasSubject, outputToMatte, resizeBilinear, rgbToTensor } from '../src/pipeline/matte.js';
 
 t.test('rgbToTensor makes planar NCHW normalised by mean and std', async (t) => {
   // 2x1 image: pixel 0 = (128, 0, 255), pixel 1 = (384-256=128?..) keep values in range
@@ -48,4 +48,21 @@ t.test('flattenOnto blends with the matte', async (t) => {
   const alpha = new Uint8Array([255, 0, 128]);
   const out = flattenOnto(rgb, alpha, { r: 0, g: 0, b: 255 });
   t.same(Array.from(out), [200, 100, 0, 0, 0, 255, 100, 50, 127]);
+});
+
+t.test('resizeBilinear interpolates between pixel centres and clamps at the edges', async (t) => {
+  // 2x1 -> 4x1: centres of the source at 0.5 and 1.5 (in source pixels).
+  t.same(Array.from(resizeBilinear(new Uint8Array([0, 200]), 2, 1, 4, 1)), [0, 50, 150, 200]);
+  // 1x2 -> 1x4 vertically.
+  t.same(Array.from(resizeBilinear(new Uint8Array([0, 200]), 1, 2, 1, 4)), [0, 50, 150, 200]);
+  // 2x2 -> 4x4: the middle is the mean.
+  const out = resizeBilinear(new Uint8Array([0, 100, 100, 200]), 2, 2, 4, 4);
+  t.equal(out[1 * 4 + 1], 50);
+  t.equal(out[2 * 4 + 2], 150);
+  t.equal(out[0], 0);
+  t.equal(out[15], 200);
+  // Same size returns the input; downscale works too.
+  const same = new Uint8Array([1, 2, 3, 4]);
+  t.equal(resizeBilinear(same, 2, 2, 2, 2), same);
+  t.same(Array.from(resizeBilinear(new Uint8Array([0, 0, 255, 255]), 4, 1, 2, 1)), [0, 255]);
 });

@@ -9,7 +9,7 @@ import { boundingBox, cropRaw, flattenOnto, type Box } from './matte.js';
 
 /** Encoder settings: lossless PNG at a fast zlib level; WebP and JPEG at high quality, low effort. */
 export const ENCODE = Object.freeze({
-  png: { compressionLevel: 2, adaptiveFiltering: false },
+  png: { compressionLevel: 1, adaptiveFiltering: false },
   webp: { quality: 90, alphaQuality: 100, effort: 2 },
   jpg: { quality: 90, chromaSubsampling: '4:4:4' },
 });

@@ -3,13 +3,12 @@
  * compose -> encode. The CLI, the sync route and the job workers all call `removeBackground`.
  * It knows nothing of HTTP, SQL or credits.
  */
-import sharp from 'sharp';
 import { CutoutError } from '../errors.js';
 import { CONTENT_TYPES } from '../options.js';
 import { compose } from './compose.js';
 import { decodeError, decodeRgb, openImage, orientedRgb, outputSize, resolveSize } from './decode.js';
 import { resolveModel, type ModelManifest } from './manifest.js';
-import { hasSubject, outputToMatte, rgbToTensor } from './matte.js';
+import { hasSubject, outputToMatte, resizeBilinear, rgbToTensor } from './matte.js';
 import { runModel } from './model.js';
 import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
 
@@ -48,17 +47,6 @@ async function modelInput(src: Awaited<ReturnType<typeof openImage>>, manifest: 
     throw decodeError(err, src.format);
   }
   return rgbToTensor(rgb, width, height, mean, std);
-}
-
-/** Brings the model's low-resolution matte to the output size. */
-async function upscaleMatte(matte: Uint8Array, mw: number, mh: number, width: number, height: number): Promise<Uint8Array> {
-  if (mw === width && mh === height) return matte;
-  const buf = await sharp(matte, { raw: { width: mw, height: mh, channels: 1 } })
-    .resize(width, height, { fit: 'fill', kernel: 'cubic' })
-    .extractChannel(0)
-    .raw()
-    .toBuffer();
-  return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
 }
 
 /**
@@ -104,7 +92,7 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
     throw new CutoutError('no_subject_detected');
   }
   const lowRes = outputToMatte(inference.data, manifest.output.range);
-  const alpha = await upscaleMatte(lowRes, inference.width, inference.height, out.width, out.height);
+  const alpha = resizeBilinear(lowRes, inference.width, inference.height, out.width, out.height);
   const rgb = await pixels;
   timings.postprocess = performance.now() - t;
   checkAborted(opts.signal);

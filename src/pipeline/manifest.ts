@@ -29,6 +29,8 @@ export interface ModelManifest {
   precision?: string;
   input: { name: string; width: number; height: number; layout: 'NCHW'; channels: 'RGB'; mean: [number, number, number]; std: [number, number, number] };
   output: { name: string; range: [number, number] };
+  /** A rewrite applied once after verification and cached: fp16 weights made fp32 for the CPU backend. */
+  convert?: 'fp16-to-fp32';
   /** Input sides the model supports. */
   sides: number[];
   /** Directory of the manifest file (set when loaded). */

@@ -7,7 +7,7 @@ import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { CutoutError } from '../errors.js';
 import type { ModelManifest } from './manifest.js';
-import { ensureModelFile } from './weights.js';
+import { ensureRunnableModel } from './weights.js';
 import type { InferenceReply, InferenceRequest } from './inference-worker.js';
 
 /** Intra-op threads: every core (measured fastest on two cores). Override with CUTOUT_THREADS. */
@@ -59,7 +59,7 @@ function send(req: Omit<InferenceRequest, 'id' | 'threads'>, transfer: ArrayBuff
 
 /** Loads (and verifies) a model's session ahead of the first image: for servers and benchmarks. */
 export async function loadModel(manifest: ModelManifest): Promise<number> {
-  const modelPath = await ensureModelFile(manifest);
+  const modelPath = await ensureRunnableModel(manifest);
   const r = await send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name });
   return r.ms;
 }
@@ -74,7 +74,7 @@ export interface InferenceOutput {
 
 /** Runs the model on a prepared NCHW tensor; the tensor's buffer is transferred (unusable afterwards). */
 export async function runModel(manifest: ModelManifest, tensor: Float32Array, width: number, height: number): Promise<InferenceOutput> {
-  const modelPath = await ensureModelFile(manifest);
+  const modelPath = await ensureRunnableModel(manifest);
   const r = await send(
     { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor },
     [tensor.buffer as ArrayBuffer],

