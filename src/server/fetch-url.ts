@@ -215,7 +215,7 @@ export async function assertPublicUrl(rawUrl: string, opts: UrlCheckOptions, sea
         // The reason, never the resolved address: the message must not map the internal network.
         throw new CutoutError(
           'invalid_request',
-          `${label} host ${url.hostname} is not a public address (${reason}); only public http(s) URLs are allowed.`,
+          `${label} host ${url.hostname} is not a public address: ${reason}. Only public http(s) URLs are allowed.`,
         );
       }
     }
@@ -439,9 +439,12 @@ function readCappedBody(res: http.IncomingMessage, maxBytes: number, label: stri
       settled = true;
       resolve(Buffer.concat(chunks, received));
     });
-    // 'aborted' covers a peer that closes before the declared length arrived.
-    res.on('aborted', () => fail(Object.assign(new Error('connection closed before the body was complete'), { code: 'ECONNRESET' })));
     res.on('error', fail);
+    // A body cut short of its Content-Length must not pass as a (truncated) image. Node 20 reports
+    // it as an 'error' already; 'close' on an incomplete message is the guarantee.
+    res.on('close', () => {
+      if (!res.complete) fail(Object.assign(new Error('connection closed before the body was complete'), { code: 'ECONNRESET' }));
+    });
   });
 }
 

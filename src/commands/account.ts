@@ -1,0 +1,57 @@
+/**
+ * `cutout account` and `cutout usage`: what GET /api/v1/account and /api/v1/usage report, for the
+ * account of --key, or for the local CLI runs without it.
+ */
+import type { Command } from 'commander';
+import { CutoutError } from '../errors.js';
+import type { Store } from '../store/db.js';
+import { addStoreOptions, withStore, type StoreFlags } from './keys.js';
+
+type KeyFlags = StoreFlags & { key?: string; json?: boolean };
+
+async function callerOf(store: Store, key: string | undefined): Promise<{ accountId: string | null; test: boolean }> {
+  if (key === undefined) return { accountId: null, test: false };
+  const auth = await store.authenticate(key);
+  if (!auth) throw new CutoutError('invalid_api_key');
+  return { accountId: auth.accountId, test: auth.test };
+}
+
+export function registerAccount(program: Command): void {
+  addStoreOptions(
+    program
+      .command('account')
+      .description('balance, plan and credits used this month (of --key\'s account, else of local runs)')
+      .option('--key <api_key>', 'the account of this key')
+      .option('--json', 'the JSON of GET /api/v1/account'),
+  ).action(async (flags: KeyFlags) => {
+    const body = await withStore(flags, async (store) => {
+      const caller = await callerOf(store, flags.key);
+      const info = await store.account(caller.accountId);
+      return { account_id: info.accountId, balance: info.balance, plan: info.plan, credits_used_this_month: info.creditsUsedThisMonth, test: caller.test, requests_this_month: info.requestsThisMonth };
+    });
+    if (flags.json) {
+      process.stdout.write(JSON.stringify(body) + '\n');
+      return;
+    }
+    process.stdout.write(
+      `account:  ${body.account_id ?? 'local runs (no key)'}\nplan:     ${body.plan}${body.test ? ' (test key)' : ''}\nbalance:  ${body.balance} credits\n` +
+        `this month: ${body.credits_used_this_month} credits, ${body.requests_this_month} requests\n`,
+    );
+  });
+
+  addStoreOptions(
+    program
+      .command('usage')
+      .description('credits and requests per day for the last 30 days, newest first')
+      .option('--key <api_key>', 'the account of this key')
+      .option('--json', 'the JSON of GET /api/v1/usage'),
+  ).action(async (flags: KeyFlags) => {
+    const days = await withStore(flags, async (store) => store.usage((await callerOf(store, flags.key)).accountId));
+    if (flags.json) {
+      process.stdout.write(JSON.stringify({ days }) + '\n');
+      return;
+    }
+    process.stdout.write('date        credits  requests\n');
+    for (const d of days) process.stdout.write(`${d.date}  ${String(d.credits).padStart(7)}  ${String(d.requests).padStart(8)}\n`);
+  });
+}

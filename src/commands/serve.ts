@@ -1,0 +1,85 @@
+/**
+ * `cutout serve`: the v1 HTTP API. Prints one line `listening on http://HOST:PORT` (the real port
+ * for --port 0) and stops cleanly on SIGINT or SIGTERM: no new connections, requests in flight
+ * finish, then the store closes. A second signal stops at once.
+ */
+import type { Command } from 'commander';
+import { loadConfig, type ConfigInput } from '../config.js';
+
+interface ServeFlags {
+  host?: string;
+  port?: string;
+  baseUrl?: string;
+  workers?: string;
+  queueLimit?: string;
+  syncTimeout?: string;
+  rateLimit?: string;
+  resultTtl?: string;
+  callbackBackoff?: string;
+  allowPrivateNetwork?: boolean;
+  playground?: boolean;
+  model?: string;
+  data?: string;
+  config?: string;
+}
+
+/** Flag name (commander's camelCase) -> config field. */
+const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
+  host: 'host', port: 'port', baseUrl: 'baseUrl', workers: 'workers', queueLimit: 'queueLimit',
+  syncTimeout: 'syncTimeoutMs', rateLimit: 'rateLimit', resultTtl: 'resultTtlSeconds',
+  callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground',
+  model: 'model', data: 'dataDir',
+};
+
+/**
+ * Only flags given on the command line go to loadConfig: commander fills `--no-playground` with a
+ * default `true`, which must not override an environment variable or the config file.
+ */
+export function flagsGiven(command: Command, flags: Record<string, unknown>): ConfigInput {
+  const out: ConfigInput = {};
+  for (const [flag, field] of Object.entries(FLAG_TO_CONFIG)) {
+    if (command.getOptionValueSource(flag) === 'cli' && flags[flag] !== undefined) out[field] = flags[flag];
+  }
+  return out;
+}
+
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('run the v1 HTTP API')
+    .option('--host <host>', 'bind address (env CUTOUT_HOST; default 127.0.0.1)')
+    .option('--port <port>', 'port; 0 picks a free one (env CUTOUT_PORT; default 8080)')
+    .option('--base-url <url>', 'the {base_url} of result URLs (env CUTOUT_BASE_URL; default http://HOST:PORT)')
+    .option('--workers <n>', 'inference jobs run at once (default: from the CPU count)')
+    .option('--queue-limit <n>', 'jobs waiting before /jobs answers 503 gpu_unavailable (default 100)')
+    .option('--sync-timeout <ms>', 'hard timeout of POST /api/v1/remove (default 30000)')
+    .option('--rate-limit <n>', 'requests per minute per key (default 60)')
+    .option('--result-ttl <seconds>', 'how long results can be downloaded (default 86400)')
+    .option('--callback-backoff <ms>', 'first callback retry delay, doubling each retry (default 2000)')
+    .option('--allow-private-network', 'let image_url and callback URLs reach loopback and private addresses (development and tests only)')
+    .option('--no-playground', 'do not serve the web playground page at /')
+    .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
+    .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
+    .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
+    .action(async (flags: ServeFlags, command: Command) => {
+      const config = await loadConfig(flagsGiven(command, flags as Record<string, unknown>), { configFile: flags.config });
+      const { startServer } = await import('../server/app.js');
+      const server = await startServer(config);
+      process.stdout.write(`listening on ${server.url}\n`);
+      await new Promise<void>((resolve) => {
+        const stop = (signal: NodeJS.Signals) => {
+          process.once(signal, () => process.exit(130)); // a second signal: stop now
+          process.stderr.write(`cutout serve: ${signal}, finishing requests in flight\n`);
+          server.close().then(resolve, (err: unknown) => {
+            process.stderr.write(`cutout serve: ${(err as Error).message}\n`);
+            process.exitCode = 1;
+            resolve();
+          });
+        };
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+      });
+      // Everything is closed; if a stray handle still holds the loop, do not hang forever.
+      setTimeout(() => process.exit(), 2000).unref();
+    });
+}

@@ -1,0 +1,180 @@
+/**
+ * What stands before every authenticated handler: who the caller is (an API key, or a marketplace
+ * user vouched for by the proxy secret), the per-key sliding-window rate limit and its headers,
+ * and Idempotency-Key replay.
+ */
+import crypto from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { CutoutError } from '../errors.js';
+import type { Store } from '../store/db.js';
+
+export interface Caller {
+  accountId: string;
+  /** null for a marketplace caller. */
+  keyId: string | null;
+  /** A cut_test_ key: never charged, results capped to preview size. */
+  test: boolean;
+  channel: 'key' | 'marketplace';
+  /** What the rate limit counts against: the key, or the marketplace user. */
+  rateKey: string;
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** Compares two secrets in constant time; hashing first makes the lengths equal. */
+export function secretsEqual(a: string, b: string): boolean {
+  const ha = crypto.createHash('sha256').update(a).digest();
+  const hb = crypto.createHash('sha256').update(b).digest();
+  return crypto.timingSafeEqual(ha, hb);
+}
+
+const MAX_MARKETPLACE_USER = 200;
+
+/**
+ * Identifies the caller or throws 401 invalid_api_key. Marketplace headers count only when the
+ * server has a marketplace secret and X-Marketplace-Proxy-Secret matches it; otherwise they are
+ * ignored and the Authorization header decides.
+ */
+export async function identify(req: IncomingMessage, store: Store, marketplaceSecret: string | null): Promise<Caller> {
+  const proxySecret = header(req, 'x-marketplace-proxy-secret');
+  if (marketplaceSecret !== null && proxySecret !== undefined && secretsEqual(proxySecret, marketplaceSecret)) {
+    const user = header(req, 'x-marketplace-user')?.trim();
+    if (!user || user.length > MAX_MARKETPLACE_USER) {
+      throw new CutoutError('invalid_api_key', `A marketplace call needs X-Marketplace-User (1 to ${MAX_MARKETPLACE_USER} characters).`);
+    }
+    const accountId = await store.marketplaceAccount(user);
+    return { accountId, keyId: null, test: false, channel: 'marketplace', rateKey: `marketplace:${user}` };
+  }
+  const authorization = header(req, 'authorization');
+  if (!authorization) throw new CutoutError('invalid_api_key', 'Missing Authorization: Bearer <API_KEY> header.');
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  const auth = match ? await store.authenticate(match[1]) : null;
+  if (!auth) throw new CutoutError('invalid_api_key');
+  return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
+}
+
+export interface RateDecision {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Unix seconds when the oldest counted request leaves the window (one more request is then allowed). */
+  reset: number;
+  /** Seconds to wait, when refused. */
+  retryAfter: number;
+}
+
+/**
+ * A sliding-window log: the timestamps of the requests of the last minute, per key. Exact (no
+ * fixed-window burst at the boundary) and small: at most `limit` numbers per active key.
+ * Refused requests are not counted, so a client that backs off as told gets through.
+ */
+export class RateLimiter {
+  private readonly hits = new Map<string, number[]>();
+
+  constructor(readonly limit: number, readonly windowMs = 60_000, private readonly now: () => number = Date.now) {}
+
+  hit(key: string): RateDecision {
+    const now = this.now();
+    const since = now - this.windowMs;
+    const log = (this.hits.get(key) ?? []).filter((t) => t > since);
+    const allowed = log.length < this.limit;
+    if (allowed) log.push(now);
+    this.hits.set(key, log);
+    const oldest = log[0] ?? now;
+    const resetMs = oldest + this.windowMs;
+    return {
+      allowed,
+      limit: this.limit,
+      remaining: Math.max(0, this.limit - log.length),
+      reset: Math.ceil(resetMs / 1000),
+      retryAfter: allowed ? 0 : Math.max(1, Math.ceil((resetMs - now) / 1000)),
+    };
+  }
+
+  /** Forgets keys with no request in the window (run periodically). */
+  sweep(): void {
+    const since = this.now() - this.windowMs;
+    for (const [key, log] of this.hits) if (!log.some((t) => t > since)) this.hits.delete(key);
+  }
+}
+
+export function rateLimitHeaders(d: RateDecision): Record<string, string> {
+  return { 'X-RateLimit-Limit': String(d.limit), 'X-RateLimit-Remaining': String(d.remaining), 'X-RateLimit-Reset': String(d.reset) };
+}
+
+/**
+ * Authenticates and counts the request; sets the rate-limit headers on the response, so every
+ * authenticated answer (errors included) carries them. Throws invalid_api_key or rate_limited.
+ */
+export async function guard(req: IncomingMessage, res: ServerResponse, deps: { store: Store; limiter: RateLimiter; marketplaceSecret: string | null }): Promise<Caller> {
+  const caller = await identify(req, deps.store, deps.marketplaceSecret);
+  const decision = deps.limiter.hit(caller.rateKey);
+  for (const [name, value] of Object.entries(rateLimitHeaders(decision))) res.setHeader(name, value);
+  if (!decision.allowed) {
+    throw new CutoutError('rate_limited', `Over ${decision.limit} requests per minute for this key; retry in ${decision.retryAfter} s.`, {
+      headers: { 'Retry-After': String(decision.retryAfter) },
+    });
+  }
+  return caller;
+}
+
+/**
+ * Runs `work` at most once per (account, endpoint, Idempotency-Key) within the window. A repeat
+ * with the same fingerprint gets the stored value (`replayed`); a repeat while the first is still
+ * running waits for it in this process; a different fingerprint is refused. A failure releases
+ * the key, since nothing was charged.
+ */
+export class Idempotency {
+  private readonly inflight = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly store: Store, private readonly ttlSeconds: number) {}
+
+  async run<T>(caller: Caller, endpoint: string, key: string | undefined, fingerprint: string, work: () => Promise<T>): Promise<{ value: T; replayed: boolean }> {
+    if (key === undefined) return { value: await work(), replayed: false };
+    if (key.length < 1 || key.length > 255 || !/^[\x21-\x7e]+$/.test(key)) {
+      throw new CutoutError('invalid_request', 'Idempotency-Key must be 1 to 255 visible ASCII characters.');
+    }
+    const ref = { accountId: caller.accountId, endpoint, key };
+    const slot = JSON.stringify([ref.accountId, endpoint, key]);
+    for (;;) {
+      const claim = await this.store.claimIdempotencyKey(ref, fingerprint, this.ttlSeconds);
+      if (claim.state === 'done') return { value: claim.response as T, replayed: true };
+      if (claim.state === 'mismatch') {
+        throw new CutoutError('invalid_request', 'This Idempotency-Key was already used with different parameters or a different image.', { status: 422 });
+      }
+      if (claim.state === 'pending') {
+        const running = this.inflight.get(slot);
+        if (!running) {
+          throw new CutoutError('invalid_request', 'A request with this Idempotency-Key is still being processed; retry shortly.', {
+            status: 409,
+            headers: { 'Retry-After': '1' },
+          });
+        }
+        await running.catch(() => undefined);
+        continue; // the first request has finished: replay it, or claim the key if it failed
+      }
+      const promise = (async () => {
+        try {
+          const value = await work();
+          await this.store.completeIdempotencyKey(ref, value);
+          return value;
+        } catch (err) {
+          await this.store.releaseIdempotencyKey(ref);
+          throw err;
+        } finally {
+          this.inflight.delete(slot);
+        }
+      })();
+      this.inflight.set(slot, promise);
+      return { value: await promise, replayed: false };
+    }
+  }
+}
+
+/** A stable digest of the parts of a request that define its result. */
+export function fingerprint(parts: unknown): string {
+  return crypto.createHash('sha256').update(JSON.stringify(parts)).digest('hex');
+}

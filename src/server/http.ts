@@ -1,0 +1,232 @@
+/**
+ * Request reading and response writing for the v1 routes: a capped Buffer reader for JSON,
+ * formidable for multipart (files kept in memory, the 25 MB cap enforced while streaming), the
+ * image parameters of api-spec 2.1 through the shared options parser, and the send helpers.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import formidable, { errors as formidableErrors } from 'formidable';
+import { Writable } from 'node:stream';
+import { CutoutError, toCutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import { API_DEFAULTS, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
+
+export type ImageSource =
+  | { kind: 'image_file'; bytes: Buffer; description: string }
+  | { kind: 'image_file_b64'; bytes: Buffer; description: string }
+  | { kind: 'image_url'; url: string; description: string };
+
+export interface ImageRequest {
+  options: ImageOptions;
+  source: ImageSource;
+}
+
+const SOURCE_PARAMS = ['image_file', 'image_url', 'image_file_b64'] as const;
+const OPTION_PARAMS = ['size', 'format', 'bg_color', 'crop', 'type'] as const;
+const KNOWN_PARAMS = new Set<string>([...SOURCE_PARAMS, ...OPTION_PARAMS]);
+
+/** Room for the multipart framing and the small fields around a 25 MB upload or its base64. */
+const MULTIPART_OVERHEAD = 256 * 1024;
+
+function tooLarge(what: string): CutoutError {
+  return new CutoutError('image_too_large', `${what} is over the ${LIMITS.maxInputBytes / 1024 / 1024} MB limit.`);
+}
+
+function declaredLength(req: IncomingMessage): number | null {
+  const v = req.headers['content-length'];
+  return v === undefined ? null : Number(v);
+}
+
+/** Reads the whole body into one Buffer, refusing by Content-Length first and by counted bytes as they arrive. */
+export function readCappedBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const declared = declaredLength(req);
+  if (declared !== null && declared > maxBytes) return Promise.reject(tooLarge('The request body'));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    const onData = (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > maxBytes) {
+        req.off('data', onData);
+        req.resume(); // keep draining so the socket can carry the error response
+        reject(tooLarge('The request body'));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(Buffer.concat(chunks, received)));
+    req.once('error', reject);
+    req.once('aborted', () => reject(new CutoutError('invalid_request', 'The request body was cut short.')));
+  });
+}
+
+function mediaType(req: IncomingMessage): string {
+  return (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+}
+
+/** Reads a JSON object body (application/json), capped. */
+export async function readJsonObject(req: IncomingMessage, maxBytes = LIMITS.maxJsonBytes): Promise<Record<string, unknown>> {
+  const body = await readCappedBody(req, maxBytes);
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw new CutoutError('invalid_request', 'The request body is not valid JSON.');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new CutoutError('invalid_request', 'The JSON body must be an object.');
+  return value as Record<string, unknown>;
+}
+
+/** Maps formidable's numeric error codes to ours: size errors are image_too_large, the rest invalid_request. */
+function formidableError(err: unknown): CutoutError {
+  if (err instanceof CutoutError) return err;
+  const code = (err as { code?: unknown }).code;
+  const sizeCodes = [formidableErrors.biggerThanTotalMaxFileSize, formidableErrors.biggerThanMaxFileSize, formidableErrors.maxFieldsSizeExceeded];
+  if (typeof code === 'number' && sizeCodes.includes(code)) return tooLarge('The upload');
+  if (code === formidableErrors.maxFilesExceeded) return new CutoutError('invalid_request', 'Give exactly one image source: only one file may be uploaded.');
+  if (code === formidableErrors.noEmptyFiles || code === formidableErrors.smallerThanMinFileSize) return new CutoutError('invalid_request', 'The uploaded image_file is empty.');
+  return new CutoutError('invalid_request', `The multipart body could not be read: ${(err as Error).message ?? 'malformed'}.`);
+}
+
+/** Reads multipart/form-data: fields as strings, files as Buffers, both by name. */
+export async function readMultipart(req: IncomingMessage): Promise<{ fields: Record<string, string[]>; files: Record<string, Buffer[]> }> {
+  const declared = declaredLength(req);
+  if (declared !== null && declared > LIMITS.maxJsonBytes + MULTIPART_OVERHEAD) throw tooLarge('The request body');
+  const buffers = new Map<object, Buffer[]>();
+  const form = formidable({
+    maxFiles: 1,
+    maxFileSize: LIMITS.maxInputBytes,
+    maxTotalFileSize: LIMITS.maxInputBytes,
+    // image_file_b64 may come as a form field: 4/3 of the image.
+    maxFieldsSize: LIMITS.maxJsonBytes,
+    maxFields: 32,
+    allowEmptyFiles: false,
+    // Keep uploads in memory: nothing touches the disk, nothing to clean up on failure.
+    fileWriteStreamHandler: (file?: unknown) => {
+      const chunks: Buffer[] = [];
+      if (file) buffers.set(file, chunks);
+      return new Writable({ write(chunk: Buffer, _enc, done) { chunks.push(chunk); done(); } });
+    },
+  });
+  try {
+    const [fields, files] = await form.parse(req);
+    const out: Record<string, Buffer[]> = {};
+    for (const [name, list] of Object.entries(files)) out[name] = (list ?? []).map((f) => Buffer.concat(buffers.get(f) ?? []));
+    const strings: Record<string, string[]> = {};
+    for (const [name, list] of Object.entries(fields)) strings[name] = list ?? [];
+    return { fields: strings, files: out };
+  } catch (err) {
+    req.resume();
+    throw formidableError(err);
+  }
+}
+
+function decodeBase64(value: unknown): Buffer {
+  if (typeof value !== 'string') throw new CutoutError('invalid_request', 'Expected a base64 string for image_file_b64.');
+  // A data: URL prefix is accepted (browsers' FileReader produces one).
+  const b64 = value.replace(/^data:[^,]*;base64,/i, '').replace(/\s+/g, '');
+  if (b64 === '') throw new CutoutError('invalid_request', 'image_file_b64 is empty.');
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(b64)) throw new CutoutError('invalid_request', 'image_file_b64 is not valid base64.');
+  if (Math.floor((b64.length * 3) / 4) > LIMITS.maxInputBytes + 2) throw tooLarge('image_file_b64');
+  return Buffer.from(b64, 'base64');
+}
+
+function describeUrl(url: unknown): string {
+  try {
+    return `url ${new URL(String(url)).host}`;
+  } catch {
+    return 'url';
+  }
+}
+
+/**
+ * Checks parameter names and picks exactly one image source. `params` holds one value per name
+ * (null and undefined count as absent); `file` is the uploaded image_file, if any.
+ */
+export function parseImageParams(params: Record<string, unknown>, file?: Buffer): ImageRequest {
+  for (const name of Object.keys(params)) {
+    if ((UNSUPPORTED_PARAMS as readonly string[]).includes(name)) {
+      throw new CutoutError('invalid_request', `Parameter ${name} is not supported by this service.`);
+    }
+    if (!KNOWN_PARAMS.has(name)) throw new CutoutError('invalid_request', `Unknown parameter ${name}.`);
+  }
+  if (params.image_file !== undefined && params.image_file !== null) {
+    throw new CutoutError('invalid_request', 'image_file must be a multipart file upload; send base64 as image_file_b64.');
+  }
+  const present = SOURCE_PARAMS.filter((name) => (name === 'image_file' ? file !== undefined : params[name] !== undefined && params[name] !== null));
+  if (present.length !== 1) {
+    throw new CutoutError(
+      'invalid_request',
+      present.length === 0
+        ? 'Give exactly one image source: image_file, image_url or image_file_b64.'
+        : `Give exactly one image source; received ${present.join(' and ')}.`,
+    );
+  }
+  const raw: Record<string, unknown> = {};
+  for (const name of OPTION_PARAMS) if (params[name] !== null) raw[name] = params[name];
+  const options = parseImageOptions(raw, 'api', API_DEFAULTS);
+
+  let source: ImageSource;
+  if (present[0] === 'image_file') {
+    if (file!.length > LIMITS.maxInputBytes) throw tooLarge('image_file');
+    source = { kind: 'image_file', bytes: file!, description: 'upload' };
+  } else if (present[0] === 'image_file_b64') {
+    source = { kind: 'image_file_b64', bytes: decodeBase64(params.image_file_b64), description: 'base64' };
+  } else {
+    if (typeof params.image_url !== 'string' || params.image_url.trim() === '') throw new CutoutError('invalid_request', 'Expected a URL string for image_url.');
+    source = { kind: 'image_url', url: params.image_url.trim(), description: describeUrl(params.image_url) };
+  }
+  return { options, source };
+}
+
+/** Reads the image parameters of a /remove or /jobs request, multipart or JSON. */
+export async function readImageRequest(req: IncomingMessage): Promise<ImageRequest> {
+  const type = mediaType(req);
+  if (type === 'multipart/form-data') {
+    const { fields, files } = await readMultipart(req);
+    const params: Record<string, unknown> = {};
+    for (const [name, values] of Object.entries(fields)) {
+      if (values.length > 1) throw new CutoutError('invalid_request', `Parameter ${name} was given more than once.`);
+      params[name] = values[0];
+    }
+    const fileNames = Object.keys(files);
+    for (const name of fileNames) {
+      if (name !== 'image_file') throw new CutoutError('invalid_request', `Unexpected file field ${name}; upload the image as image_file.`);
+    }
+    if (params.image_file !== undefined) throw new CutoutError('invalid_request', 'image_file must be a file upload, not a text field.');
+    return parseImageParams(params, files.image_file?.[0]);
+  }
+  if (type === 'application/json') return parseImageParams(await readJsonObject(req));
+  req.resume();
+  throw new CutoutError('invalid_request', `Expected a multipart/form-data or application/json body but received ${JSON.stringify(type || 'none')}.`);
+}
+
+/** True when the client asked for JSON first; otherwise the route answers with image bytes. */
+export function wantsJson(req: IncomingMessage): boolean {
+  const accept = req.headers.accept;
+  if (!accept) return false;
+  const ranges = accept.split(',').map((part, index) => {
+    const [type, ...params] = part.trim().toLowerCase().split(';');
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    return { type: type.trim(), q: q ? Number(q.slice(2)) : 1, index };
+  });
+  ranges.sort((a, b) => b.q - a.q || a.index - b.index);
+  return ranges[0]?.type === 'application/json' && ranges[0].q > 0;
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const data = Buffer.from(JSON.stringify(body));
+  res.writeHead(status, { ...headers, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': String(data.length) });
+  res.end(data);
+}
+
+export function sendBytes(res: ServerResponse, status: number, data: Buffer, contentType: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { ...headers, 'Content-Type': contentType, 'Content-Length': String(data.length), 'X-Content-Type-Options': 'nosniff' });
+  res.end(data);
+}
+
+/** Writes any error as the part 7 body (unknown exceptions as processing_failed, without internals). */
+export function sendError(res: ServerResponse, err: unknown, extraBody: Record<string, unknown> = {}): void {
+  const e = toCutoutError(err);
+  sendJson(res, e.status, { ...e.toJSON(), ...extraBody }, e.headers);
+}

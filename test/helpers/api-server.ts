@@ -1,0 +1,71 @@
+/** Starts the real `cutout serve` in a child process on a free port, with its own data directory. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { BIN, ROOT, runCli } from './cli.js';
+
+export interface ServeProcess {
+  url: string;
+  dataDir: string;
+  child: ChildProcess;
+  stderr(): string;
+  /** Sends `signal` and resolves with how the process ended and how long it took. */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }>;
+}
+
+export async function tempDataDir(t: Tap.Test): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-api-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export async function startServe(t: Tap.Test, args: string[] = [], opts: { env?: Record<string, string>; dataDir?: string } = {}): Promise<ServeProcess> {
+  const dataDir = opts.dataDir ?? (await tempDataDir(t));
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data', dataDir, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, CUTOUT_MARKETPLACE_SECRET: '', ...opts.env },
+  });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`no listening line within 20 s; stderr: ${err}`)), 20_000);
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /^listening on (http:\/\/\S+)$/m.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    void exited.then(({ code }) => reject(new Error(`serve exited with ${code} before listening; stderr: ${err}`)));
+  });
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    const started = Date.now();
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    const end = await exited;
+    return { ...end, ms: Date.now() - started };
+  };
+  t.teardown(async () => { await stop('SIGKILL'); });
+  return { url, dataDir, child, stderr: () => err, stop };
+}
+
+export interface CreatedKey { id: string; key: string; account: string; credits: number }
+
+export async function createKey(dataDir: string, args: string[] = []): Promise<CreatedKey> {
+  const r = await runCli(['keys', 'create', '--json', '--data', dataDir, ...args]);
+  if (r.code !== 0) throw new Error(`keys create failed (${r.code}): ${r.stderr}`);
+  return JSON.parse(r.stdout.toString()) as CreatedKey;
+}
+
+export function bearer(key: string, extra: Record<string, string> = {}): Record<string, string> {
+  return { Authorization: `Bearer ${key}`, ...extra };
+}
+
+/** The error body of part 7, checked for shape; returns the code. */
+export async function errorCode(res: Response): Promise<{ status: number; code: string; message: string; body: any }> {
+  const body = (await res.json()) as any;
+  return { status: res.status, code: body?.error?.code, message: body?.error?.message, body };
+}
