@@ -11,7 +11,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { CLI_DEFAULTS, OptionError, parseImageOptions, type Format } from '../options.js';
+import { CLI_DEFAULTS, parseEnum, parseImageOptions, type Format } from '../options.js';
 import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
 import { UsageError } from './usage-error.js';
 
@@ -22,12 +22,16 @@ export interface RemoveFlags {
   bgColor?: string;
   crop?: boolean;
   mask?: boolean;
+  alpha?: string;
+  refine?: boolean;
+  decontaminate?: boolean;
   concurrency?: string;
   model?: string;
   skipExisting?: boolean;
   overwrite?: boolean;
   json?: boolean;
   key?: string;
+  quality?: string;
   recursive?: boolean;
   quiet?: boolean;
   progress?: boolean;
@@ -57,6 +61,9 @@ export function registerRemove(program: Command): void {
     .option('--bg-color <color>', 'transparent or a hex colour such as #ffffff (default: transparent)')
     .option('--crop', 'crop to the subject\'s bounding box')
     .option('--mask', 'write the alpha matte alone (greyscale) instead of the cutout')
+    .option('--alpha <mode>', 'soft | hard: hard thresholds the matte at 50 % (stickers, icons) (default: soft)')
+    .option('--no-refine', 'plain bilinear matte instead of the guided refinement at full resolution')
+    .option('--no-decontaminate', 'keep the original colours at soft edges (no foreground colour estimation)')
     .option('-c, --concurrency <n>', 'images processed at once (default: from the CPU count)')
     .option('--model <name|file>', 'a model from `cutout models list`, or an .onnx file with its manifest')
     .option('-r, --recursive', 'descend into sub-directories of directory inputs')
@@ -64,6 +71,7 @@ export function registerRemove(program: Command): void {
     .option('--overwrite', 'replace existing outputs')
     .option('--json', 'one JSON object per input on stdout')
     .option('--key <api_key>', 'charge that key\'s credits by the same rules as the server')
+    .option('--quality <quality>', 'fast | balanced | best: speed against quality, the model\'s input size (default: best)')
     .option('-q, --quiet', 'no progress output')
     .option('--no-progress', 'no spinner or progress lines')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
@@ -131,14 +139,20 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency }, { configFile: flags.config });
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
     options = parseImageOptions(
-      { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop },
+      { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop, quality: flags.quality },
       'cli',
       { ...CLI_DEFAULTS, format: fromOut ?? CLI_DEFAULTS.format },
     );
+    if (flags.alpha !== undefined) parseEnum('alpha', ['soft', 'hard'] as const, flags.alpha, 'cli');
   } catch (err) {
     if (err instanceof CutoutError) usage(err.message);
     throw err;
   }
+  const edges = {
+    alpha: (flags.alpha?.trim().toLowerCase() ?? 'soft') as 'soft' | 'hard',
+    refine: flags.refine !== false,
+    decontaminate: flags.decontaminate !== false,
+  };
 
   const { items, unmatched } = await expandInputs(inputs, { recursive: Boolean(flags.recursive) });
   if (!items.length) usage(`nothing matched: ${unmatched.join(', ')}`);
@@ -202,7 +216,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
           if (wantsCharge && options.size === 'full' && (await store.balance(account!.accountId)) <= 0) {
             throw new CutoutError('insufficient_credits');
           }
-          const result = await removeBackground(bytes, { ...options, mask: Boolean(flags.mask), model: config.model });
+          const result = await removeBackground(bytes, { ...options, ...edges, mask: Boolean(flags.mask), model: config.model });
           const credits = wantsCharge && result.resolvedSize === 'full' ? 1 : 0;
           // The charge commits before the output is written: a refused charge writes nothing.
           const charged = await store.recordRun({

@@ -8,8 +8,10 @@ import { CONTENT_TYPES } from '../options.js';
 import { compose } from './compose.js';
 import { decodeError, decodeRgb, openImage, orientedRgb, outputSize, resolveSize } from './decode.js';
 import { resolveModel, type ModelManifest } from './manifest.js';
-import { hasSubject, outputToMatte, resizeBilinear, rgbToTensor } from './matte.js';
+import { rgbToTensor } from './matte.js';
+import { buildMatte, decontaminateEdges } from './edges.js';
 import { runModel } from './model.js';
+import { cropToContent, inputPlan, isLetterboxed, type InputPlan } from './variants.js';
 import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
 
 export { probeImage } from './decode.js';
@@ -37,16 +39,26 @@ function checkAborted(signal?: AbortSignal): void {
   if (signal?.aborted) throw signal.reason instanceof CutoutError ? signal.reason : new CutoutError('processing_failed', 'Cancelled');
 }
 
-/** Prepares the model's input tensor: the oriented image stretched to the model's input size. */
-async function modelInput(src: Awaited<ReturnType<typeof openImage>>, manifest: ModelManifest): Promise<Float32Array> {
-  const { width, height, mean, std } = manifest.input;
+/**
+ * Prepares the model's input tensor: the oriented image stretched to the plan's grid (the model's
+ * input size, or a smaller side for a quality setting), or letterboxed on it.
+ */
+async function modelInput(src: Awaited<ReturnType<typeof openImage>>, manifest: ModelManifest, plan: InputPlan): Promise<{ tensor: Float32Array; rgb: Buffer }> {
+  const { mean, std } = manifest.input;
+  const { width, height, content: c } = plan;
   let rgb: Buffer;
   try {
-    rgb = await orientedRgb(src).resize(width, height, { fit: 'fill' }).raw().toBuffer();
+    let img = orientedRgb(src).resize(c.width, c.height, { fit: 'fill' });
+    if (isLetterboxed(plan)) {
+      const extend = { top: c.top, left: c.left, bottom: height - c.height - c.top, right: width - c.width - c.left };
+      img = img.extend(plan.pad === 'copy' ? { ...extend, extendWith: 'copy' } : { ...extend, background: { r: mean[0], g: mean[1], b: mean[2] } });
+    }
+    rgb = await img.raw().toBuffer();
   } catch (err) {
     throw decodeError(err, src.format);
   }
-  return rgbToTensor(rgb, width, height, mean, std);
+  // The RGB on the model's grid is kept: it guides the matte's refinement there.
+  return { tensor: rgbToTensor(rgb, width, height, mean, std), rgb };
 }
 
 /**
@@ -79,21 +91,22 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   pixels.catch(() => undefined);
 
   const tp = performance.now();
-  const tensor = await modelInput(src, manifest);
+  const plan = inputPlan(manifest, req.quality, src.probe.width, src.probe.height);
+  const { tensor, rgb: modelRgb } = await modelInput(src, manifest, plan);
   timings.preprocess = performance.now() - tp;
   checkAborted(opts.signal);
 
-  const inference = await runModel(manifest, tensor, manifest.input.width, manifest.input.height);
+  const inference = await runModel(manifest, tensor, plan.width, plan.height);
   timings.inference = inference.ms;
   checkAborted(opts.signal);
 
   t = performance.now();
-  if (!hasSubject(inference.data, manifest.output.range)) {
-    throw new CutoutError('no_subject_detected');
-  }
-  const lowRes = outputToMatte(inference.data, manifest.output.range);
-  const alpha = resizeBilinear(lowRes, inference.width, inference.height, out.width, out.height);
   const rgb = await pixels;
+  const grid = cropToContent(inference.data, modelRgb, plan);
+  const alpha = buildMatte(grid.data, manifest.output.range, grid, grid.rgb, rgb, out.width, out.height, req);
+  // Colours are only worth estimating where someone will see them: not for the matte alone, and
+  // not when flattened onto a colour that hides nothing (the blend uses the same estimate).
+  if (req.decontaminate !== false && !req.mask) await decontaminateEdges(rgb, alpha, out.width, out.height);
   timings.postprocess = performance.now() - t;
   checkAborted(opts.signal);
 

@@ -8,6 +8,12 @@ export interface RemoveRequest extends ImageOptions {
   mask?: boolean;
   /** Model manifest name or path to an .onnx file; default: the configured default model. */
   model?: string;
+  /** Guided refinement of the matte at full resolution (default on). */
+  refine?: boolean;
+  /** Foreground colour estimation at soft edges (default on). */
+  decontaminate?: boolean;
+  /** `hard`: threshold the matte at 50 % (stickers, icons); default `soft`. */
+  alpha?: 'soft' | 'hard';
   /** Refuse `size=full` (after `auto` is resolved) above this many pixels: the sync route's 4 MP rule. */
   maxFullPixels?: number;
 }

@@ -1,0 +1,75 @@
+import t from 'tap';
+import { applyGuided, blurFusion, boxMean, decontaminate, guidedCoefficients, hardenMatte, lumaOf } from '../src/pipeline/refine.js';
+
+const close = (a: ArrayLike<number>, b: number[], tol = 1e-5) => Array.from(a).every((v, i) => Math.abs(v - b[i]) <= tol);
+
+t.test('boxMean averages the clamped window', async (t) => {
+  // 3x3, radius 1: the centre sees all nine, a corner sees four.
+  const src = new Float32Array([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  const out = boxMean(src, 3, 3, 1);
+  t.ok(Math.abs(out[4] - 5) < 1e-6, 'centre');
+  t.ok(Math.abs(out[0] - (1 + 2 + 4 + 5) / 4) < 1e-6, 'corner');
+  t.ok(Math.abs(out[1] - (1 + 2 + 3 + 4 + 5 + 6) / 6) < 1e-6, 'edge');
+  // radius larger than the image: every pixel is the global mean
+  t.ok(close(boxMean(src, 3, 3, 10), Array(9).fill(5)), 'huge radius');
+  // radius 0 is the identity
+  t.ok(close(boxMean(src, 3, 3, 0), Array.from(src)), 'radius 0');
+  // a 1-pixel-high strip
+  t.ok(close(boxMean(new Float32Array([0, 3, 6]), 3, 1, 1), [1.5, 3, 4.5]));
+});
+
+t.test('guided coefficients reproduce a matte that is a linear function of the guide', async (t) => {
+  // p = 0.5 * I + 0.1 everywhere: the fit recovers a = 0.5, b = 0.1 (eps tiny).
+  const w = 5, h = 4;
+  const I = new Float32Array(w * h).map((_, i) => (i % 7) / 7);
+  const p = I.map((v) => 0.5 * v + 0.1);
+  const c = guidedCoefficients(I, p, w, h, 1, 1e-8);
+  t.ok(Array.from(c.a).every((v) => Math.abs(v - 0.5) < 1e-3), 'a');
+  t.ok(Array.from(c.b).every((v) => Math.abs(v - 0.1) < 1e-3), 'b');
+});
+
+t.test('guided coefficients keep a flat matte flat whatever the guide', async (t) => {
+  const w = 4, h = 4;
+  const I = new Float32Array(w * h).map((_, i) => (i * 37) % 11 / 11);
+  const p = new Float32Array(w * h).fill(1);
+  const c = guidedCoefficients(I, p, w, h, 1, 1e-3);
+  t.ok(Array.from(c.a).every((v) => Math.abs(v) < 1e-5));
+  t.ok(Array.from(c.b).every((v) => Math.abs(v - 1) < 1e-5));
+});
+
+t.test('applyGuided follows the full-resolution edge, where bilinear would blur it', async (t) => {
+  // Low-res grid 2x1 with a = 1, b = 0 (matte = luma): the output follows a sharp edge in the
+  // full-resolution guide (black | white at x = 2 of 4) exactly.
+  const coef = { a: new Float32Array([1, 1]), b: new Float32Array([0, 0]), width: 2, height: 1 };
+  const rgb = new Uint8Array([0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255]);
+  t.same(Array.from(applyGuided(coef, rgb, 4, 1)), [0, 0, 255, 255]);
+  // b alone, interpolated: a = 0, b goes 0 -> 1 across the grid.
+  const ramp = { a: new Float32Array([0, 0]), b: new Float32Array([0, 1]), width: 2, height: 1 };
+  t.same(Array.from(applyGuided(ramp, rgb, 4, 1)), [0, 64, 191, 255]);
+});
+
+t.test('lumaOf and hardenMatte', async (t) => {
+  t.ok(close(lumaOf(new Uint8Array([255, 255, 255, 255, 0, 0]), 2), [1, 0.299], 1e-6));
+  t.same(Array.from(hardenMatte(new Uint8Array([0, 127, 128, 255]))), [0, 0, 255, 255]);
+});
+
+t.test('decontamination removes the old background from soft-edge colours', async (t) => {
+  // A red subject (255,0,0) over a green background (0,255,0) on a 1x20 strip: 8 opaque pixels,
+  // a soft edge of alpha .8 .6 .4 .2, then 8 transparent. Observed colours are the true blend;
+  // after two blur-fusion passes (wide, then narrow, as the pipeline does) at least three quarters
+  // of the green is gone from every soft pixel (the method is approximate, not exact).
+  const alphaBytes = new Uint8Array([...Array(8).fill(255), 204, 153, 102, 51, ...Array(8).fill(0)]);
+  const n = alphaBytes.length;
+  const rgb = new Uint8Array(n * 3);
+  alphaBytes.forEach((a, i) => { rgb[i * 3] = Math.round(a); rgb[i * 3 + 1] = 255 - Math.round(a); });
+  const alpha = Float32Array.from(alphaBytes, (a) => a / 255);
+  let est = blurFusion(rgb, alpha, n, 1, 6);
+  est = blurFusion(rgb, alpha, n, 1, 1, est.F, est.B);
+  const fixed = Uint8Array.from(rgb);
+  decontaminate(fixed, alphaBytes, n, 1, { ...est, width: n, height: 1 });
+  for (const i of [8, 9, 10, 11]) {
+    t.ok(fixed[i * 3 + 1] <= 0.25 * rgb[i * 3 + 1] && fixed[i * 3] >= 205, `pixel ${i}: (${rgb[i * 3]},${rgb[i * 3 + 1]}) -> (${fixed[i * 3]},${fixed[i * 3 + 1]})`);
+  }
+  t.same(Array.from(fixed.subarray(0, 3)), [255, 0, 0], 'opaque pixel untouched');
+  t.same(Array.from(fixed.subarray(57, 60)), [0, 255, 0], 'transparent pixel untouched');
+});
