@@ -8,11 +8,17 @@ import { Command, CommanderError } from 'commander';
 import { CutoutError } from './errors.js';
 import { registerRemove } from './commands/remove.js';
 import { registerModels } from './commands/models.js';
+import { registerServe } from './commands/serve.js';
+import { registerKeys } from './commands/keys.js';
+import { registerCredits } from './commands/credits.js';
+import { registerAccount } from './commands/account.js';
+import { registerOpenapi } from './commands/openapi.js';
+import { registerCompletion } from './commands/completion.js';
 import { UsageError } from './commands/usage-error.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
-export async function buildProgram(): Promise<Command> {
+export function buildProgram(): Command {
   const program = new Command('cutout')
     .description('Remove the background of photos, locally or as an HTTP API.')
     .version(pkg.version, '-V, --version')
@@ -21,25 +27,17 @@ export async function buildProgram(): Promise<Command> {
     .exitOverride();
   registerRemove(program);
   registerModels(program);
-  const optional: [string, string][] = [
-    ['./commands/serve.js', 'registerServe'],
-    ['./commands/keys.js', 'registerKeys'],
-    ['./commands/credits.js', 'registerCredits'],
-    ['./commands/account.js', 'registerAccount'],
-    ['./commands/openapi.js', 'registerOpenapi'],
-    ['./commands/completion.js', 'registerCompletion'],
-  ];
-  for (const [file, fn] of optional) {
-    // TEMPORARY while the server commands are being written: skip missing modules.
-    if (!(await import('node:fs')).existsSync(new URL(file, import.meta.url))) continue;
-    const mod = (await import(file)) as Record<string, (p: Command) => void>;
-    mod[fn](program);
-  }
+  registerServe(program);
+  registerKeys(program);
+  registerCredits(program);
+  registerAccount(program);
+  registerOpenapi(program);
+  registerCompletion(program);
   return program;
 }
 
 export async function main(argv = process.argv): Promise<void> {
-  const program = await buildProgram();
+  const program = buildProgram();
   try {
     await program.parseAsync(argv);
   } catch (err) {
