@@ -37,6 +37,31 @@ t.test('cutout photo.jpg writes photo.cutout.png with a transparent background',
   const skip = await runCli(['astronaut.jpg', '--skip-existing', '--json'], { cwd: dir, env });
   t.equal(skip.code, 0);
   t.equal(JSON.parse(skip.stdout.toString()).skipped, true);
+
+  // Every local run is recorded in the ledger: one done run today, free.
+  const usage = await runCli(['usage', '--json'], { cwd: dir, env });
+  t.equal(usage.code, 0, usage.stderr);
+  const today = JSON.parse(usage.stdout.toString()).days[0];
+  t.equal(today.date, new Date().toISOString().slice(0, 10));
+  t.equal(today.requests, 1, 'the refused and skipped runs made no cutout and are not recorded');
+  t.equal(today.credits, 0);
+});
+
+t.test('--key charges that key by the server rules: full costs 1, preview is free', async (t) => {
+  const { dir, env } = workdir(t);
+  const created = await runCli(['keys', 'create', '--json'], { cwd: dir, env });
+  t.equal(created.code, 0, created.stderr);
+  const { key } = JSON.parse(created.stdout.toString());
+  const full = await runCli([path.join(FIXTURES, 'chelsea.jpg'), '--key', key, '--out', 'a.png', '--json'], { cwd: dir, env });
+  t.equal(full.code, 0, full.stderr);
+  t.equal(JSON.parse(full.stdout.toString()).credits_charged, 1);
+  const preview = await runCli([path.join(FIXTURES, 'chelsea.jpg'), '--key', key, '--size', 'preview', '--out', 'b.png', '--json'], { cwd: dir, env });
+  t.equal(JSON.parse(preview.stdout.toString()).credits_charged, 0);
+  const account = await runCli(['account', '--key', key, '--json'], { cwd: dir, env });
+  t.equal(JSON.parse(account.stdout.toString()).balance, 9);
+  const bad = await runCli([path.join(FIXTURES, 'chelsea.jpg'), '--key', 'cut_live_nope'], { cwd: dir, env });
+  t.equal(bad.code, 2);
+  t.match(bad.stderr, /invalid or revoked API key/);
 });
 
 t.test('bad inputs fail one by one, each named with its reason, and the others are done', async (t) => {

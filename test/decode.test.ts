@@ -1,6 +1,6 @@
 import t from 'tap';
 import sharp from 'sharp';
-import { outputSize, probeImage, readBmpSize, resolveSize, sniffFormat } from '../src/pipeline/decode.js';
+import { missingEndMarker, outputSize, probeImage, readBmpSize, resolveSize, sniffFormat } from '../src/pipeline/decode.js';
 import { CutoutError } from '../src/errors.js';
 
 const bytes = (...b: number[]) => Uint8Array.from(b);
@@ -63,4 +63,17 @@ t.test('probeImage checks limits from the header before decoding', async (t) => 
   t.equal(empty.code, 'unsupported_format');
   const text = await probeImage(Buffer.from('just some text')).catch((e) => e);
   t.equal(text.code, 'unsupported_format');
+});
+
+t.test('missingEndMarker tells a cut-off file from a whole one', async (t) => {
+  const jpg = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#123' } }).jpeg().toBuffer();
+  const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#123' } }).png().toBuffer();
+  const gif = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#123' } }).gif().toBuffer();
+  t.equal(missingEndMarker(jpg, 'jpeg'), false);
+  t.equal(missingEndMarker(jpg.subarray(0, jpg.length - 10), 'jpeg'), true);
+  t.equal(missingEndMarker(png, 'png'), false);
+  t.equal(missingEndMarker(png.subarray(0, png.length - 3), 'png'), true);
+  t.equal(missingEndMarker(gif, 'gif'), false);
+  t.equal(missingEndMarker(gif.subarray(0, gif.length - 1), 'gif'), true);
+  t.equal(missingEndMarker(Buffer.from('II*\0'), 'tiff'), false, 'no marker to check');
 });

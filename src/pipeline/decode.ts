@@ -49,18 +49,38 @@ const SHARP_OPTIONS: SharpOptions = {
   failOn: 'warning',
 };
 
+/**
+ * True when the file lacks the end marker its format requires (JPEG EOI, PNG IEND, GIF trailer):
+ * the reliable sign of a cut-off download, whatever libvips happened to say.
+ */
+export function missingEndMarker(b: Uint8Array, format: InputFormat | null): boolean {
+  const n = b.length;
+  if (format === 'jpeg') {
+    // Some writers pad after EOI: look for FF D9 in the last few bytes.
+    for (let i = n - 2; i >= Math.max(0, n - 32); i--) if (b[i] === 0xff && b[i + 1] === 0xd9) return false;
+    return true;
+  }
+  if (format === 'png') return n < 12 || !(b[n - 8] === 0x49 && b[n - 7] === 0x45 && b[n - 6] === 0x4e && b[n - 5] === 0x44);
+  if (format === 'gif') return b[n - 1] !== 0x3b;
+  return false;
+}
+
 /** Maps sharp/libvips failures to our codes, with a short reason rather than libvips' text. */
-export function decodeError(err: unknown, format: InputFormat | null): CutoutError {
+export function decodeError(err: unknown, format: InputFormat | null, bytes?: Uint8Array): CutoutError {
   if (err instanceof CutoutError) return err;
   const msg = String((err as Error)?.message ?? err);
   if (/pixel limit/i.test(msg)) return tooLarge(`Image is over ${LIMITS.maxInputPixels / 1e6} megapixels`);
   const what = format ? format.toUpperCase() : 'image';
-  if (/premature end|truncated|unexpected end|not enough data|short read|EOF/i.test(msg)) return new CutoutError('unsupported_format', `Truncated ${what} file`);
+  if ((bytes && missingEndMarker(bytes, format)) || /premature end|truncated|unexpected end|not enough data|short read|EOF/i.test(msg)) {
+    return new CutoutError('unsupported_format', `Truncated ${what} file`);
+  }
   return new CutoutError('unsupported_format', `Corrupt or undecodable ${what} file`, { cause: err });
 }
 
 export interface SourceImage {
   format: InputFormat;
+  /** The bytes as given (for error diagnosis). */
+  original: Buffer;
   /** What to hand to sharp: the original bytes, or raw RGBA for BMP. */
   sharpInput: Buffer;
   sharpOptions: SharpOptions;
@@ -99,6 +119,7 @@ export async function openImage(bytes: Buffer): Promise<SourceImage> {
     }
     return {
       format,
+      original: bytes,
       sharpInput: rgb,
       sharpOptions: { raw: { width: decoded.width, height: decoded.height, channels: 3 } },
       probe: { format, width: decoded.width, height: decoded.height },
@@ -110,7 +131,7 @@ export async function openImage(bytes: Buffer): Promise<SourceImage> {
     // Header only: our own check below gives the size in its message.
     meta = await sharp(bytes, { ...SHARP_OPTIONS, limitInputPixels: false }).metadata();
   } catch (err) {
-    throw decodeError(err, format);
+    throw decodeError(err, format, bytes);
   }
   if (!meta.width || !meta.height) throw new CutoutError('unsupported_format', `Corrupt ${format.toUpperCase()} header`);
   checkArea(meta.width, meta.height);
@@ -118,6 +139,7 @@ export async function openImage(bytes: Buffer): Promise<SourceImage> {
   const swap = (meta.orientation ?? 1) >= 5;
   return {
     format,
+    original: bytes,
     sharpInput: bytes,
     sharpOptions: SHARP_OPTIONS,
     probe: { format, width: swap ? meta.height : meta.width, height: swap ? meta.width : meta.height },
@@ -157,6 +179,6 @@ export async function decodeRgb(src: SourceImage, width: number, height: number)
   try {
     return await img.raw().toBuffer();
   } catch (err) {
-    throw decodeError(err, src.format);
+    throw decodeError(err, src.format, src.original);
   }
 }

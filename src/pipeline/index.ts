@@ -55,7 +55,7 @@ async function modelInput(src: Awaited<ReturnType<typeof openImage>>, manifest: 
     }
     rgb = await img.raw().toBuffer();
   } catch (err) {
-    throw decodeError(err, src.format);
+    throw decodeError(err, src.format, src.original);
   }
   // The RGB on the model's grid is kept: it guides the matte's refinement there.
   return { tensor: rgbToTensor(rgb, width, height, mean, std), rgb };
@@ -104,8 +104,8 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   const rgb = await pixels;
   const grid = cropToContent(inference.data, modelRgb, plan);
   const alpha = buildMatte(grid.data, manifest.output.range, grid, grid.rgb, rgb, out.width, out.height, req);
-  // Colours are only worth estimating where someone will see them: not for the matte alone, and
-  // not when flattened onto a colour that hides nothing (the blend uses the same estimate).
+  // Soft-edge colours are estimated for every output that shows colours (a transparent cutout,
+  // or one flattened onto a new colour); the matte alone has none.
   if (req.decontaminate !== false && !req.mask) await decontaminateEdges(rgb, alpha, out.width, out.height);
   timings.postprocess = performance.now() - t;
   checkAborted(opts.signal);
