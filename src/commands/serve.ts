@@ -1,7 +1,9 @@
 /**
  * `cutout serve`: the v1 HTTP API. Prints one line `listening on http://HOST:PORT` (the real port
- * for --port 0) and stops cleanly on SIGINT or SIGTERM: no new connections, requests in flight
- * finish, then the store closes. A second signal stops at once.
+ * for --port 0) and stops cleanly on SIGINT or SIGTERM: no new connections and no new jobs,
+ * requests in flight finish, running jobs get a grace period (then go back to the queue), queued
+ * jobs and pending callbacks stay in the store for the next start, then the store closes. A
+ * second signal stops at once (the queue is durable: the next start carries on).
  */
 import type { Command } from 'commander';
 import { loadConfig, type ConfigInput } from '../config.js';
@@ -55,7 +57,7 @@ export function registerServe(program: Command): void {
     .option('--sync-timeout <ms>', 'hard timeout of POST /api/v1/remove (default 30000)')
     .option('--rate-limit <n>', 'requests per minute per key (default 60)')
     .option('--result-ttl <seconds>', 'how long results can be downloaded (default 86400)')
-    .option('--callback-backoff <ms>', 'first callback retry delay, doubling each retry (default 2000)')
+    .option('--callback-backoff <ms>', 'first callback retry delay, doubling each retry (default 2000); callbacks are signed with $CUTOUT_CALLBACK_SECRET or a secret kept in the data directory')
     .option('--allow-private-network', 'let image_url and callback URLs reach loopback and private addresses (development and tests only)')
     .option('--no-playground', 'do not serve the web playground page at /')
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
@@ -69,7 +71,7 @@ export function registerServe(program: Command): void {
       await new Promise<void>((resolve) => {
         const stop = (signal: NodeJS.Signals) => {
           process.once(signal, () => process.exit(130)); // a second signal: stop now
-          process.stderr.write(`cutout serve: ${signal}, finishing requests in flight\n`);
+          process.stderr.write(`cutout serve: ${signal}, finishing requests and running jobs in flight; queued jobs stay queued\n`);
           server.close().then(resolve, (err: unknown) => {
             process.stderr.write(`cutout serve: ${(err as Error).message}\n`);
             process.exitCode = 1;

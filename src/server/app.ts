@@ -17,6 +17,11 @@ import { handleAccount, handleUsage } from './routes-account.js';
 import { handleHealth, handleOpenapi } from './routes-meta.js';
 import { handleRemove } from './routes-remove.js';
 import { handleResult } from './routes-results.js';
+import { handleCreateBatch, handleCreateJob, handleGetJob } from './routes-jobs.js';
+import { CallbackDispatcher } from '../queue/callbacks.js';
+import { JobRunner } from '../queue/runner.js';
+import { loadCallbackSecret } from '../queue/secret.js';
+import { registerPlayground } from './routes-playground.js';
 
 export type Pipeline = Pick<typeof import('../pipeline/index.js'), 'removeBackground' | 'probeImage'>;
 
@@ -25,6 +30,10 @@ export interface AppContext {
   config: Readonly<CutoutConfig>;
   store: Store;
   pool: WorkPool;
+  /** The job workers of the durable queue (share `pool` with the sync route). */
+  jobs: JobRunner;
+  /** Delivers the stored job callbacks. */
+  callbacks: CallbackDispatcher;
   limiter: RateLimiter;
   idempotency: Idempotency;
   pipeline: Pipeline;
@@ -57,10 +66,14 @@ export function createApp(ctx: AppContext) {
   const v1 = '/api/v1';
   app.post(`${v1}/remove`, (req, res) => handleRemove(ctx, req, res));
   app.get(`${v1}/results/:job_id`, (req, res) => handleResult(ctx, req.params.job_id, res));
+  app.post(`${v1}/jobs`, (req, res) => handleCreateJob(ctx, req, res));
+  app.post(`${v1}/jobs/batch`, (req, res) => handleCreateBatch(ctx, req, res));
+  app.get(`${v1}/jobs/:job_id`, (req, res) => handleGetJob(ctx, req, res, req.params.job_id));
   app.get(`${v1}/account`, (req, res) => handleAccount(ctx, req, res));
   app.get(`${v1}/usage`, (req, res) => handleUsage(ctx, req, res));
   app.get(`${v1}/health`, (_req, res) => handleHealth(ctx, res));
   app.get(`${v1}/openapi.json`, (_req, res) => handleOpenapi(res));
+  registerPlayground(app, ctx); // GET / (the web playground; 404 under --no-playground)
   return app;
 }
 
@@ -83,6 +96,15 @@ function purgeIntervalMs(ttlSeconds: number): number {
   return Math.min(60_000, Math.max(1_000, Math.floor((ttlSeconds * 1000) / 2)));
 }
 
+/** How long a stop lets running jobs finish before putting them back in the queue. */
+export const JOB_STOP_GRACE_MS = 20_000;
+/** How long a stop waits for callback attempts in flight (pending ones are kept for the next start). */
+const CALLBACK_STOP_GRACE_MS = 5_000;
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
 export async function startServer(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline } = {}): Promise<RunningServer> {
   const pipeline = options.pipeline ?? (await loadPipeline(config.model));
   const store = await openStore(config.dataDir);
@@ -90,10 +112,23 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
   await store.resetIdempotencyKeys(idempotencyTtl);
 
+  const callbackSecret = await loadCallbackSecret(store.dataDir, config.callbackSecret).catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  });
+  const pool = new WorkPool(config.workers);
+  const callbacks = new CallbackDispatcher({
+    store, secret: callbackSecret, firstDelayMs: config.callbackBackoffMs, allowPrivateNetwork: config.allowPrivateNetwork,
+  });
+  const jobs = new JobRunner({
+    store, pool, pipeline, config,
+    resultUrl: (id) => `${context.baseUrl}/api/v1/results/${id}`,
+    onFinished: () => callbacks.kick(),
+  });
+
   const server = http.createServer();
   const context: AppContext = {
-    config, store, pipeline,
-    pool: new WorkPool(config.workers),
+    config, store, pipeline, pool, jobs, callbacks,
     limiter: new RateLimiter(config.rateLimit),
     idempotency: new Idempotency(store, idempotencyTtl),
     baseUrl: '',
@@ -122,6 +157,8 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
     try {
       await store.purgeResults(config.resultTtlSeconds);
       await store.purgeIdempotencyKeys(idempotencyTtl);
+      await store.purgeJobs(config.resultTtlSeconds);
+      await store.removeOrphanJobInputs();
       context.limiter.sweep();
     } catch (err) {
       process.stderr.write(`cutout serve: purge failed: ${(err as Error).message}\n`);
@@ -131,14 +168,33 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
   const purgeTimer = setInterval(() => void purge(), purgeIntervalMs(config.resultTtlSeconds));
   purgeTimer.unref();
 
+  // The queue: jobs a crash left processing go back to queued, then the workers and the
+  // callback deliveries (pending ones included) start.
+  try {
+    await jobs.start();
+    callbacks.start();
+  } catch (err) {
+    clearInterval(purgeTimer);
+    server.close();
+    await store.close();
+    throw err;
+  }
+
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
       clearInterval(purgeTimer);
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      // Requests already in flight finish (their inference included), then the store can go.
-      await context.pool.drain();
+      // No new jobs are claimed; running jobs get a bounded grace period, then go back to the
+      // queue; queued jobs stay queued for the next start.
+      const deadline = Date.now() + JOB_STOP_GRACE_MS;
+      await jobs.stop(JOB_STOP_GRACE_MS);
+      // Requests already in flight finish (their inference included), then the store can go. A job
+      // put back in the queue may still hold its slot until its model call returns: that is not
+      // waited for past the grace period (it commits nothing).
+      await Promise.race([context.pool.drain(), delay(Math.max(1000, deadline - Date.now()))]);
+      await callbacks.stop(CALLBACK_STOP_GRACE_MS);
       await stopped;
       await store.close();
       await stopModelsIfLoaded();

@@ -20,8 +20,8 @@ export interface ImageRequest {
   source: ImageSource;
 }
 
-const SOURCE_PARAMS = ['image_file', 'image_url', 'image_file_b64'] as const;
-const OPTION_PARAMS = ['size', 'format', 'bg_color', 'crop', 'type'] as const;
+export const SOURCE_PARAMS = ['image_file', 'image_url', 'image_file_b64'] as const;
+export const OPTION_PARAMS = ['size', 'format', 'bg_color', 'crop', 'type'] as const;
 const KNOWN_PARAMS = new Set<string>([...SOURCE_PARAMS, ...OPTION_PARAMS]);
 
 /** Room for the multipart framing and the small fields around a 25 MB upload or its base64. */
@@ -60,7 +60,7 @@ export function readCappedBody(req: IncomingMessage, maxBytes: number): Promise<
   });
 }
 
-function mediaType(req: IncomingMessage): string {
+export function mediaType(req: IncomingMessage): string {
   return (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
 }
 

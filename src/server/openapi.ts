@@ -171,13 +171,16 @@ export const openapiDocument: Record<string, any> = deepFreeze({
         summary: 'Queue one image',
         description:
           'Same inputs as `/remove`, without its 4 MP limit at `size=full`. Poll `GET /api/v1/jobs/{job_id}` or pass `X-Callback-Url`. ' +
-          'A saturated queue answers 503 `gpu_unavailable` with `Retry-After`.',
-        parameters: [...AUTH_PARAMS, ref('parameters', 'XCallbackUrl'), ...MARKETPLACE_PARAMS],
+          'The input is stored before the 202, so an accepted job survives a restart. ' +
+          '`size=full` at balance 0 is refused at once with 402 (the credit is charged only when the job succeeds; ' +
+          'if the balance has reached 0 by then, the job fails with `insufficient_credits`). ' +
+          'A saturated queue (`--queue-limit` jobs waiting) answers 503 `gpu_unavailable` with `Retry-After`, at once.',
+        parameters: [...AUTH_PARAMS, ref('parameters', 'XCallbackUrl'), ref('parameters', 'IdempotencyKey'), ...MARKETPLACE_PARAMS],
         requestBody: imageRequestBody,
         responses: {
           '202': {
             description: 'Queued.',
-            headers: RATE_LIMIT_HEADERS,
+            headers: { ...RATE_LIMIT_HEADERS, Location: { description: 'The job: `{base_url}/api/v1/jobs/<job_id>`.', schema: { type: 'string', format: 'uri' } } },
             content: { 'application/json': { schema: schema('JobCreated') } },
           },
           ...errors(400, 401, 402, 422, 429, 500, 503),
@@ -192,9 +195,13 @@ export const openapiDocument: Record<string, any> = deepFreeze({
         summary: `Queue up to ${LIMITS.maxBatchImages} images`,
         description:
           'One job per image. Top-level options apply to every image; keys inside an item override them. ' +
-          'If any item is invalid the whole batch is refused and the message names the item index. ' +
-          'Direct API keys only (not offered through a marketplace channel).',
-        parameters: [...AUTH_PARAMS, ref('parameters', 'XCallbackUrl')],
+          'Every item is validated before anything is created: if any item is invalid the whole batch is refused with 422 ' +
+          '`invalid_request`, the message names the first item index and `detail` lists every invalid item ' +
+          '(`loc: ["body", "images", <index>, <parameter>]`); nothing is queued. Body-level problems (not JSON, ' +
+          `no \`images\` array, 0 or more than ${LIMITS.maxBatchImages} images, a bad top-level option) are 400. ` +
+          'The balance must cover the items at `size=full` (402 otherwise), and the queue must have room for every image (503 otherwise). ' +
+          'Direct API keys only: a marketplace call is refused with 400 `invalid_request`.',
+        parameters: [...AUTH_PARAMS, ref('parameters', 'XCallbackUrl'), ref('parameters', 'IdempotencyKey')],
         requestBody: { required: true, content: { 'application/json': { schema: schema('BatchRequest') } } },
         responses: {
           '202': {
@@ -212,6 +219,7 @@ export const openapiDocument: Record<string, any> = deepFreeze({
         operationId: 'getJob',
         tags: ['removal'],
         summary: 'Job status',
+        description: 'Only the account that created the job sees it: for any other key it is 404 `not_found`, like an unknown id.',
         parameters: [jobIdPath, ...AUTH_PARAMS, ...MARKETPLACE_PARAMS],
         responses: {
           '200': {
@@ -547,7 +555,19 @@ export const openapiDocument: Record<string, any> = deepFreeze({
           workers: { type: 'integer', minimum: 0 },
           queue: {
             type: 'object',
-            properties: { queued: { type: 'integer', minimum: 0 }, processing: { type: 'integer', minimum: 0 } },
+            description: 'Jobs (from the store) and sync requests, waiting and running.',
+            properties: {
+              queued: { type: 'integer', minimum: 0, description: 'Queued jobs plus sync requests waiting for a worker.' },
+              processing: { type: 'integer', minimum: 0, description: 'Jobs processing plus sync requests running.' },
+              jobs: {
+                type: 'object',
+                properties: { queued: { type: 'integer', minimum: 0 }, processing: { type: 'integer', minimum: 0 } },
+              },
+              sync: {
+                type: 'object',
+                properties: { waiting: { type: 'integer', minimum: 0 }, running: { type: 'integer', minimum: 0 } },
+              },
+            },
           },
         },
       },
@@ -593,8 +613,9 @@ export const openapiDocument: Record<string, any> = deepFreeze({
           post: {
             summary: 'Job finished',
             description:
-              `Sent when a job created with \`X-Callback-Url\` finishes; retried ${LIMITS.callbackRetries} times with ` +
-              'exponential backoff on network errors or 5xx. Treat it as a hint: confirm with `GET /api/v1/jobs/{job_id}`.',
+              `Sent when a job created with \`X-Callback-Url\` finishes (\`done\` or \`failed\`); retried ${LIMITS.callbackRetries} times with ` +
+              'exponential backoff (`--callback-backoff`, doubling) on network errors or 5xx; other statuses end delivery. ' +
+              'At least once: dedupe by `job_id`. Treat it as a hint: confirm with `GET /api/v1/jobs/{job_id}`.',
             security: [],
             parameters: [
               {

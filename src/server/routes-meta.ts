@@ -4,7 +4,24 @@ import { openapiDocument } from './openapi.js';
 import { sendJson } from './http.js';
 import type { AppContext } from './app.js';
 
-export function handleHealth(ctx: AppContext, res: ServerResponse): void {
+/**
+ * The queue as health shows it. `queued` and `processing` count both kinds of work: jobs from the
+ * store (so jobs waiting across a restart count) and sync requests waiting for or holding a slot.
+ * `jobs` and `sync` give each kind on its own.
+ */
+async function queueState(ctx: AppContext) {
+  const pool = ctx.pool.stats();
+  // Always 200 while up: if the store cannot answer (closing), the in-memory view stands in.
+  const jobs = await ctx.store.jobCounts().catch(() => ({ queued: pool.jobs.waiting, processing: pool.jobs.running }));
+  return {
+    queued: jobs.queued + pool.sync.waiting,
+    processing: jobs.processing + pool.sync.running,
+    jobs,
+    sync: pool.sync,
+  };
+}
+
+export async function handleHealth(ctx: AppContext, res: ServerResponse): Promise<void> {
   sendJson(res, 200, {
     status: 'ok',
     // The model loads on the first request, so a cold process still serves: "local" is ready.
@@ -12,7 +29,7 @@ export function handleHealth(ctx: AppContext, res: ServerResponse): void {
     version: ctx.version,
     model: ctx.config.model,
     workers: ctx.pool.size,
-    queue: ctx.pool.stats(),
+    queue: await queueState(ctx),
   }, { 'Cache-Control': 'no-store' });
 }
 

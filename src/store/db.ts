@@ -10,7 +10,11 @@
  *        -> { creditsCharged, creditsRemaining|null }  charge + run + result row in ONE transaction; insufficient_credits at 0
  *   store.account(accountId|null) -> { accountId, balance, plan, creditsUsedThisMonth, requestsThisMonth, test }  (null: local runs)
  *   store.usage(accountId|null) -> [{ date: 'YYYY-MM-DD', credits, requests }] x30, newest first (UTC days)
+ *        (optional second argument { within(tx, outcome) }: more writes in the same transaction, e.g. a job's final state)
  *   store.writeResultFile(id, ext, data) -> path; store.getResult(id, ttlS); store.purgeResults(ttlS); idempotency: claim/complete/release
+ *   jobs (src/store/jobs.ts): writeJobInput, createJobs, claimNextJob, renewJobLease, markJobDoneIn, failJob, requeueJobs,
+ *        recoverJobs, requeueExpiredLeases, getJob, jobCounts, purgeJobs; callback deliveries: dueDeliveries, nextDeliveryAt,
+ *        recordDeliveryAttempt, deliveriesOf
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -19,12 +23,16 @@ import { migrate } from './migrations.js';
 import * as ledger from './ledger.js';
 import * as results from './results.js';
 import * as idempotency from './idempotency.js';
-import type { StoreContext, RunRecord } from './ledger.js';
+import * as jobs from './jobs.js';
+import type { StoreContext, RunRecord, RecordRunOptions } from './ledger.js';
 import type { IdempotencyRef } from './idempotency.js';
+import type { Queryable } from './sqlite.js';
 
 export type { AccountInfo, AuthResult, Channel, KeyInfo, Plan, RunRecord, UsageDay } from './ledger.js';
 export type { StoredResult } from './results.js';
 export type { IdempotencyClaim, IdempotencyRef } from './idempotency.js';
+export type { Delivery, DeliveryInfo, DeliveryUpdate, JobError, JobRow, JobSourceKind, JobStatus, NewJob } from './jobs.js';
+export type { RecordRunOptions } from './ledger.js';
 
 export const DB_FILE = 'cutout.db';
 
@@ -43,7 +51,7 @@ export class Store {
   addCredits(accountOrKeyId: string, amount: number) { return ledger.addCredits(this.ctx, accountOrKeyId, amount); }
   balance(accountId: string) { return ledger.balance(this.ctx, accountId); }
   resolveAccount(accountOrKeyId: string) { return ledger.resolveAccount(this.ctx, accountOrKeyId); }
-  recordRun(run: RunRecord) { return ledger.recordRun(this.ctx, run); }
+  recordRun(run: RunRecord, options?: RecordRunOptions) { return ledger.recordRun(this.ctx, run, options); }
   account(accountId: string | null) { return ledger.account(this.ctx, accountId); }
   usage(accountId: string | null) { return ledger.usage(this.ctx, accountId); }
 
@@ -56,6 +64,31 @@ export class Store {
   releaseIdempotencyKey(ref: IdempotencyRef) { return idempotency.releaseIdempotencyKey(this.ctx, ref); }
   resetIdempotencyKeys(ttlSeconds: number) { return idempotency.resetIdempotencyKeys(this.ctx, ttlSeconds); }
   purgeIdempotencyKeys(ttlSeconds: number) { return idempotency.purgeIdempotencyKeys(this.ctx, ttlSeconds); }
+
+  writeJobInput(jobId: string, data: Buffer) { return jobs.writeJobInput(this.ctx, jobId, data); }
+  removeJobInput(file: string | null) { return jobs.removeJobInput(file); }
+  removeOrphanJobInputs() { return jobs.removeOrphanJobInputs(this.ctx); }
+  createJobs(list: jobs.NewJob[], queueLimit: number) { return jobs.createJobs(this.ctx, list, queueLimit); }
+  jobCounts() { return jobs.jobCounts(this.ctx); }
+  claimNextJob(leaseMs: number) { return jobs.claimNextJob(this.ctx, leaseMs); }
+  renewJobLease(id: string, attempt: number, leaseMs: number) { return jobs.renewJobLease(this.ctx, id, attempt, leaseMs); }
+  markJobDoneIn(tx: Queryable, id: string, attempt: number, done: { creditsCharged: number; creditsRemaining: number | null }, callback: { url: string; body: string } | null) {
+    return jobs.markJobDoneIn(this.ctx, tx, id, attempt, done, callback);
+  }
+  failJob(id: string, attempt: number, error: jobs.JobError, callback: { url: string; body: string } | null) { return jobs.failJob(this.ctx, id, attempt, error, callback); }
+  requeueJobs(claims: { id: string; attempt: number }[]) { return jobs.requeueJobs(this.ctx, claims); }
+  recoverJobs(maxAttempts: number) { return jobs.recoverJobs(this.ctx, maxAttempts); }
+  requeueExpiredLeases(runningHere: string[]) { return jobs.requeueExpiredLeases(this.ctx, runningHere); }
+  getJob(id: string, accountId: string) { return jobs.getJob(this.ctx, id, accountId); }
+  getJobById(id: string) { return jobs.getJobById(this.ctx, id); }
+  purgeJobs(ttlSeconds: number) { return jobs.purgeJobs(this.ctx, ttlSeconds); }
+  dueDeliveries(limit: number) { return jobs.dueDeliveries(this.ctx, limit); }
+  nextDeliveryAt() { return jobs.nextDeliveryAt(this.ctx); }
+  recordDeliveryAttempt(id: number, update: jobs.DeliveryUpdate) { return jobs.recordDeliveryAttempt(this.ctx, id, update); }
+  deliveriesOf(jobId: string) { return jobs.deliveriesOf(this.ctx, jobId); }
+
+  /** Milliseconds since the epoch, by the store's clock. */
+  now(): number { return this.ctx.now(); }
 
   close(): Promise<void> { return this.db.close(); }
 }

@@ -171,12 +171,22 @@ export function balance(ctx: StoreContext, accountId: string): Promise<number> {
   return balanceIn(ctx.db, accountId);
 }
 
+export interface RecordRunOptions {
+  /**
+   * More writes that must commit or roll back with the run (a job's final state and its callback).
+   * Called inside the transaction, after the charge, with what the caller will get back; throwing
+   * rolls everything back (and deletes the result file).
+   */
+  within?: (tx: Queryable, outcome: { creditsCharged: 0 | 1; creditsRemaining: number | null }) => Promise<void>;
+}
+
 /**
  * Records a removal: the charge (when `credits` is 1), the run and the stored result in one
  * transaction. Throws insufficient_credits when a charge is asked at balance 0; then, as on any
- * failure, nothing is written and the result file is deleted.
+ * failure, nothing is written and the result file is deleted. `options.within` adds writes to the
+ * same transaction.
  */
-export async function recordRun(ctx: StoreContext, run: RunRecord): Promise<{ creditsCharged: 0 | 1; creditsRemaining: number | null }> {
+export async function recordRun(ctx: StoreContext, run: RunRecord, options: RecordRunOptions = {}): Promise<{ creditsCharged: 0 | 1; creditsRemaining: number | null }> {
   if (run.credits === 1 && run.accountId === null) throw new Error('recordRun: a charge needs an account');
   try {
     return await ctx.db.transaction(async (tx) => {
@@ -194,7 +204,9 @@ export async function recordRun(ctx: StoreContext, run: RunRecord): Promise<{ cr
           run.id, r.path, r.contentType, r.width, r.height, now,
         ]);
       }
-      return { creditsCharged: run.credits, creditsRemaining: run.accountId === null ? null : await balanceIn(tx, run.accountId) };
+      const outcome = { creditsCharged: run.credits, creditsRemaining: run.accountId === null ? null : await balanceIn(tx, run.accountId) };
+      if (options.within) await options.within(tx, outcome);
+      return outcome;
     });
   } catch (err) {
     if (run.result) await fs.rm(run.result.path, { force: true }).catch(() => undefined);

@@ -112,6 +112,16 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX callback_deliveries_due ON callback_deliveries(delivered_at, next_attempt_at);
   `,
+  // 2: what a queued job needs to run after a restart, and callbacks that were given up.
+  `
+  ALTER TABLE jobs ADD COLUMN source_kind TEXT;                -- image_file | image_file_b64 | image_url
+  ALTER TABLE jobs ADD COLUMN source_url TEXT;                 -- the image_url, fetched when the job runs
+  ALTER TABLE jobs ADD COLUMN input_desc TEXT;                 -- description of the input for the run record
+  ALTER TABLE jobs ADD COLUMN billable INTEGER NOT NULL DEFAULT 1; -- 0: test key or marketplace caller, never charged
+  ALTER TABLE jobs ADD COLUMN batch_id TEXT;                   -- the batch a job was created in, if any
+  CREATE INDEX jobs_lease ON jobs(status, lease_until);
+  ALTER TABLE callback_deliveries ADD COLUMN gave_up_at INTEGER; -- retries exhausted or a final (non-5xx) refusal
+  `,
 ];
 
 /** Runs the migrations not yet applied; a no-op on an up-to-date database. Returns the version. */

@@ -1,0 +1,146 @@
+/**
+ * Delivers job callbacks from the stored `callback_deliveries` rows: POST of the stored body with
+ * `Content-Type: application/json` and `X-Service-Signature: sha256=<hex HMAC-SHA256 of the raw
+ * body>`, through the SSRF-checked `postJson`. One try and `retries` (3) retries on network
+ * errors and 5xx, with exponential backoff from `firstDelayMs` (--callback-backoff). Each
+ * attempt's outcome is written to the store, so a restart picks pending deliveries up where
+ * they were. Delivery is at least once: an attempt cut by a crash is made again.
+ */
+import { LIMITS } from '../limits.js';
+import { postJson } from '../server/fetch-url.js';
+import type { Delivery, Store } from '../store/db.js';
+import { deliveryDecision, type AttemptOutcome } from './backoff.js';
+import { signBody } from './secret.js';
+
+export interface CallbackDispatcherOptions {
+  store: Store;
+  secret: string;
+  firstDelayMs: number;
+  allowPrivateNetwork: boolean;
+  retries?: number;
+  /** Per attempt: DNS, connect, send and the answer. */
+  timeoutMs?: number;
+  /** Attempts in flight at once. */
+  concurrency?: number;
+  log?: (line: string) => void;
+}
+
+/** Longest sleep between two looks at the table, so rows written by another process are seen. */
+const MAX_IDLE_MS = 2_000;
+
+export class CallbackDispatcher {
+  private readonly inflight = new Map<number, Promise<void>>();
+  private timer: NodeJS.Timeout | null = null;
+  private passing: Promise<void> | null = null;
+  private again = false;
+  private stopped = false;
+  private readonly retries: number;
+  private readonly timeoutMs: number;
+  private readonly concurrency: number;
+  private readonly log: (line: string) => void;
+
+  constructor(private readonly opts: CallbackDispatcherOptions) {
+    this.retries = opts.retries ?? LIMITS.callbackRetries;
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.concurrency = opts.concurrency ?? 8;
+    this.log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
+  }
+
+  start(): void {
+    this.kick();
+  }
+
+  /** Looks for due deliveries now (after a job finished, or when a timer fires). */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.passing) {
+      this.again = true;
+      return;
+    }
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.passing = this.pass()
+      .catch((err: unknown) => this.log(`cutout serve: callback delivery: ${(err as Error).message}`))
+      .finally(() => {
+        this.passing = null;
+        if (this.again) {
+          this.again = false;
+          this.kick();
+        } else {
+          void this.schedule();
+        }
+      });
+  }
+
+  private async pass(): Promise<void> {
+    const room = this.concurrency - this.inflight.size;
+    if (room <= 0) return;
+    const due = await this.opts.store.dueDeliveries(room + this.inflight.size);
+    for (const d of due) {
+      if (this.stopped || this.inflight.size >= this.concurrency) break;
+      if (this.inflight.has(d.id)) continue;
+      const attempt = this.attempt(d).catch((err: unknown) => {
+        if (!this.stopped) this.log(`cutout serve: callback delivery for job ${d.jobId}: ${(err as Error).message}`);
+      }).finally(() => {
+        this.inflight.delete(d.id);
+        this.kick();
+      });
+      this.inflight.set(d.id, attempt);
+    }
+  }
+
+  /** Sleeps until the next pending delivery is due (at most MAX_IDLE_MS). */
+  private async schedule(): Promise<void> {
+    if (this.stopped || this.timer) return;
+    let delay = MAX_IDLE_MS;
+    try {
+      const next = await this.opts.store.nextDeliveryAt();
+      if (next !== null) delay = Math.min(MAX_IDLE_MS, Math.max(0, next - this.opts.store.now()));
+    } catch {
+      // the store is closing: the stop will follow
+    }
+    if (this.stopped || this.timer || this.passing) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.kick();
+    }, Math.max(10, delay));
+    this.timer.unref();
+  }
+
+  private async attempt(d: Delivery): Promise<void> {
+    const attemptsMade = d.attempts + 1;
+    let outcome: AttemptOutcome;
+    try {
+      const { status } = await postJson(
+        d.url, d.body,
+        { 'X-Service-Signature': signBody(d.body, this.opts.secret) },
+        { allowPrivateNetwork: this.opts.allowPrivateNetwork, timeoutMs: this.timeoutMs },
+      );
+      outcome = { status };
+    } catch (err) {
+      outcome = { networkError: (err as Error).message };
+    }
+    const decision = deliveryDecision(attemptsMade, outcome, { retries: this.retries, firstDelayMs: this.opts.firstDelayMs });
+    const { store } = this.opts;
+    if (decision.state === 'delivered') {
+      await store.recordDeliveryAttempt(d.id, { state: 'delivered', attempts: attemptsMade });
+    } else if (decision.state === 'retry') {
+      await store.recordDeliveryAttempt(d.id, { state: 'retry', attempts: attemptsMade, nextAttemptAt: store.now() + decision.delayMs, lastError: decision.reason });
+    } else {
+      await store.recordDeliveryAttempt(d.id, { state: 'gave_up', attempts: attemptsMade, lastError: decision.reason });
+      this.log(`cutout serve: callback for job ${d.jobId} not delivered: ${decision.reason}`);
+    }
+  }
+
+  /**
+   * Stops scheduling attempts and waits for those in flight, at most `graceMs`. Pending rows stay
+   * in the store; the next start delivers them.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    const all = Promise.allSettled([this.passing, ...this.inflight.values()]);
+    await Promise.race([all, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+  }
+}

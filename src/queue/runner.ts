@@ -1,0 +1,294 @@
+/**
+ * The job workers: take queued jobs from the store, run them in slots of the WorkPool shared
+ * with the sync route (as `job` tasks, see the fair policy in src/server/pool.ts), and commit the
+ * outcome.
+ *
+ * - A job is claimed only once a slot is held, so `processing` in the store means "running".
+ *   At most one claim attempt waits for a slot at a time; a finished job makes room for the next.
+ * - A claim carries a lease (renewed while the job runs) and a token (the attempt number). On
+ *   start, jobs a crash left `processing` go back to `queued` (after `maxAttempts` claims they
+ *   fail instead: a job that keeps killing the server is not retried forever).
+ * - Done: the result file is written, then the charge, the run, the stored result, the job's
+ *   `done` state and its callback delivery commit in ONE transaction (store.recordRun with the
+ *   job id and channel `job`). Failed: the `failed` state, its error and the callback commit
+ *   together; nothing is charged. A lost claim commits nothing.
+ * - Stop: no new claims; running jobs get `graceMs` to finish; those still running then go back
+ *   to `queued` (their late end commits nothing) and run again at the next start.
+ */
+import fs from 'node:fs/promises';
+import type { CutoutConfig } from '../config.js';
+import { CutoutError, toCutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import { fetchImageUrl } from '../server/fetch-url.js';
+import type { Pipeline } from '../server/app.js';
+import type { WorkPool } from '../server/pool.js';
+import type { JobError, JobRow, Store } from '../store/db.js';
+import { queueRetryAfterSeconds } from './backoff.js';
+
+export interface JobRunnerOptions {
+  store: Store;
+  pool: WorkPool;
+  pipeline: Pipeline;
+  config: Readonly<CutoutConfig>;
+  /** The download URL of a result. */
+  resultUrl: (id: string) => string;
+  /** Called after a job reached done or failed (to deliver its callback). */
+  onFinished?: (job: JobRow) => void;
+  /** Lease of a claim, renewed every third of it while the job runs. */
+  leaseMs?: number;
+  /** Claims after which an interrupted job fails instead of going back to the queue. */
+  maxAttempts?: number;
+  /** How often expired leases are swept and the store looked at for jobs queued by others. */
+  sweepMs?: number;
+  log?: (line: string) => void;
+}
+
+/** The callback body of api-spec 2.7 for a finished job: the exact text that is signed and sent. */
+export function callbackBody(job: { id: string }, outcome: { status: 'done'; url: string; creditsCharged: number; creditsRemaining: number } | { status: 'failed'; error: JobError }): string {
+  if (outcome.status === 'done') {
+    return JSON.stringify({
+      job_id: job.id, status: 'done', url: outcome.url, credits_charged: outcome.creditsCharged, credits_remaining: outcome.creditsRemaining,
+    });
+  }
+  return JSON.stringify({ job_id: job.id, status: 'failed', error: { code: outcome.error.code, message: outcome.error.message } });
+}
+
+class ClaimLost extends Error {}
+
+interface RunningJob {
+  attempt: number;
+  controller: AbortController;
+}
+
+export class JobRunner {
+  private readonly store: Store;
+  private readonly pool: WorkPool;
+  private readonly leaseMs: number;
+  private readonly maxAttempts: number;
+  private readonly sweepMs: number;
+  private readonly log: (line: string) => void;
+  /** Job tasks handed to the pool (waiting for a slot or running). */
+  private active = 0;
+  /** A task waiting for a slot that has not claimed yet: at most one. */
+  private probing = false;
+  /** The store may hold queued jobs. */
+  private more = true;
+  private wakeups = 0;
+  private stopping = false;
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private readonly running = new Map<string, RunningJob>();
+  private readonly tasks = new Set<Promise<void>>();
+  /** Requeued by a stop while still running: their late end is ignored. */
+  private readonly abandoned = new Set<string>();
+  /** Recent mean time of a job, for Retry-After. */
+  private meanMs = 3000;
+
+  constructor(private readonly opts: JobRunnerOptions) {
+    this.store = opts.store;
+    this.pool = opts.pool;
+    this.leaseMs = opts.leaseMs ?? 60_000;
+    this.maxAttempts = opts.maxAttempts ?? 3;
+    this.sweepMs = opts.sweepMs ?? 5_000;
+    this.log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
+  }
+
+  /** Recovers what a previous process left, then starts taking jobs. */
+  async start(): Promise<void> {
+    const { requeued, exhausted } = await this.store.recoverJobs(this.maxAttempts);
+    if (requeued > 0) this.log(`cutout serve: ${requeued} job(s) interrupted by the last stop went back to the queue`);
+    for (const job of exhausted) {
+      const error = new CutoutError('processing_failed', `The job was interrupted ${job.attempts} times while it ran and is not tried again. Nothing was charged.`);
+      if (await this.fail(job, error)) await this.finished(job);
+    }
+    await this.store.removeOrphanJobInputs();
+    this.sweepTimer = setInterval(() => void this.sweep(), this.sweepMs);
+    this.sweepTimer.unref();
+    this.notify();
+  }
+
+  /** True once stop() was called: submissions are refused with 503. */
+  get isStopping(): boolean {
+    return this.stopping;
+  }
+
+  /** Seconds to tell a client refused by a full queue. */
+  retryAfterSeconds(queued: number): number {
+    return queueRetryAfterSeconds(queued, this.pool.size, this.meanMs);
+  }
+
+  /** New jobs were queued: look for them. */
+  notify(): void {
+    this.wakeups++;
+    this.more = true;
+    this.pump();
+  }
+
+  private pump(): void {
+    if (this.stopping || !this.more || this.probing || this.active >= this.pool.size || this.pool.draining) return;
+    this.probing = true;
+    this.active++;
+    const wake = this.wakeups;
+    let claimed: JobRow | null = null;
+    let probeEnded = false;
+    const endProbe = () => {
+      if (probeEnded) return;
+      probeEnded = true;
+      this.probing = false;
+    };
+    const task = this.pool
+      .run(async () => {
+        try {
+          if (this.stopping) return;
+          claimed = await this.store.claimNextJob(this.leaseMs);
+          if (!claimed && wake === this.wakeups) this.more = false;
+        } finally {
+          endProbe();
+        }
+        if (claimed) {
+          this.pump(); // the next claim may wait for the next free slot meanwhile
+          await this.execute(claimed);
+        }
+      }, { kind: 'job' })
+      .catch((err: unknown) => {
+        if (!this.stopping) this.log(`cutout serve: job worker: ${(err as Error)?.stack ?? String(err)}`);
+      })
+      .finally(() => {
+        endProbe();
+        this.active--;
+        this.tasks.delete(task);
+        this.pump();
+      });
+    this.tasks.add(task);
+  }
+
+  private async sweep(): Promise<void> {
+    if (this.stopping) return;
+    try {
+      const moved = await this.store.requeueExpiredLeases([...this.running.keys()]);
+      if (moved > 0) this.log(`cutout serve: ${moved} job(s) whose lease expired went back to the queue`);
+      this.notify();
+    } catch (err) {
+      if (!this.stopping) this.log(`cutout serve: job sweep: ${(err as Error).message}`);
+    }
+  }
+
+  private async execute(job: JobRow): Promise<void> {
+    const controller = new AbortController();
+    this.running.set(job.id, { attempt: job.attempts, controller });
+    const heartbeat = setInterval(() => {
+      void this.store.renewJobLease(job.id, job.attempts, this.leaseMs).catch(() => undefined);
+    }, Math.max(1000, Math.floor(this.leaseMs / 3)));
+    heartbeat.unref();
+    const started = performance.now();
+    let final = false;
+    try {
+      final = await this.process(job, controller.signal);
+    } finally {
+      clearInterval(heartbeat);
+      this.running.delete(job.id);
+    }
+    if (final) {
+      this.meanMs = this.meanMs * 0.8 + (performance.now() - started) * 0.2;
+      await this.finished(job);
+    }
+  }
+
+  private async finished(job: JobRow): Promise<void> {
+    await this.store.removeJobInput(job.inputPath);
+    this.opts.onFinished?.(job);
+  }
+
+  private async input(job: JobRow): Promise<Buffer> {
+    if (job.sourceKind === 'image_url') {
+      if (!job.sourceUrl) throw new CutoutError('processing_failed', 'The job has no image_url.');
+      return fetchImageUrl(job.sourceUrl, { allowPrivateNetwork: this.opts.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs });
+    }
+    if (!job.inputPath) throw new CutoutError('processing_failed', 'The job has no stored input.');
+    try {
+      return await fs.readFile(job.inputPath);
+    } catch (err) {
+      throw new CutoutError('processing_failed', 'The stored input of this job is missing; nothing was charged.', { cause: err });
+    }
+  }
+
+  /** Runs one claimed job to its final state. False when the claim was lost (nothing committed). */
+  private async process(job: JobRow, signal: AbortSignal): Promise<boolean> {
+    const { store } = this;
+    const { pipeline, config } = this.opts;
+    try {
+      const bytes = await this.input(job);
+      if (signal.aborted) return false;
+      // No 4 MP rule here: large images are what jobs are for (the 25 MB / 50 MP limits still hold).
+      const result = await pipeline.removeBackground(bytes, { ...job.options, model: config.model }, { signal });
+      if (signal.aborted) return false;
+      const credits = job.billable && result.resolvedSize === 'full' ? 1 : 0;
+      const url = this.opts.resultUrl(job.id);
+      // One file per attempt: a run that lost its claim deletes only its own file, never the
+      // file of the run that committed.
+      const file = await store.writeResultFile(`${job.id}.${job.attempts}`, result.format, result.data);
+      try {
+        await store.recordRun(
+          {
+            id: job.id, accountId: job.accountId, keyId: job.keyId, channel: 'job', input: job.inputDesc,
+            size: result.resolvedSize, credits, ms: result.ms,
+            result: { path: file, contentType: result.contentType, width: result.width, height: result.height },
+          },
+          {
+            within: async (tx, outcome) => {
+              const done = { creditsCharged: outcome.creditsCharged, creditsRemaining: outcome.creditsRemaining ?? 0 };
+              const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'done', url, ...done }) } : null;
+              if (!(await store.markJobDoneIn(tx, job.id, job.attempts, done, callback))) throw new ClaimLost();
+            },
+          },
+        );
+      } catch (err) {
+        if (err instanceof ClaimLost) return false;
+        if (err instanceof CutoutError && err.code === 'insufficient_credits') {
+          throw new CutoutError('insufficient_credits', 'The balance was 0 when the full-size result was ready, so it was not stored; nothing was charged.');
+        }
+        throw err;
+      }
+      return true;
+    } catch (err) {
+      if (this.abandoned.has(job.id) || (this.stopping && signal.aborted)) return false;
+      return this.fail(job, err);
+    }
+  }
+
+  /** Commits `failed` with the error (never a charge). False when the claim was lost. */
+  private async fail(job: JobRow, err: unknown): Promise<boolean> {
+    if (!(err instanceof CutoutError)) {
+      this.log(`cutout serve: unexpected error in job ${job.id}: ${(err as Error)?.stack ?? String(err)}`);
+    }
+    const e = toCutoutError(err);
+    const error: JobError = { code: e.code, message: e.message };
+    const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'failed', error }) } : null;
+    return this.store.failJob(job.id, job.attempts, error, callback);
+  }
+
+  /**
+   * Takes no more jobs; waits up to `graceMs` for running ones; puts those still running back in
+   * the queue. Queued jobs stay queued. Resolves once the store no longer needs to be written.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.stopping = true;
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.sweepTimer = null;
+    if (this.tasks.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled([...this.tasks]),
+        new Promise((resolve) => { timer = setTimeout(resolve, graceMs); }),
+      ]);
+      clearTimeout(timer);
+    }
+    if (this.running.size === 0) return;
+    const claims = [...this.running.entries()].map(([id, r]) => ({ id, attempt: r.attempt }));
+    for (const [id, r] of this.running) {
+      this.abandoned.add(id);
+      r.controller.abort(new CutoutError('processing_failed', 'The server is stopping.'));
+    }
+    const moved = await this.store.requeueJobs(claims).catch(() => 0);
+    this.log(`cutout serve: ${moved} job(s) still running after ${graceMs} ms went back to the queue`);
+  }
+}

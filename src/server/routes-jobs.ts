@@ -1,0 +1,282 @@
+/**
+ * The async API: POST /api/v1/jobs, POST /api/v1/jobs/batch and GET /api/v1/jobs/{job_id}.
+ *
+ * Submission checks everything that can be known at once (auth, rate limit, parameters, the
+ * X-Callback-Url and any image_url against the SSRF rules, credits for `size=full`, room in the
+ * queue), writes the input bytes durably under the data directory, inserts the job rows in one
+ * transaction and only then answers 202. The work itself is done by the JobRunner
+ * (src/queue/runner.ts) in the pool shared with the sync route.
+ */
+import crypto from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { CutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import { API_DEFAULTS, colorToHex, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
+import type { JobRow, NewJob } from '../store/db.js';
+import { assertPublicUrl } from './fetch-url.js';
+import { fingerprint, guard, type Caller } from './guards.js';
+import { mediaType, OPTION_PARAMS, parseImageParams, readImageRequest, readJsonObject, sendJson, SOURCE_PARAMS, type ImageRequest } from './http.js';
+import { paysWithCredits } from './routes-remove.js';
+import { isUuidV4, sendInvalidJobId } from './routes-results.js';
+import type { AppContext } from './app.js';
+
+/** A batch body: up to 50 base64 images would be 1.6 GB; large images belong in image_url. */
+export const BATCH_MAX_BYTES = 64 * 1024 * 1024;
+const MAX_CALLBACK_URL = 2048;
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function refuseWhenStopping(ctx: AppContext): void {
+  if (ctx.jobs.isStopping) throw new CutoutError('gpu_unavailable', 'The server is shutting down; retry shortly.', { headers: { 'Retry-After': '5' } });
+}
+
+/** X-Callback-Url, checked like image_url (public http(s) only unless --allow-private-network). */
+async function readCallbackUrl(ctx: AppContext, req: IncomingMessage): Promise<string | null> {
+  const raw = header(req, 'x-callback-url');
+  if (raw === undefined) return null;
+  const value = raw.trim();
+  if (value === '') throw new CutoutError('invalid_request', 'X-Callback-Url is empty.');
+  if (value.length > MAX_CALLBACK_URL) throw new CutoutError('invalid_request', `X-Callback-Url is longer than ${MAX_CALLBACK_URL} characters.`);
+  const checked = await assertPublicUrl(value, { allowPrivateNetwork: ctx.config.allowPrivateNetwork, label: 'X-Callback-Url' });
+  return checked.url.href;
+}
+
+/** Refuses with 402 when a paying caller's balance cannot cover the full-size images asked. */
+async function requireCredits(ctx: AppContext, caller: Caller, fullCount: number): Promise<void> {
+  if (!paysWithCredits(caller) || fullCount === 0) return;
+  const balance = await ctx.store.balance(caller.accountId);
+  if (balance >= fullCount) return;
+  throw new CutoutError(
+    'insufficient_credits',
+    fullCount === 1
+      ? 'Credit balance is 0; a full-size job costs 1 credit when it succeeds. Previews are free.'
+      : `The batch asks for ${fullCount} full-size results but the balance is ${balance} credits; nothing was queued. Previews are free.`,
+  );
+}
+
+function queueFull(ctx: AppContext, queued: number): CutoutError {
+  const retryAfter = ctx.jobs.retryAfterSeconds(queued);
+  return new CutoutError(
+    'gpu_unavailable',
+    `The job queue is full (${queued} waiting, --queue-limit ${ctx.config.queueLimit}); nothing was queued. Retry in ${retryAfter} s.`,
+    { headers: { 'Retry-After': String(retryAfter) } },
+  );
+}
+
+/**
+ * Stores the inputs, then the jobs in one transaction (all or none) if the queue has room for
+ * all of them. Returns the ids in order. On any refusal the written inputs are removed.
+ */
+async function enqueue(ctx: AppContext, caller: Caller, items: ImageRequest[], callbackUrl: string | null, batchId: string | null): Promise<string[]> {
+  const { store, config } = ctx;
+  // A cheap look first, so a full queue is answered before any file is written.
+  const before = await store.jobCounts();
+  if (before.queued + items.length > config.queueLimit) throw queueFull(ctx, before.queued);
+  const jobs: NewJob[] = items.map(({ options, source }) => ({
+    id: crypto.randomUUID(),
+    accountId: caller.accountId,
+    keyId: caller.keyId,
+    options,
+    sourceKind: source.kind,
+    sourceUrl: source.kind === 'image_url' ? source.url : null,
+    inputPath: null,
+    inputDesc: source.description,
+    callbackUrl,
+    billable: paysWithCredits(caller),
+    batchId,
+  }));
+  try {
+    await Promise.all(jobs.map(async (job, i) => {
+      const source = items[i].source;
+      if (source.kind !== 'image_url') job.inputPath = await store.writeJobInput(job.id, source.bytes);
+    }));
+    const { created, queued } = await store.createJobs(jobs, config.queueLimit);
+    if (!created) throw queueFull(ctx, queued);
+  } catch (err) {
+    await Promise.all(jobs.map((job) => store.removeJobInput(job.inputPath)));
+    throw err;
+  }
+  ctx.jobs.notify();
+  return jobs.map((job) => job.id);
+}
+
+function forTestKey(caller: Caller, options: ImageOptions): ImageOptions {
+  // Test keys run the whole flow for free: their results are previews whatever was asked.
+  return caller.test ? { ...options, size: 'preview' } : options;
+}
+
+function idempotencyKeyOf(req: IncomingMessage): string | undefined {
+  return header(req, 'idempotency-key');
+}
+
+/** POST /api/v1/jobs: one image, multipart or JSON, the parameters of /remove without its 4 MP cap. */
+export async function handleCreateJob(ctx: AppContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const caller = await guard(req, res, ctx);
+  const request = await readImageRequest(req);
+  refuseWhenStopping(ctx);
+  const callbackUrl = await readCallbackUrl(ctx, req);
+  const options = forTestKey(caller, request.options);
+  const { source } = request;
+  if (source.kind === 'image_url') await assertPublicUrl(source.url, { allowPrivateNetwork: ctx.config.allowPrivateNetwork, label: 'image_url' });
+  const print = fingerprint({
+    options: { ...options, bgColor: colorToHex(options.bgColor) },
+    source: source.kind === 'image_url' ? source.url : crypto.createHash('sha256').update(source.bytes).digest('hex'),
+    callbackUrl,
+  });
+  const { value, replayed } = await ctx.idempotency.run(caller, 'jobs', idempotencyKeyOf(req), print, async () => {
+    await requireCredits(ctx, caller, options.size === 'full' ? 1 : 0);
+    const [jobId] = await enqueue(ctx, caller, [{ options, source }], callbackUrl, null);
+    return { job_id: jobId, status: 'queued' as const };
+  });
+  sendJson(res, 202, value, {
+    Location: `${ctx.baseUrl}/api/v1/jobs/${value.job_id}`,
+    ...(replayed ? { 'Idempotent-Replayed': 'true' } : {}),
+  });
+}
+
+interface ItemProblem { index: number; param: string | null; msg: string; type: string }
+
+/** Finds the parameter an error is about, for the `loc` of the 422 detail. */
+function paramOf(err: unknown): string | null {
+  const param = (err as { param?: unknown }).param;
+  if (typeof param === 'string') return param;
+  const m = /\b(image_url|image_file_b64|image_file|size|format|bg_color|crop|type)\b/.exec((err as Error).message ?? '');
+  return m ? m[1] : null;
+}
+
+/**
+ * Validates a batch body. Body-level problems (not an object, no images array, 0 or more than 50
+ * images, a bad top-level option or key) throw 400. Item problems are all collected: the caller
+ * refuses the whole batch with 422 naming each item.
+ */
+async function parseBatch(ctx: AppContext, body: Record<string, unknown>): Promise<{ items: ImageRequest[]; problems: ItemProblem[] }> {
+  for (const name of Object.keys(body)) {
+    if (name === 'images' || (OPTION_PARAMS as readonly string[]).includes(name)) continue;
+    if ((SOURCE_PARAMS as readonly string[]).includes(name)) {
+      throw new CutoutError('invalid_request', `${name} belongs inside an item of images: {"images": [{"${name}": ...}, ...]}.`);
+    }
+    if ((UNSUPPORTED_PARAMS as readonly string[]).includes(name)) throw new CutoutError('invalid_request', `Parameter ${name} is not supported by this service.`);
+    throw new CutoutError('invalid_request', `Unknown batch field ${name}; expected images and the options ${OPTION_PARAMS.join(', ')}.`);
+  }
+  const images = body.images;
+  const max = LIMITS.maxBatchImages;
+  if (!Array.isArray(images)) throw new CutoutError('invalid_request', `images must be an array of 1 to ${max} items, each with image_url or image_file_b64.`);
+  if (images.length === 0) throw new CutoutError('invalid_request', 'images is empty; a batch holds 1 to 50 images.');
+  if (images.length > max) {
+    throw new CutoutError('invalid_request', `A batch holds at most ${max} images; received ${images.length}. Split it into several batches. Nothing was queued.`);
+  }
+  const top: Record<string, unknown> = {};
+  for (const name of OPTION_PARAMS) if (body[name] !== undefined && body[name] !== null) top[name] = body[name];
+  parseImageOptions(top, 'api', API_DEFAULTS); // a bad top-level option is one 400 for the whole body
+
+  const problems: ItemProblem[] = [];
+  const items: (ImageRequest | null)[] = images.map((item, index) => {
+    if (typeof item !== 'object' || item === null || Array.isArray(item)) {
+      problems.push({ index, param: null, msg: 'Each item must be an object with image_url or image_file_b64.', type: 'invalid_request' });
+      return null;
+    }
+    const own: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(item as Record<string, unknown>)) if (v !== null && v !== undefined) own[k] = v;
+    if ('image_file' in own) {
+      problems.push({ index, param: 'image_file', msg: 'A JSON batch cannot carry file uploads; send image_file_b64 or image_url.', type: 'invalid_request' });
+      return null;
+    }
+    try {
+      return parseImageParams({ ...top, ...own });
+    } catch (err) {
+      const e = err instanceof CutoutError ? err : new CutoutError('invalid_request', String(err));
+      problems.push({ index, param: paramOf(err), msg: e.message, type: e.code });
+      return null;
+    }
+  });
+  // The SSRF check of every image_url, in parallel (DNS lookups).
+  await Promise.all(items.map(async (item, index) => {
+    if (!item || item.source.kind !== 'image_url') return;
+    try {
+      await assertPublicUrl(item.source.url, { allowPrivateNetwork: ctx.config.allowPrivateNetwork, label: 'image_url' });
+    } catch (err) {
+      problems.push({ index, param: 'image_url', msg: (err as Error).message, type: 'invalid_request' });
+    }
+  }));
+  problems.sort((a, b) => a.index - b.index);
+  return { items: items.filter((i): i is ImageRequest => i !== null), problems };
+}
+
+/** POST /api/v1/jobs/batch: JSON only, 1 to 50 images, one job per image, ids in image order. */
+export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const caller = await guard(req, res, ctx);
+  if (caller.channel === 'marketplace') {
+    req.resume();
+    throw new CutoutError(
+      'invalid_request',
+      'POST /api/v1/jobs/batch is not offered through the marketplace channel (batches are billed per image to a direct API key). Send one POST /api/v1/jobs per image.',
+    );
+  }
+  const type = mediaType(req);
+  if (type !== 'application/json') {
+    req.resume();
+    throw new CutoutError('invalid_request', `POST /api/v1/jobs/batch takes a JSON body only (application/json) but received ${JSON.stringify(type || 'none')}; send each image as image_url or image_file_b64.`);
+  }
+  let body: Record<string, unknown>;
+  try {
+    body = await readJsonObject(req, BATCH_MAX_BYTES);
+  } catch (err) {
+    if (err instanceof CutoutError && err.code === 'image_too_large') {
+      throw new CutoutError('image_too_large', `The batch body is over the ${BATCH_MAX_BYTES / 1024 / 1024} MB limit; send large images by image_url or in smaller batches.`);
+    }
+    throw err;
+  }
+  refuseWhenStopping(ctx);
+  const callbackUrl = await readCallbackUrl(ctx, req);
+  const { items, problems } = await parseBatch(ctx, body);
+  if (problems.length > 0) {
+    const first = problems[0];
+    const more = problems.length > 1 ? ` (${problems.length} invalid items in all; see detail)` : '';
+    const error = new CutoutError('invalid_request', `images[${first.index}]: ${first.msg}${more}. Nothing was queued.`, { status: 422 });
+    sendJson(res, 422, {
+      ...error.toJSON(),
+      detail: problems.map((p) => ({ loc: ['body', 'images', p.index, ...(p.param ? [p.param] : [])], msg: p.msg, type: p.type })),
+    });
+    return;
+  }
+  const requests = items.map((item) => ({ ...item, options: forTestKey(caller, item.options) }));
+  const print = fingerprint({
+    callbackUrl,
+    items: requests.map(({ options, source }) => ({
+      options: { ...options, bgColor: colorToHex(options.bgColor) },
+      source: source.kind === 'image_url' ? source.url : crypto.createHash('sha256').update(source.bytes).digest('hex'),
+    })),
+  });
+  const { value, replayed } = await ctx.idempotency.run(caller, 'jobs/batch', idempotencyKeyOf(req), print, async () => {
+    await requireCredits(ctx, caller, requests.filter((r) => r.options.size === 'full').length);
+    const ids = await enqueue(ctx, caller, requests, callbackUrl, crypto.randomUUID());
+    return { job_ids: ids, jobs: ids.map((id) => ({ job_id: id, status: 'queued' as const })) };
+  });
+  sendJson(res, 202, value, replayed ? { 'Idempotent-Replayed': 'true' } : {});
+}
+
+/** The job record of api-spec 2.3 as the API shows it. */
+export function jobRecord(ctx: AppContext, job: JobRow): Record<string, unknown> {
+  const out: Record<string, unknown> = { job_id: job.id, status: job.status };
+  if (job.status === 'done') {
+    out.url = `${ctx.baseUrl}/api/v1/results/${job.id}`;
+    out.credits_charged = job.creditsCharged ?? 0;
+    out.credits_remaining = job.creditsRemaining ?? 0;
+  }
+  if (job.status === 'failed') out.error = { code: job.error?.code ?? 'processing_failed', message: job.error?.message ?? 'Processing failed; nothing was charged.' };
+  out.created_at = new Date(job.createdAt).toISOString();
+  out.updated_at = new Date(job.updatedAt).toISOString();
+  return out;
+}
+
+/** GET /api/v1/jobs/{job_id}: only the owning account sees a job; for anyone else it does not exist. */
+export async function handleGetJob(ctx: AppContext, req: IncomingMessage, res: ServerResponse, jobId: string): Promise<void> {
+  const caller = await guard(req, res, ctx);
+  if (!isUuidV4(jobId)) return sendInvalidJobId(res, jobId);
+  const job = await ctx.store.getJob(jobId.toLowerCase(), caller.accountId);
+  if (!job) throw new CutoutError('not_found', `No job with id ${jobId} for this account, or it has expired.`);
+  sendJson(res, 200, jobRecord(ctx, job), { 'Cache-Control': 'no-store' });
+}

@@ -1,0 +1,210 @@
+/**
+ * The queue without HTTP or a model: the backoff and delivery rules, the fair policy of the
+ * shared pool, the job table (claims, leases, tokens, recovery, the queue limit) and the callback
+ * secret.
+ */
+import t from 'tap';
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { callbackBackoffMs, deliveryDecision, queueRetryAfterSeconds } from '../src/queue/backoff.js';
+import { loadCallbackSecret, signBody } from '../src/queue/secret.js';
+import { chooseNext, WorkPool } from '../src/server/pool.js';
+import { openStore } from '../src/store/db.js';
+import type { NewJob } from '../src/store/db.js';
+
+t.test('callback backoff: the first delay, doubling', async (t) => {
+  t.same([1, 2, 3].map((r) => callbackBackoffMs(r, 50)), [50, 100, 200]);
+  t.same([1, 2, 3].map((r) => callbackBackoffMs(r, 2000)), [2000, 4000, 8000]);
+  t.equal(callbackBackoffMs(30, 1000), 3_600_000, 'capped');
+  t.throws(() => callbackBackoffMs(0, 50));
+  t.throws(() => callbackBackoffMs(1, 0));
+});
+
+t.test('delivery decisions: 2xx ends, 5xx and network errors retry 3 times, other statuses end', async (t) => {
+  const opts = { retries: 3, firstDelayMs: 50 };
+  t.same(deliveryDecision(1, { status: 200 }, opts), { state: 'delivered' });
+  t.same(deliveryDecision(4, { status: 204 }, opts), { state: 'delivered' });
+  t.match(deliveryDecision(1, { status: 500 }, opts), { state: 'retry', delayMs: 50 });
+  t.match(deliveryDecision(2, { status: 503 }, opts), { state: 'retry', delayMs: 100 });
+  t.match(deliveryDecision(3, { networkError: 'ECONNREFUSED' }, opts), { state: 'retry', delayMs: 200, reason: 'ECONNREFUSED' });
+  t.match(deliveryDecision(4, { status: 500 }, opts), { state: 'gave_up', reason: /after 4 attempts/ });
+  t.match(deliveryDecision(1, { status: 404 }, opts), { state: 'gave_up', reason: /HTTP 404/ });
+  t.match(deliveryDecision(1, { status: 301 }, opts), { state: 'gave_up' });
+  // One try and three retries: count the attempts an always-failing receiver sees.
+  let attempts = 0;
+  for (;;) {
+    attempts++;
+    if (deliveryDecision(attempts, { status: 500 }, opts).state !== 'retry') break;
+  }
+  t.equal(attempts, 4);
+});
+
+t.test('Retry-After of a full queue', async (t) => {
+  t.equal(queueRetryAfterSeconds(0, 1, 2000), 2);
+  t.equal(queueRetryAfterSeconds(10, 2, 2000), 10);
+  t.equal(queueRetryAfterSeconds(1, 4, 100), 1, 'at least 1 s');
+  t.equal(queueRetryAfterSeconds(10_000, 1, 5000), 300, 'at most 5 min');
+});
+
+t.test('fair policy: sync first, but a job at least every syncBurst + 1 grants', async (t) => {
+  t.same(chooseNext(1, 0, 5, 2), { kind: 'sync', streak: 5 });
+  t.same(chooseNext(0, 1, 5, 2), { kind: 'job', streak: 0 });
+  t.same(chooseNext(0, 0, 1, 2), { kind: null, streak: 1 });
+  let streak = 0;
+  const grants: string[] = [];
+  for (let i = 0; i < 9; i++) {
+    const next = chooseNext(10, 10, streak, 2);
+    streak = next.streak;
+    grants.push(next.kind!);
+  }
+  t.same(grants.join(','), 'sync,sync,job,sync,sync,job,sync,sync,job');
+});
+
+t.test('WorkPool: slots shared by sync and job tasks under the fair policy', async (t) => {
+  const pool = new WorkPool(1);
+  const order: string[] = [];
+  let release!: () => void;
+  const first = pool.run(() => new Promise<void>((r) => (release = r)), { kind: 'job' });
+  const tasks = [
+    pool.run(async () => { order.push('job1'); }, { kind: 'job' }),
+    pool.run(async () => { order.push('job2'); }, { kind: 'job' }),
+    pool.run(async () => { order.push('sync1'); }),
+    pool.run(async () => { order.push('sync2'); }),
+    pool.run(async () => { order.push('sync3'); }),
+    pool.run(async () => { order.push('sync4'); }),
+  ];
+  t.same(pool.stats(), { queued: 6, processing: 1, sync: { waiting: 4, running: 0 }, jobs: { waiting: 2, running: 1 } });
+  release();
+  await first;
+  await Promise.all(tasks);
+  t.same(order, ['sync1', 'sync2', 'job1', 'sync3', 'sync4', 'job2'], 'sync requests first, never more than 2 in a row while a job waits');
+  await pool.drain();
+  await t.rejects(pool.run(async () => 1), { code: 'gpu_unavailable' }, 'a draining pool refuses');
+});
+
+t.test('WorkPool: an aborted waiter leaves the queue', async (t) => {
+  const pool = new WorkPool(1);
+  let release!: () => void;
+  const running = pool.run(() => new Promise<void>((r) => (release = r)));
+  const controller = new AbortController();
+  const waiting = pool.run(async () => 'never', { signal: controller.signal, kind: 'job' });
+  controller.abort(new Error('gone'));
+  await t.rejects(waiting, { message: 'gone' });
+  t.equal(pool.stats().queued, 0);
+  release();
+  await running;
+});
+
+async function tempStore(t: Tap.Test, now?: () => number) {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-queue-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const store = await openStore(dir, { now });
+  t.teardown(() => store.close());
+  return { dir, store };
+}
+
+function newJob(accountId: string, extra: Partial<NewJob> = {}): NewJob {
+  return {
+    id: crypto.randomUUID(), accountId, keyId: null, options: { size: 'preview', format: 'png', bgColor: null, crop: false },
+    sourceKind: 'image_file_b64', sourceUrl: null, inputPath: null, inputDesc: 'base64', callbackUrl: null, billable: true, batchId: null, ...extra,
+  };
+}
+
+t.test('job table: queue limit, FIFO claims, tokens, done in the charge transaction, recovery', async (t) => {
+  let clock = 1_000_000;
+  const { store, dir } = await tempStore(t, () => clock);
+  const key = await store.createKey();
+  const [a, b, c] = [newJob(key.account), newJob(key.account, { callbackUrl: 'http://127.0.0.1:9/cb' }), newJob(key.account)];
+  a.inputPath = await store.writeJobInput(a.id, Buffer.from('bytes of a'));
+  t.equal(path.dirname(a.inputPath), path.join(dir, 'jobs'));
+  t.equal((await fs.stat(a.inputPath)).mode & 0o777, 0o600);
+  t.same(await store.createJobs([a, b], 2), { created: true, queued: 2 });
+  t.same(await store.createJobs([c], 2), { created: false, queued: 2 }, 'past the limit nothing is written');
+  t.equal(await store.getJobById(c.id), null);
+  t.same(await store.jobCounts(), { queued: 2, processing: 0 });
+
+  const claimA = (await store.claimNextJob(60_000))!;
+  t.match(claimA, { id: a.id, status: 'processing', attempts: 1, leaseUntil: clock + 60_000, inputPath: a.inputPath });
+  t.same(claimA.options, a.options);
+  const claimB = (await store.claimNextJob(60_000))!;
+  t.equal(claimB.id, b.id, 'oldest first');
+  t.equal(await store.claimNextJob(60_000), null);
+  t.same(await store.jobCounts(), { queued: 0, processing: 2 });
+
+  // A charged completion: run, charge, result and job state in one transaction.
+  const outcome = await store.recordRun(
+    { id: a.id, accountId: key.account, keyId: key.id, channel: 'job', input: 'base64', size: 'full', credits: 1, ms: 5 },
+    { within: async (tx, o) => { t.ok(await store.markJobDoneIn(tx, a.id, 1, { creditsCharged: o.creditsCharged, creditsRemaining: o.creditsRemaining }, null)); } },
+  );
+  t.same(outcome, { creditsCharged: 1, creditsRemaining: 9 });
+  t.match(await store.getJob(a.id, key.account), { status: 'done', creditsCharged: 1, creditsRemaining: 9 });
+  t.equal(await store.getJob(a.id, 'acct_other'), null, 'another account does not see it');
+
+  // A completion whose claim was lost rolls the charge back.
+  await t.rejects(store.recordRun(
+    { id: b.id, accountId: key.account, keyId: key.id, channel: 'job', input: 'x', size: 'full', credits: 1, ms: 5 },
+    { within: async (tx) => { if (!(await store.markJobDoneIn(tx, b.id, 99, { creditsCharged: 1, creditsRemaining: 8 }, null))) throw new Error('claim lost'); } },
+  ), { message: 'claim lost' });
+  t.equal(await store.balance(key.account), 9, 'not charged');
+
+  // A crash: b is left processing; recovery requeues it, and a stale token can no longer finish it.
+  t.same(await store.recoverJobs(3), { requeued: 1, exhausted: [] });
+  t.equal(await store.failJob(b.id, 1, { code: 'processing_failed', message: 'late' }, null), false, 'the old claim is void');
+  const again = (await store.claimNextJob(60_000))!;
+  t.match(again, { id: b.id, attempts: 2 });
+  t.ok(await store.renewJobLease(b.id, 2, 60_000));
+  t.notOk(await store.renewJobLease(b.id, 1, 60_000));
+  t.ok(await store.failJob(b.id, 2, { code: 'unsupported_format', message: 'not an image' }, { url: 'http://127.0.0.1:9/cb', body: '{"job_id":"x"}' }));
+  t.match(await store.getJob(b.id, key.account), { status: 'failed', error: { code: 'unsupported_format', message: 'not an image' } });
+  t.match(await store.deliveriesOf(b.id), [{ attempts: 0, delivered: false, gaveUp: false }]);
+
+  // Deliveries: due now, then rescheduled, then done.
+  const [due] = await store.dueDeliveries(10);
+  t.equal(due.body, '{"job_id":"x"}');
+  await store.recordDeliveryAttempt(due.id, { state: 'retry', attempts: 1, nextAttemptAt: clock + 500, lastError: 'HTTP 500' });
+  t.same(await store.dueDeliveries(10), [], 'not due before its time');
+  t.equal(await store.nextDeliveryAt(), clock + 500);
+  clock += 500;
+  t.equal((await store.dueDeliveries(10)).length, 1);
+  await store.recordDeliveryAttempt(due.id, { state: 'delivered', attempts: 2 });
+  t.equal(await store.nextDeliveryAt(), null);
+
+  // An expired lease of a job nobody here runs goes back to the queue; one that is ours does not.
+  const d = newJob(key.account);
+  await store.createJobs([d], 10);
+  await store.claimNextJob(1000);
+  clock += 2000;
+  t.equal(await store.requeueExpiredLeases([d.id]), 0);
+  t.equal(await store.requeueExpiredLeases([]), 1);
+
+  // A job claimed maxAttempts times is reported, not requeued.
+  for (let i = 0; i < 2; i++) {
+    await store.claimNextJob(1000);
+    await store.recoverJobs(3);
+  }
+  await store.claimNextJob(1000);
+  const recovered = await store.recoverJobs(3);
+  t.equal(recovered.requeued, 0);
+  t.same(recovered.exhausted.map((j) => [j.id, j.attempts]), [[d.id, 3]]);
+
+  // The purge keeps a finished job while its callback is pending.
+  clock += 10_000;
+  const e = newJob(key.account);
+  await store.createJobs([e], 10);
+  t.equal(await store.purgeJobs(1), 2, 'a and b (delivered) are purged');
+  t.ok(await store.getJobById(e.id), 'queued jobs stay');
+});
+
+t.test('callback secret: generated once with mode 0600, or the configured one', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-secret-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const first = await loadCallbackSecret(dir, null);
+  t.match(first, /^[0-9a-f]{64}$/);
+  t.equal((await fs.stat(path.join(dir, 'callback-secret'))).mode & 0o777, 0o600);
+  t.equal(await loadCallbackSecret(dir, null), first, 'kept across starts');
+  t.equal(await loadCallbackSecret(dir, 'from-env'), 'from-env');
+  const body = '{"job_id":"1"}';
+  t.equal(signBody(body, 'k'), `sha256=${crypto.createHmac('sha256', 'k').update(body).digest('hex')}`);
+});
