@@ -7,12 +7,15 @@ import { CutoutError } from './errors.js';
 export const SIZES = ['preview', 'full', 'auto'] as const;
 export const FORMATS = ['png', 'webp', 'jpg'] as const;
 export const TYPES = ['auto', 'person', 'product'] as const;
+/** Speed against quality: the model's input side (src/pipeline/variants.ts maps names to sides). */
+export const QUALITIES = ['fast', 'balanced', 'best'] as const;
 /** Parameters of remove.bg that api-spec 2.1 rule 3 names as unsupported. */
 export const UNSUPPORTED_PARAMS = ['channels', 'roi', 'scale', 'position', 'bg_image_url'] as const;
 
 export type Size = (typeof SIZES)[number];
 export type Format = (typeof FORMATS)[number];
 export type SubjectType = (typeof TYPES)[number];
+export type Quality = (typeof QUALITIES)[number];
 export interface Rgb { r: number; g: number; b: number }
 
 export interface ImageOptions {
@@ -23,6 +26,8 @@ export interface ImageOptions {
   crop: boolean;
   /** A hint only; accepted for compatibility, it changes nothing. */
   type?: SubjectType;
+  /** Speed against quality (an addition to v1); absent means `best`. */
+  quality?: Quality;
 }
 
 /** Where a value came from, for messages: a CLI flag (`--bg-color`) or an API parameter (`bg_color`). */
@@ -83,7 +88,7 @@ export function colorToHex(c: Rgb | null): string {
  * Missing values take the defaults given (the API and the CLI differ on `size`).
  */
 export function parseImageOptions(
-  raw: { size?: unknown; format?: unknown; bg_color?: unknown; crop?: unknown; type?: unknown },
+  raw: { size?: unknown; format?: unknown; bg_color?: unknown; crop?: unknown; type?: unknown; quality?: unknown },
   source: OptionSource,
   defaults: ImageOptions,
 ): ImageOptions {
@@ -93,6 +98,7 @@ export function parseImageOptions(
   if (raw.bg_color !== undefined) out.bgColor = parseColor(raw.bg_color, source);
   if (raw.crop !== undefined) out.crop = parseBoolean('crop', raw.crop, source);
   if (raw.type !== undefined) out.type = parseEnum('type', TYPES, raw.type, source);
+  if (raw.quality !== undefined) out.quality = parseEnum('quality', QUALITIES, raw.quality, source);
   return out;
 }
 

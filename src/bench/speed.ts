@@ -1,9 +1,10 @@
 /**
- * `npm run bench -- [dir] [--large] [--runs N]`: per-stage time of the pipeline on a folder of
+ * `npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best]`: per-stage time of the pipeline on a folder of
  * images (default: test/fixtures), images per second at concurrency 1 and 2, peak RSS, and beside
  * them the raw session run on the same tensor, so the pipeline's overhead ratio is visible.
  * `--large` adds 12 MP and 50 MP inputs (the first image enlarged), each measured in its own child process so the
- * peak RSS belongs to that image alone. Prints a table, then one JSON line.
+ * peak RSS belongs to that image alone. Then each quality setting side by side (median time per
+ * image, interleaved per image). Prints a table, then one JSON line.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,6 +16,8 @@ import pLimit from 'p-limit';
 import { removeBackground, resolveModel, loadModel, stopModels } from '../pipeline/index.js';
 import { runModel } from '../pipeline/model.js';
 import { rgbToTensor } from '../pipeline/matte.js';
+import { modelSide } from '../pipeline/variants.js';
+import { QUALITIES, parseEnum, type Quality } from '../options.js';
 import type { StageTimings } from '../pipeline/types.js';
 import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
 
@@ -27,6 +30,8 @@ const value = (name: string, dflt: string) => {
 };
 const modelName = value('--model', 'isnet-medium');
 const runs = Number(value('--runs', '1'));
+/** `--qualities fast,balanced,best`: the settings compared side by side (default: all). */
+const qualities = value('--qualities', QUALITIES.join(',')).split(',').map((q) => parseEnum('qualities', QUALITIES, q, 'cli'));
 const REQUEST = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, model: modelName };
 
 const maxRssMb = () => Math.round(process.resourceUsage().maxRSS / 1024);
@@ -76,7 +81,7 @@ const fmt = (n: number) => n.toFixed(0).padStart(7);
 
 async function main(): Promise<void> {
   if (args[0] === '--one') return single(args[1]);
-  const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
+  const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
   const files = listImages(dir);
   if (!files.length) throw new Error(`no images in ${dir}`);
   const manifest = resolveModel(modelName);
@@ -119,6 +124,35 @@ async function main(): Promise<void> {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 
+  // Each quality setting side by side: for every image the settings run one after the other, so
+  // all of them see the same machine load; medians per setting.
+  for (const q of qualities) await loadModel(manifest, modelSide(manifest, q));
+  const perQuality = new Map<Quality, { ms: number[]; inference: number[]; missed: number }>(qualities.map((q) => [q, { ms: [], inference: [], missed: 0 }]));
+  for (let r = 0; r < runs; r++) {
+    for (const b of buffers) {
+      for (const q of qualities) {
+        // A subject missed at a small side is a result, not a bench failure: counted, not timed.
+        const res = await removeBackground(b, { ...REQUEST, quality: q }).catch((err: { code?: string }) => {
+          if (err?.code !== 'no_subject_detected') throw err;
+          perQuality.get(q)!.missed++;
+          return null;
+        });
+        if (!res) continue;
+        perQuality.get(q)!.ms.push(res.ms);
+        perQuality.get(q)!.inference.push(res.timings.inference);
+      }
+    }
+  }
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  };
+  const qualityRows = qualities.map((q) => {
+    const p = perQuality.get(q)!;
+    return { quality: q, side: modelSide(manifest, q), median_ms: Math.round(median(p.ms)), mean_ms: Math.round(p.ms.reduce((s, x) => s + x, 0) / p.ms.length), median_inference_ms: Math.round(median(p.inference)), no_subject: p.missed };
+  });
+  const best = qualityRows.find((r) => r.quality === 'best');
+
   const out = process.stdout;
   out.write(`model ${modelName}, ${files.length} image(s) from ${dir}, ${os.cpus().length} cores, session load ${loadMs.toFixed(0)} ms\n\n`);
   out.write('image                          size     total  decode   prep  infer   post  encode  raw-run\n');
@@ -129,6 +163,10 @@ async function main(): Promise<void> {
   out.write(`\nmean per image ${meanMs.toFixed(0)} ms; mean raw session run ${raw.toFixed(0)} ms; end-to-end / raw = ${(meanMs / raw).toFixed(3)}\n`);
   out.write(`throughput: ${throughput.c1.toFixed(3)} img/s at concurrency 1, ${throughput.c2.toFixed(3)} img/s at concurrency 2\n`);
   out.write(`peak RSS ${maxRssMb()} MB\n`);
+  out.write(`\nquality settings, ${files.length} image(s) x ${runs} run(s), interleaved:\nquality    side  median-ms  mean-ms  infer-ms  speed-up  no-subject\n`);
+  for (const r of qualityRows) {
+    out.write(`${r.quality.padEnd(9)} ${String(r.side).padStart(5)} ${fmt(r.median_ms)}    ${fmt(r.mean_ms)}  ${fmt(r.median_inference_ms)}  ${(best ? (best.median_ms / r.median_ms).toFixed(2) + 'x' : '').padStart(8)}  ${r.no_subject}\n`);
+  }
   for (const l of large as { label: string; width: number; height: number; ms: number; raw_inference_ms: number; peak_rss_mb: number; timings: StageTimings }[]) {
     out.write(`${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${(l.ms / l.raw_inference_ms).toFixed(3)}, peak RSS ${l.peak_rss_mb} MB, stages ${JSON.stringify(Object.fromEntries(Object.entries(l.timings).map(([k, v]) => [k, Math.round(v)])))}\n`);
   }
@@ -136,7 +174,7 @@ async function main(): Promise<void> {
     JSON.stringify({
       bench: 'speed', model: modelName, images: files.length, mean_ms: Math.round(meanMs), raw_inference_ms: Math.round(raw), ratio: +(meanMs / raw).toFixed(3),
       stages_ms: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, Math.round(v)])), img_per_s_c1: +throughput.c1.toFixed(3), img_per_s_c2: +throughput.c2.toFixed(3),
-      peak_rss_mb: maxRssMb(), large,
+      peak_rss_mb: maxRssMb(), large, qualities: qualityRows,
     }) + '\n',
   );
   await stopModels();

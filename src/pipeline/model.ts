@@ -7,7 +7,7 @@ import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { CutoutError } from '../errors.js';
 import type { ModelManifest } from './manifest.js';
-import { ensureRunnableModel } from './weights.js';
+import { ensureVariant } from './weights.js';
 import type { InferenceReply, InferenceRequest } from './inference-worker.js';
 
 /** Intra-op threads: every core (measured fastest on two cores). Override with CUTOUT_THREADS. */
@@ -57,9 +57,12 @@ function send(req: Omit<InferenceRequest, 'id' | 'threads'>, transfer: ArrayBuff
   });
 }
 
-/** Loads (and verifies) a model's session ahead of the first image: for servers and benchmarks. */
-export async function loadModel(manifest: ModelManifest): Promise<number> {
-  const modelPath = await ensureRunnableModel(manifest);
+/**
+ * Loads (and verifies) a model's session ahead of the first image: for servers and benchmarks.
+ * `side`: the input side of a variant (default: the manifest's input size).
+ */
+export async function loadModel(manifest: ModelManifest, side = manifest.input.width): Promise<number> {
+  const modelPath = await ensureVariant(manifest, side);
   const r = await send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name });
   return r.ms;
 }
@@ -72,14 +75,23 @@ export interface InferenceOutput {
   ms: number;
 }
 
-/** Runs the model on a prepared NCHW tensor; the tensor's buffer is transferred (unusable afterwards). */
+/**
+ * Runs the model on a prepared NCHW tensor; the tensor's buffer is transferred (unusable afterwards).
+ * A square tensor of another side than the manifest's input runs on that side's variant.
+ */
 export async function runModel(manifest: ModelManifest, tensor: Float32Array, width: number, height: number): Promise<InferenceOutput> {
-  const modelPath = await ensureRunnableModel(manifest);
+  const native = width === manifest.input.width && height === manifest.input.height;
+  if (!native && width !== height) throw new CutoutError('processing_failed', `Model input ${width}x${height} is neither the model's size nor square`);
+  const modelPath = await ensureVariant(manifest, width);
   const r = await send(
     { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor },
     [tensor.buffer as ArrayBuffer],
   );
   const dims = r.dims!;
+  // A variant's rewrite is checked on every run: its output must have the side asked for.
+  if (!native && (dims[dims.length - 1] !== width || dims[dims.length - 2] !== height)) {
+    throw new CutoutError('processing_failed', `Model output is ${dims.join('x')}, expected ${width}x${height}`);
+  }
   return { data: r.data!, width: dims[dims.length - 1], height: dims[dims.length - 2], ms: r.ms };
 }
 

@@ -159,6 +159,51 @@ async function convertedModel(manifest: ModelManifest): Promise<string> {
   return target;
 }
 
+const variants = new Map<string, Promise<string>>();
+
+/** The cache file of a model's input-side variant: `<name>-<sha16>.side<S>.onnx`. */
+export function variantModelPath(manifest: ModelManifest, side: number, cacheDir = modelCacheDir()): string {
+  return cachedModelPath(manifest, cacheDir).replace(/\.onnx$/, `.side${side}.onnx`);
+}
+
+/**
+ * The file to load for input side `side`: the runnable model itself at the manifest's input
+ * size, else a variant rewritten for that side (variants.ts) from the runnable model, cached
+ * beside it with a sidecar sha256 checked on every first use in a process. Only the sides the
+ * manifest lists are allowed.
+ */
+export function ensureVariant(manifest: ModelManifest, side: number): Promise<string> {
+  if (side === manifest.input.width && side === manifest.input.height) return ensureRunnableModel(manifest);
+  if (!manifest.sides.includes(side)) {
+    return Promise.reject(new CutoutError('invalid_request', `Model ${manifest.name} does not support input side ${side}; supported: ${manifest.sides.join(', ')}`));
+  }
+  const key = `${manifest.name}:${manifest.sha256}:${manifest.convert ?? ''}:${manifest.source.type === 'file' ? manifest.source.path : ''}:${side}`;
+  let p = variants.get(key);
+  if (!p) {
+    p = variantModel(manifest, side);
+    p.catch(() => variants.delete(key));
+    variants.set(key, p);
+  }
+  return p;
+}
+
+async function variantModel(manifest: ModelManifest, side: number): Promise<string> {
+  const target = variantModelPath(manifest, side);
+  const sidecar = `${target}.sha256`;
+  if (fs.existsSync(target) && fs.existsSync(sidecar)) {
+    if ((await sha256File(target)) === fs.readFileSync(sidecar, 'utf8').trim()) return target;
+    fs.rmSync(target, { force: true });
+  }
+  const source = await ensureRunnableModel(manifest);
+  const { rewriteInputSide } = await import('./variants.js');
+  const rewritten = rewriteInputSide(fs.readFileSync(source), side, manifest.input.width);
+  const tmp = `${target}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, rewritten);
+  fs.writeFileSync(sidecar, crypto.createHash('sha256').update(rewritten).digest('hex') + '\n');
+  fs.renameSync(tmp, target);
+  return target;
+}
+
 /**
  * The path of a verified .onnx file for the manifest; assembles npm chunks into the cache on first
  * use. Verified once per process (memoised).
