@@ -116,7 +116,7 @@ t.test('CLI --quality fast through a child process; the cached variant is reused
 });
 
 // The server's parameter list (src/server/http.ts, OPTION_PARAMS) must name `quality` before this passes.
-t.test('API: quality=fast is accepted and answers with a cutout; a bad value is a 400', { todo: 'remove this todo once src/server/http.ts accepts quality' }, async (t) => {
+t.test('API: quality=fast is accepted and answers with a cutout; a bad value is a 400', async (t) => {
   const srv = await startServe(t, ['--workers', '1']);
   const { key } = await createKey(srv.dataDir);
   const coffee = fs.readFileSync(path.join(FIXTURES, 'coffee.jpg'));

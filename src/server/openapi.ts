@@ -5,7 +5,7 @@
  */
 import { CutoutError, ERROR_TABLE, type ErrorCode } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { API_DEFAULTS, CONTENT_TYPES, FORMATS, SIZES, TYPES } from '../options.js';
+import { API_DEFAULTS, CONTENT_TYPES, FORMATS, QUALITIES, SIZES, TYPES } from '../options.js';
 
 type Json = Record<string, unknown>;
 
@@ -56,6 +56,7 @@ const imageOptionProps: Json = {
   bg_color: schema('BgColor'),
   crop: schema('Crop'),
   type: schema('SubjectType'),
+  quality: schema('Quality'),
 };
 
 const SOURCE_RULE = 'Exactly one of `image_file` (multipart only), `image_url`, `image_file_b64`; otherwise `invalid_request`.';
@@ -407,6 +408,12 @@ export const openapiDocument: Record<string, any> = deepFreeze({
         examples: ['transparent', '#ffffff', '0f0'],
       },
       Crop: { type: 'boolean', default: API_DEFAULTS.crop, description: 'Crop to the subject\'s bounding box.' },
+      Quality: {
+        type: 'string',
+        enum: [...QUALITIES],
+        default: 'best',
+        description: 'An addition to v1: speed against quality (the model\'s input side: fast 512, balanced 768, best 1024). Absent means `best`.',
+      },
       SubjectType: {
         type: 'string',
         enum: [...TYPES],
