@@ -40,7 +40,7 @@ t.test('sync removal: bytes, JSON, charges, stored results, test keys, idempoten
     await new Promise((r) => setTimeout(r, 300));
     const h0 = Date.now();
     const health = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
-    t.ok(Date.now() - h0 < 500, `health answered in ${Date.now() - h0} ms during inference`);
+    t.ok(Date.now() - h0 < 1500, `health answered in ${Date.now() - h0} ms during inference`);
     t.equal(health.queue.processing, 1, 'the removal holds a pool slot');
     const res = await inFlight;
     t.equal(res.status, 200, `took ${Date.now() - started} ms`);
