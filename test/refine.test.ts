@@ -1,5 +1,5 @@
 import t from 'tap';
-import { applyGuided, blurFusion, boxMean, decontaminate, guidedCoefficients, hardenMatte, lumaOf } from '../src/pipeline/refine.js';
+import { applyGuided, blurFusion, boxMean, decontaminate, guidedCoefficients, guidedCoefficientsInBand, hardenMatte, lumaOf } from '../src/pipeline/refine.js';
 
 const close = (a: ArrayLike<number>, b: number[], tol = 1e-5) => Array.from(a).every((v, i) => Math.abs(v - b[i]) <= tol);
 
@@ -72,4 +72,34 @@ t.test('decontamination removes the old background from soft-edge colours', asyn
   }
   t.same(Array.from(fixed.subarray(0, 3)), [255, 0, 0], 'opaque pixel untouched');
   t.same(Array.from(fixed.subarray(57, 60)), [0, 255, 0], 'transparent pixel untouched');
+});
+
+t.test('boxMean equals the brute-force window mean for many shapes and radii', async (t) => {
+  let seed = 7;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+  for (const [w, h, r] of [[7, 5, 1], [13, 9, 3], [4, 20, 6], [1, 1, 2], [30, 2, 0], [9, 9, 12], [8, 8, 3], [2, 17, 1]]) {
+    const src = new Float32Array(w * h).map(() => rand());
+    const out = boxMean(src, w, h, r);
+    let maxErr = 0;
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) {
+      let sum = 0, n = 0;
+      for (let yy = Math.max(0, y - r); yy <= Math.min(h - 1, y + r); yy++) for (let xx = Math.max(0, x - r); xx <= Math.min(w - 1, x + r); xx++) { sum += src[yy * w + xx]; n++; }
+      maxErr = Math.max(maxErr, Math.abs(sum / n - out[y * w + x]));
+    }
+    t.ok(maxErr < 1e-5, `${w}x${h} r=${r}: max error ${maxErr.toExponential(1)}`);
+  }
+});
+
+t.test('guidedCoefficientsInBand matches the full fit, computing only around the uncertain band', async (t) => {
+  // 40x30 grid: a flat matte (0 left, 1 right) with a soft vertical edge at x = 20..22.
+  const w = 40, h = 30;
+  const guide = new Float32Array(w * h).map((_, i) => ((i * 13) % 17) / 17);
+  const matte = new Float32Array(w * h).map((_, i) => { const x = i % w; return x < 20 ? 0 : x > 22 ? 1 : (x - 19) / 4; });
+  const full = guidedCoefficients(guide, matte, w, h, 1, 1e-4);
+  const band = guidedCoefficientsInBand(guide, matte, w, h, 1, 1e-4);
+  let maxA = 0, maxB = 0;
+  for (let i = 0; i < w * h; i++) { maxA = Math.max(maxA, Math.abs(full.a[i] - band.a[i])); maxB = Math.max(maxB, Math.abs(full.b[i] - band.b[i])); }
+  t.ok(maxA < 1e-4 && maxB < 1e-4, `same coefficients (max diff a ${maxA.toExponential(1)}, b ${maxB.toExponential(1)})`);
+  const flat = guidedCoefficientsInBand(guide, new Float32Array(w * h).fill(1), w, h, 1, 1e-4);
+  t.ok(flat.a.every((v) => v === 0) && flat.b.every((v) => v === 1), 'a flat matte needs no fit');
 });

@@ -46,15 +46,19 @@ async function single(file: string): Promise<void> {
   const bytes = fs.readFileSync(file);
   const raws: number[] = [];
   const totals: { ms: number; r: Awaited<ReturnType<typeof removeBackground>> }[] = [];
+  // The same image without refinement and decontamination: what the edge work costs at this size.
+  const plain: number[] = [];
   for (let i = 0; i < 3; i++) {
     raws.push(await rawInference());
     const r = await removeBackground(bytes, REQUEST);
     totals.push({ ms: r.ms, r });
+    plain.push((await removeBackground(bytes, { ...REQUEST, refine: false, decontaminate: false })).ms);
   }
   raws.sort((a, b) => a - b);
+  plain.sort((a, b) => a - b);
   totals.sort((a, b) => a.ms - b.ms);
   const mid = totals[1].r;
-  process.stdout.write(JSON.stringify({ file, width: mid.width, height: mid.height, ms: mid.ms, timings: mid.timings, raw_inference_ms: raws[1], peak_rss_mb: maxRssMb() }) + '\n');
+  process.stdout.write(JSON.stringify({ file, width: mid.width, height: mid.height, ms: mid.ms, timings: mid.timings, raw_inference_ms: raws[1], plain_ms: plain[1], peak_rss_mb: maxRssMb() }) + '\n');
   await stopModels();
 }
 
@@ -167,8 +171,8 @@ async function main(): Promise<void> {
   for (const r of qualityRows) {
     out.write(`${r.quality.padEnd(9)} ${String(r.side).padStart(5)} ${fmt(r.median_ms)}    ${fmt(r.mean_ms)}  ${fmt(r.median_inference_ms)}  ${(best ? (best.median_ms / r.median_ms).toFixed(2) + 'x' : '').padStart(8)}  ${r.no_subject}\n`);
   }
-  for (const l of large as { label: string; width: number; height: number; ms: number; raw_inference_ms: number; peak_rss_mb: number; timings: StageTimings }[]) {
-    out.write(`${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${(l.ms / l.raw_inference_ms).toFixed(3)}, peak RSS ${l.peak_rss_mb} MB, stages ${JSON.stringify(Object.fromEntries(Object.entries(l.timings).map(([k, v]) => [k, Math.round(v)])))}\n`);
+  for (const l of large as { label: string; width: number; height: number; ms: number; raw_inference_ms: number; plain_ms: number; peak_rss_mb: number; timings: StageTimings }[]) {
+    out.write(`${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${(l.ms / l.raw_inference_ms).toFixed(3)}, without refinement ${l.plain_ms} ms (edge work +${(100 * (l.ms / l.plain_ms - 1)).toFixed(1)} %), peak RSS ${l.peak_rss_mb} MB, stages ${JSON.stringify(Object.fromEntries(Object.entries(l.timings).map(([k, v]) => [k, Math.round(v)])))}\n`);
   }
   out.write(
     JSON.stringify({

@@ -6,7 +6,7 @@
 import sharp from 'sharp';
 import { CutoutError } from '../errors.js';
 import { hasSubject, outputToMatte, resizeBilinear } from './matte.js';
-import { applyGuided, blurFusion, decontaminate, guidedCoefficients, hardenMatte, lumaOf } from './refine.js';
+import { applyGuided, blurFusion, decontaminate, guidedCoefficientsInBand, hardenMatte, lumaOf } from './refine.js';
 
 /**
  * Refinement settings, chosen on the aggregate of the public composite set (never on single
@@ -16,12 +16,6 @@ import { applyGuided, blurFusion, decontaminate, guidedCoefficients, hardenMatte
 export const EDGE_PARAMS = {
   guidedRadius: 1,
   guidedEps: 1e-4,
-  /**
-   * Area of the grid where the guided coefficients are fitted: the output itself up to this many
-   * pixels (the photo's own edges guide the fit), else the output scaled down to it; 0 fits on
-   * the model's grid.
-   */
-  guidedGridPixels: 0,
   /** Longest side of the grid where foreground/background colours are estimated. */
   fusionSide: 512,
   /**
@@ -60,42 +54,16 @@ export function buildMatte(
   if (!hasSubject(output, range)) throw new CutoutError('no_subject_detected');
   let alpha: Uint8Array;
   if (opts.refine !== false) {
+    const n = grid.width * grid.height;
     const lo = range[0], span = range[1] - range[0];
-    const gridArea = EDGE_PARAMS.guidedGridPixels;
-    let gw = grid.width, gh = grid.height, guide: Float32Array, p: Float32Array;
-    if (gridArea > 0) {
-      const scale = Math.min(1, Math.sqrt(gridArea / (width * height)));
-      gw = Math.max(1, Math.round(width * scale));
-      gh = Math.max(1, Math.round(height * scale));
-      const up = resizeBilinear(outputToMatte(output, range), grid.width, grid.height, gw, gh);
-      p = Float32Array.from(up, (v) => v / 255);
-      guide = scale === 1 ? lumaOf(rgb, gw * gh) : lumaResized(rgb, width, height, gw, gh);
-    } else {
-      const n = grid.width * grid.height;
-      p = new Float32Array(n);
-      for (let i = 0; i < n; i++) p[i] = Math.min(1, Math.max(0, (output[i] - lo) / span));
-      guide = lumaOf(modelRgb, n);
-    }
-    const coef = guidedCoefficients(guide, p, gw, gh, EDGE_PARAMS.guidedRadius, EDGE_PARAMS.guidedEps);
+    const p = new Float32Array(n);
+    for (let i = 0; i < n; i++) p[i] = Math.min(1, Math.max(0, (output[i] - lo) / span));
+    const coef = guidedCoefficientsInBand(lumaOf(modelRgb, n), p, grid.width, grid.height, EDGE_PARAMS.guidedRadius, EDGE_PARAMS.guidedEps);
     alpha = applyGuided(coef, rgb, width, height);
   } else {
     alpha = resizeBilinear(outputToMatte(output, range), grid.width, grid.height, width, height);
   }
   return opts.alpha === 'hard' ? hardenMatte(alpha) : alpha;
-}
-
-/** Luma of an RGB image on a smaller grid (nearest sample: the guide only needs its edges). */
-function lumaResized(rgb: Uint8Array, width: number, height: number, gw: number, gh: number): Float32Array {
-  const out = new Float32Array(gw * gh);
-  for (let y = 0; y < gh; y++) {
-    const sy = Math.min(height - 1, Math.floor(((y + 0.5) * height) / gh));
-    for (let x = 0; x < gw; x++) {
-      const sx = Math.min(width - 1, Math.floor(((x + 0.5) * width) / gw));
-      const j = (sy * width + sx) * 3;
-      out[y * gw + x] = (0.299 * rgb[j] + 0.587 * rgb[j + 1] + 0.114 * rgb[j + 2]) / 255;
-    }
-  }
-  return out;
 }
 
 /**

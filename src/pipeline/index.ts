@@ -35,6 +35,9 @@ function manifestFor(name: string): ModelManifest {
   return m;
 }
 
+/** Largest output whose decode overlaps inference (see removeBackground). */
+const OVERLAP_MAX_PIXELS = 16_000_000;
+
 function checkAborted(signal?: AbortSignal): void {
   if (signal?.aborted) throw signal.reason instanceof CutoutError ? signal.reason : new CutoutError('processing_failed', 'Cancelled');
 }
@@ -83,12 +86,19 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   const out = outputSize(resolvedSize, src.probe.width, src.probe.height);
   checkAborted(opts.signal);
 
-  // The full-size decode runs on libuv's threads while the model runs in its worker: they overlap.
-  const pixels = decodeRgb(src, out.width, out.height).then((rgb) => {
-    timings.decode = performance.now() - t;
-    return rgb;
-  });
-  pixels.catch(() => undefined);
+  // Up to OVERLAP_MAX_PIXELS the full-size decode runs on libuv's threads while the model runs
+  // in its worker. Above it the decode waits for the model: the decoded pixels (150 MB at 50 MP)
+  // must not sit beside the model's peak working memory.
+  const decode = () => {
+    const startedDecode = performance.now();
+    return decodeRgb(src, out.width, out.height).then((rgb) => {
+      timings.decode = performance.now() - startedDecode;
+      return rgb;
+    });
+  };
+  const overlap = out.width * out.height <= OVERLAP_MAX_PIXELS;
+  const early = overlap ? decode() : null;
+  early?.catch(() => undefined);
 
   const tp = performance.now();
   const plan = inputPlan(manifest, req.quality, src.probe.width, src.probe.height);
@@ -100,8 +110,8 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   timings.inference = inference.ms;
   checkAborted(opts.signal);
 
+  const rgb = await (early ?? decode());
   t = performance.now();
-  const rgb = await pixels;
   const grid = cropToContent(inference.data, modelRgb, plan);
   const alpha = buildMatte(grid.data, manifest.output.range, grid, grid.rgb, rgb, out.width, out.height, req);
   // Soft-edge colours are estimated for every output that shows colours (a transparent cutout,

@@ -13,41 +13,57 @@
 
 /**
  * Mean over a (2r+1)x(2r+1) window, clamped at the borders (divided by the number of pixels
- * inside the image). O(n) whatever r, with running sums.
+ * inside the image). O(n) whatever r, with running sums; the loops are split so that the inner
+ * ones carry no bounds tests (this runs a dozen times per image on a 1024x1024 grid).
  */
 export function boxMean(src: Float32Array, w: number, h: number, r: number, target?: Float32Array): Float32Array {
   const out = target ?? new Float32Array(w * h);
   const tmp = new Float32Array(w * h);
-  // Horizontal pass: running sum along each row.
+  const invX = new Float32Array(w);
+  for (let x = 0; x < w; x++) invX[x] = 1 / (Math.min(w - 1, x + r) - Math.max(0, x - r) + 1);
+  // Horizontal pass: a running sum along each row.
+  const headEnd = Math.min(w, r); // x < headEnd: nothing leaves the window on the step to x + 1
+  const tailStart = Math.max(headEnd, w - r - 1); // x >= tailStart: nothing enters any more
   for (let y = 0; y < h; y++) {
     const row = y * w;
     let sum = 0;
-    const first = Math.min(r, w - 1);
-    for (let x = 0; x <= first; x++) sum += src[row + x];
-    for (let x = 0; x < w; x++) {
-      const lo = Math.max(0, x - r);
-      const hi = Math.min(w - 1, x + r);
-      tmp[row + x] = sum / (hi - lo + 1);
-      const add = x + r + 1;
-      const drop = x - r;
-      if (add < w) sum += src[row + add];
-      if (drop >= 0) sum -= src[row + drop];
+    for (let x = 0; x < Math.min(r, w - 1) + 1; x++) sum += src[row + x];
+    let x = 0;
+    for (; x < headEnd; x++) {
+      tmp[row + x] = sum * invX[x];
+      if (x + r + 1 < w) sum += src[row + x + r + 1];
+    }
+    for (; x < tailStart; x++) {
+      tmp[row + x] = sum * invX[x];
+      sum += src[row + x + r + 1] - src[row + x - r];
+    }
+    for (; x < w; x++) {
+      tmp[row + x] = sum * invX[x];
+      if (x - r >= 0) sum -= src[row + x - r];
+      if (x + r + 1 < w) sum += src[row + x + r + 1];
     }
   }
-  // Vertical pass over the row means.
+  // Vertical pass: one running sum per column, updated by whole rows.
   const colSum = new Float64Array(w);
-  const firstY = Math.min(r, h - 1);
-  for (let y = 0; y <= firstY; y++) for (let x = 0; x < w; x++) colSum[x] += tmp[y * w + x];
-  for (let y = 0; y < h; y++) {
-    const lo = Math.max(0, y - r);
-    const hi = Math.min(h - 1, y + r);
-    const inv = 1 / (hi - lo + 1);
+  for (let y = 0; y <= Math.min(r, h - 1); y++) {
     const row = y * w;
-    for (let x = 0; x < w; x++) out[row + x] = colSum[x] * inv;
-    const add = y + r + 1;
-    const drop = y - r;
-    if (add < h) for (let x = 0; x < w; x++) colSum[x] += tmp[add * w + x];
-    if (drop >= 0) for (let x = 0; x < w; x++) colSum[x] -= tmp[drop * w + x];
+    for (let x = 0; x < w; x++) colSum[x] += tmp[row + x];
+  }
+  for (let y = 0; y < h; y++) {
+    const inv = 1 / (Math.min(h - 1, y + r) - Math.max(0, y - r) + 1);
+    const row = y * w;
+    const add = y + r + 1 < h ? (y + r + 1) * w : -1;
+    const drop = y - r >= 0 ? (y - r) * w : -1;
+    if (add >= 0 && drop >= 0) {
+      for (let x = 0; x < w; x++) {
+        out[row + x] = colSum[x] * inv;
+        colSum[x] += tmp[add + x] - tmp[drop + x];
+      }
+    } else {
+      for (let x = 0; x < w; x++) out[row + x] = colSum[x] * inv;
+      if (add >= 0) for (let x = 0; x < w; x++) colSum[x] += tmp[add + x];
+      if (drop >= 0) for (let x = 0; x < w; x++) colSum[x] -= tmp[drop + x];
+    }
   }
   return out;
 }
@@ -83,6 +99,51 @@ export function guidedCoefficients(guide: Float32Array, matte: Float32Array, w: 
     b[i] = meanP[i] - a[i] * meanI[i];
   }
   return { a: boxMean(a, w, h, r, corrIP), b: boxMean(b, w, h, r, meanI), width: w, height: h };
+}
+
+/**
+ * The same coefficients, computed only over the bounding box of the uncertain pixels
+ * (lo < p < 1 - lo) grown by the filter's reach (2r + 1). Outside it the matte is flat over every
+ * window, so the fit is exactly a = 0, b = p there (to within lo): most of a 1024x1024 grid is
+ * flat, and this skips it.
+ */
+export function guidedCoefficientsInBand(guide: Float32Array, matte: Float32Array, w: number, h: number, r: number, eps: number, lo = 0.002): GuidedCoefficients {
+  let x0 = w, y0 = h, x1 = -1, y1 = -1;
+  const hi = 1 - lo;
+  for (let y = 0; y < h; y++) {
+    const row = y * w;
+    for (let x = 0; x < w; x++) {
+      const v = matte[row + x];
+      if (v > lo && v < hi) {
+        if (x < x0) x0 = x;
+        if (x > x1) x1 = x;
+        if (y < y0) y0 = y;
+        y1 = y;
+      }
+    }
+  }
+  const a = new Float32Array(w * h);
+  const b = Float32Array.from(matte);
+  if (x1 < 0) return { a, b, width: w, height: h };
+  const reach = 2 * r + 1;
+  x0 = Math.max(0, x0 - reach); y0 = Math.max(0, y0 - reach);
+  x1 = Math.min(w - 1, x1 + reach); y1 = Math.min(h - 1, y1 + reach);
+  const bw = x1 - x0 + 1, bh = y1 - y0 + 1;
+  if (bw === w && bh === h) return guidedCoefficients(guide, matte, w, h, r, eps);
+  const subGuide = new Float32Array(bw * bh);
+  const subMatte = new Float32Array(bw * bh);
+  for (let y = 0; y < bh; y++) {
+    const src = (y0 + y) * w + x0;
+    subGuide.set(guide.subarray(src, src + bw), y * bw);
+    subMatte.set(matte.subarray(src, src + bw), y * bw);
+  }
+  const sub = guidedCoefficients(subGuide, subMatte, bw, bh, r, eps);
+  for (let y = 0; y < bh; y++) {
+    const dst = (y0 + y) * w + x0;
+    a.set(sub.a.subarray(y * bw, y * bw + bw), dst);
+    b.set(sub.b.subarray(y * bw, y * bw + bw), dst);
+  }
+  return { a, b, width: w, height: h };
 }
 
 /** Source index pairs and weights of a bilinear resize along one axis (pixel centres aligned). */
@@ -189,28 +250,27 @@ export function blurFusion(rgb: Uint8Array, alpha: Float32Array, w: number, h: n
 
 /**
  * Replaces the colour of soft-edge pixels (0 < alpha < 255) by the estimated foreground colour:
- * F = F^ + a*(I - a*F^ - (1-a)*B^), with F^, B^ sampled bilinearly from the working grid.
- * Opaque and transparent pixels keep their colours. Modifies `rgb` in place.
+ * F = F^ + a*(I - a*F^ - (1-a)*B^), with F^, B^ taken from the nearest cell of the working grid
+ * (they are wide blurs, smooth at that scale: bilinear sampling measured 3x slower at 12 MP for
+ * no visible gain). Opaque and transparent pixels keep their colours. Modifies `rgb` in place.
  */
 export function decontaminate(rgb: Uint8Array, alpha: Uint8Array, W: number, H: number, est: { F: Float32Array; B: Float32Array; width: number; height: number }): void {
   const { F, B, width: lw, height: lh } = est;
-  const xs = axisTable(lw, W);
-  const ys = axisTable(lh, H);
+  const nearestX = new Int32Array(W);
+  for (let x = 0; x < W; x++) nearestX[x] = Math.min(lw - 1, Math.floor(((x + 0.5) * lw) / W)) * 3;
   for (let y = 0; y < H; y++) {
-    const r0 = ys.i0[y] * lw, r1 = ys.i1[y] * lw, fy = ys.f[y];
+    const row = Math.min(lh - 1, Math.floor(((y + 0.5) * lh) / H)) * lw * 3;
     const o = y * W;
     for (let x = 0; x < W; x++) {
       const av = alpha[o + x];
       if (av === 0 || av === 255) continue;
       const a = av / 255;
-      const c00 = (r0 + xs.i0[x]) * 3, c01 = (r0 + xs.i1[x]) * 3, c10 = (r1 + xs.i0[x]) * 3, c11 = (r1 + xs.i1[x]) * 3;
-      const fx = xs.f[x];
-      const w00 = (1 - fx) * (1 - fy), w01 = fx * (1 - fy), w10 = (1 - fx) * fy, w11 = fx * fy;
+      const ia = 1 - a;
+      const g = row + nearestX[x];
       const j = (o + x) * 3;
       for (let c = 0; c < 3; c++) {
-        const fHat = F[c00 + c] * w00 + F[c01 + c] * w01 + F[c10 + c] * w10 + F[c11 + c] * w11;
-        const bHat = B[c00 + c] * w00 + B[c01 + c] * w01 + B[c10 + c] * w10 + B[c11 + c] * w11;
-        const f = fHat + a * (rgb[j + c] - a * fHat - (1 - a) * bHat);
+        const fHat = F[g + c];
+        const f = fHat + a * (rgb[j + c] - a * fHat - ia * B[g + c]);
         rgb[j + c] = f <= 0 ? 0 : f >= 255 ? 255 : f + 0.5;
       }
     }
