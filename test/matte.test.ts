@@ -1,5 +1,5 @@
 import t from 'tap';
-import { boundingBox, cropRaw, flattenOnto, hasSubject, outputToMatte, resizeBilinear, rgbToTensor } from '../src/pipeline/matte.js';
+import { boundingBox, cropRaw, flattenOnto, hasSubject, outputToMatte, resizeBilinear, resizeNearest, rgbToTensor } from '../src/pipeline/matte.js';
 
 t.test('rgbToTensor makes planar NCHW normalised by mean and std', async (t) => {
   // 2x1 image: pixel 0 = (128, 0, 255), pixel 1 = (384-256=128?..) keep values in range
@@ -65,4 +65,13 @@ t.test('resizeBilinear interpolates between pixel centres and clamps at the edge
   const same = new Uint8Array([1, 2, 3, 4]);
   t.equal(resizeBilinear(same, 2, 2, 2, 2), same);
   t.same(Array.from(resizeBilinear(new Uint8Array([0, 0, 255, 255]), 4, 1, 2, 1)), [0, 255]);
+});
+
+t.test('resizeNearest picks the source pixel under each output centre', async (t) => {
+  // 4x1 RGB-less 2-channel image -> 2x1: centres at source x = 1 and 3.
+  const src = new Uint8Array([0, 1, 10, 11, 20, 21, 30, 31]);
+  t.same(Array.from(resizeNearest(src, 4, 1, 2, 1, 2)), [10, 11, 30, 31]);
+  t.same(Array.from(resizeNearest(new Uint8Array([5, 6]), 1, 2, 1, 4, 1)), [5, 5, 6, 6]);
+  const same = new Uint8Array([1, 2]);
+  t.equal(resizeNearest(same, 2, 1, 2, 1, 1), same);
 });

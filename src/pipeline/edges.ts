@@ -3,9 +3,8 @@
  * matte brought to output resolution (guided by the photo, or plain bilinear), an optional hard
  * threshold, and the decontaminated foreground colours.
  */
-import sharp from 'sharp';
 import { CutoutError } from '../errors.js';
-import { hasSubject, outputToMatte, resizeBilinear } from './matte.js';
+import { hasSubject, outputToMatte, resizeBilinear, resizeNearest } from './matte.js';
 import { applyGuided, blurFusion, decontaminate, guidedCoefficientsInBand, hardenMatte, lumaOf } from './refine.js';
 
 /**
@@ -70,17 +69,16 @@ export function buildMatte(
  * Replaces the colours of soft-edge pixels by estimated foreground colours (in place), computed
  * on a small grid (colours vary slowly) and sampled at full resolution.
  */
-export async function decontaminateEdges(rgb: Uint8Array, alpha: Uint8Array, width: number, height: number): Promise<void> {
+export function decontaminateEdges(rgb: Uint8Array, alpha: Uint8Array, width: number, height: number): void {
   let soft = false;
   for (let i = 0; i < alpha.length; i++) if (alpha[i] !== 0 && alpha[i] !== 255) { soft = true; break; }
   if (!soft) return;
   const scale = Math.min(1, EDGE_PARAMS.fusionSide / Math.max(width, height));
   const w = Math.max(1, Math.round(width * scale));
   const h = Math.max(1, Math.round(height * scale));
-  const smallRgb = w === width && h === height
-    ? rgb
-    : new Uint8Array(await sharp(rgb, { raw: { width, height, channels: 3 } }).resize(w, h, { fit: 'fill' }).raw().toBuffer());
-  const small = resizeBilinear(alpha, width, height, w, h);
+  // Nearest samples are enough: the estimates are blurs 64 cells wide on this grid.
+  const smallRgb = resizeNearest(rgb, width, height, w, h, 3);
+  const small = resizeNearest(alpha, width, height, w, h, 1);
   const a = new Float32Array(w * h);
   for (let i = 0; i < a.length; i++) a[i] = small[i] / 255;
   let est = blurFusion(smallRgb, a, w, h, EDGE_PARAMS.fusionRadii[0]);

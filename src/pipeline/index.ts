@@ -116,7 +116,7 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   const alpha = buildMatte(grid.data, manifest.output.range, grid, grid.rgb, rgb, out.width, out.height, req);
   // Soft-edge colours are estimated for every output that shows colours (a transparent cutout,
   // or one flattened onto a new colour); the matte alone has none.
-  if (req.decontaminate !== false && !req.mask) await decontaminateEdges(rgb, alpha, out.width, out.height);
+  if (req.decontaminate !== false && !req.mask) decontaminateEdges(rgb, alpha, out.width, out.height);
   timings.postprocess = performance.now() - t;
   checkAborted(opts.signal);
 

@@ -165,3 +165,17 @@ export function resizeBilinear(src: Uint8Array, sw: number, sh: number, dw: numb
   }
   return out;
 }
+
+/** Nearest-sample resize of an interleaved 8-bit image with `channels` bytes per pixel. */
+export function resizeNearest(src: Uint8Array, sw: number, sh: number, dw: number, dh: number, channels: number): Uint8Array {
+  if (sw === dw && sh === dh) return src;
+  const out = new Uint8Array(dw * dh * channels);
+  const xs = new Int32Array(dw);
+  for (let x = 0; x < dw; x++) xs[x] = Math.min(sw - 1, Math.floor(((x + 0.5) * sw) / dw)) * channels;
+  for (let y = 0; y < dh; y++) {
+    const row = Math.min(sh - 1, Math.floor(((y + 0.5) * sh) / dh)) * sw * channels;
+    let o = y * dw * channels;
+    for (let x = 0; x < dw; x++) for (let c = 0; c < channels; c++) out[o++] = src[row + xs[x] + c];
+  }
+  return out;
+}
