@@ -107,6 +107,22 @@ export function flattenOnto(rgb: Uint8Array, alpha: Uint8Array, bg: { r: number;
   return out;
 }
 
+/** Source index pairs and weights of a bilinear resize along one axis (pixel centres aligned). */
+export function axisTable(src: number, dst: number): { i0: Int32Array; i1: Int32Array; f: Float32Array } {
+  const i0 = new Int32Array(dst);
+  const i1 = new Int32Array(dst);
+  const f = new Float32Array(dst);
+  const scale = src / dst;
+  for (let x = 0; x < dst; x++) {
+    const pos = Math.min(Math.max((x + 0.5) * scale - 0.5, 0), src - 1);
+    const i = Math.floor(pos);
+    i0[x] = i;
+    i1[x] = Math.min(i + 1, src - 1);
+    f[x] = pos - i;
+  }
+  return { i0, i1, f };
+}
+
 /**
  * Bilinear resize of an 8-bit single-channel image (pixel centres aligned, edges clamped).
  * Written out rather than asked of sharp, which returns three channels for a one-channel raw
@@ -115,17 +131,7 @@ export function flattenOnto(rgb: Uint8Array, alpha: Uint8Array, bg: { r: number;
  */
 export function resizeBilinear(src: Uint8Array, sw: number, sh: number, dw: number, dh: number): Uint8Array {
   if (sw === dw && sh === dh) return src;
-  const x0 = new Int32Array(dw);
-  const x1 = new Int32Array(dw);
-  const fx = new Float32Array(dw);
-  const sx = sw / dw;
-  for (let x = 0; x < dw; x++) {
-    const pos = Math.min(Math.max((x + 0.5) * sx - 0.5, 0), sw - 1);
-    const i = Math.floor(pos);
-    x0[x] = i;
-    x1[x] = Math.min(i + 1, sw - 1);
-    fx[x] = pos - i;
-  }
+  const { i0: x0, i1: x1, f: fx } = axisTable(sw, dw);
   let rowA = new Float32Array(dw);
   let rowB = new Float32Array(dw);
   let rowAIndex = -1;

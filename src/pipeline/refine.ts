@@ -10,6 +10,7 @@
  *   shows no fringe of the old background.
  * - A hard matte (threshold) for stickers and icons.
  */
+import { axisTable } from './matte.js';
 
 /**
  * Mean over a (2r+1)x(2r+1) window, clamped at the borders (divided by the number of pixels
@@ -146,21 +147,6 @@ export function guidedCoefficientsInBand(guide: Float32Array, matte: Float32Arra
   return { a, b, width: w, height: h };
 }
 
-/** Source index pairs and weights of a bilinear resize along one axis (pixel centres aligned). */
-function axisTable(src: number, dst: number): { i0: Int32Array; i1: Int32Array; f: Float32Array } {
-  const i0 = new Int32Array(dst);
-  const i1 = new Int32Array(dst);
-  const f = new Float32Array(dst);
-  const scale = src / dst;
-  for (let x = 0; x < dst; x++) {
-    const pos = Math.min(Math.max((x + 0.5) * scale - 0.5, 0), src - 1);
-    const i = Math.floor(pos);
-    i0[x] = i;
-    i1[x] = Math.min(i + 1, src - 1);
-    f[x] = pos - i;
-  }
-  return { i0, i1, f };
-}
 
 /**
  * Applies low-resolution guided coefficients at full resolution: q = A(x,y) * luma(x,y) + B(x,y),
