@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CutoutError } from './errors.js';
 import { LIMITS } from './limits.js';
+import { QUALITIES, type Quality } from './options.js';
 
 export interface CutoutConfig {
   /** Data directory: SQLite database, results, generated secrets. */
@@ -15,6 +16,8 @@ export interface CutoutConfig {
   model: string;
   /** CLI: images processed at once. */
   concurrency: number;
+  /** CLI: default `--quality` (speed against quality). */
+  quality: Quality;
   /** serve: bind address. */
   host: string;
   /** serve: port; 0 picks a free one. */
@@ -52,6 +55,7 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   dataDir: path.join(os.homedir(), '.cutout'),
   model: 'isnet-medium',
   concurrency: Math.min(4, Math.max(2, cpuCount)),
+  quality: 'best',
   host: '127.0.0.1',
   port: 8080,
   baseUrl: null,
@@ -76,6 +80,7 @@ export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = O
   callbackSecret: 'CUTOUT_CALLBACK_SECRET',
   marketplaceSecret: 'CUTOUT_MARKETPLACE_SECRET',
   model: 'CUTOUT_MODEL',
+  quality: 'CUTOUT_QUALITY',
 });
 
 function fail(field: string, what: string, got: unknown): never {
@@ -108,6 +113,11 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   dataDir: (v) => path.resolve(expandHome(str('dataDir', v))),
   model: (v) => str('model', v),
   concurrency: (v) => int('concurrency', v, 1, 64),
+  quality: (v) => {
+    const q = typeof v === 'string' ? v.trim().toLowerCase() : v;
+    if (typeof q === 'string' && (QUALITIES as readonly string[]).includes(q)) return q as Quality;
+    return fail('quality', `one of ${QUALITIES.join(', ')}`, v);
+  },
   host: (v) => str('host', v),
   port: (v) => int('port', v, 0, 65535),
   baseUrl: (v) => {

@@ -11,7 +11,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { CLI_DEFAULTS, parseEnum, parseImageOptions, type Format } from '../options.js';
+import { CLI_DEFAULTS, parseEnum, parseImageOptions, QUALITIES, type Format } from '../options.js';
 import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
 import { UsageError } from './usage-error.js';
 
@@ -71,7 +71,7 @@ export function registerRemove(program: Command): void {
     .option('--overwrite', 'replace existing outputs')
     .option('--json', 'one JSON object per input on stdout')
     .option('--key <api_key>', 'charge that key\'s credits by the same rules as the server')
-    .option('--quality <quality>', 'fast | balanced | best: speed against quality, the model\'s input size (default: best)')
+    .option('--quality <quality>', 'fast | balanced | best: speed against quality, the model\'s input size (default: best, or `quality` in the config)')
     .option('-q, --quiet', 'no progress output')
     .option('--no-progress', 'no spinner or progress lines')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
@@ -136,10 +136,12 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   let config;
   let options;
   try {
-    config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency }, { configFile: flags.config });
+    // Checked here first so that the message names the flag, not the config key.
+    if (flags.quality !== undefined) parseEnum('quality', QUALITIES, flags.quality, 'cli');
+    config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, quality: flags.quality }, { configFile: flags.config });
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
     options = parseImageOptions(
-      { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop, quality: flags.quality },
+      { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop, quality: config.quality },
       'cli',
       { ...CLI_DEFAULTS, format: fromOut ?? CLI_DEFAULTS.format },
     );

@@ -1,0 +1,34 @@
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DEFAULTS, loadConfig } from '../src/config.js';
+
+function configFile(t: any, content: object): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-config-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, '.cutoutrc.json');
+  fs.writeFileSync(file, JSON.stringify(content));
+  return file;
+}
+
+t.test('flag > environment > file > default, validated and frozen', async (t) => {
+  const file = configFile(t, { port: 9000, quality: 'balanced', concurrency: 3, workers: 2 });
+  const env = { CUTOUT_PORT: '9100', CUTOUT_QUALITY: 'fast' };
+  const c = await loadConfig({ port: '9200' }, { configFile: file, env });
+  t.equal(c.port, 9200, 'flag wins');
+  t.equal(c.quality, 'fast', 'environment beats the file');
+  t.equal(c.concurrency, 3, 'file beats the default');
+  t.equal(c.rateLimit, DEFAULTS.rateLimit, 'default');
+  t.ok(Object.isFrozen(c));
+  const fromEnvOnly = await loadConfig({}, { configFile: file, env: {} });
+  t.equal(fromEnvOnly.port, 9000);
+  t.equal(fromEnvOnly.quality, 'balanced');
+});
+
+t.test('bad values and unknown keys are refused with a clear message', async (t) => {
+  await t.rejects(loadConfig({ port: 'eighty' }, { env: {} }), /Expected an integer from 0 to 65535 for port but received "eighty"/);
+  await t.rejects(loadConfig({ quality: 'turbo' }, { env: {} }), /Expected one of fast, balanced, best for quality/);
+  const typo = configFile(t, { prot: 80 });
+  await t.rejects(loadConfig({}, { configFile: typo, env: {} }), /Unknown setting "prot"/);
+});
