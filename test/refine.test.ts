@@ -91,15 +91,30 @@ t.test('boxMean equals the brute-force window mean for many shapes and radii', a
 });
 
 t.test('guidedCoefficientsInBand matches the full fit, computing only around the uncertain band', async (t) => {
-  // 40x30 grid: a flat matte (0 left, 1 right) with a soft vertical edge at x = 20..22.
+  // 40x30 grid: a flat matte (0 left, 1 right) with a soft vertical edge at x = 20..22,
+  // computed in 8x8 tiles (so that tiles are skipped, others computed with their margins).
   const w = 40, h = 30;
   const guide = new Float32Array(w * h).map((_, i) => ((i * 13) % 17) / 17);
   const matte = new Float32Array(w * h).map((_, i) => { const x = i % w; return x < 20 ? 0 : x > 22 ? 1 : (x - 19) / 4; });
   const full = guidedCoefficients(guide, matte, w, h, 1, 1e-4);
-  const band = guidedCoefficientsInBand(guide, matte, w, h, 1, 1e-4);
+  const band = guidedCoefficientsInBand(guide, matte, w, h, 1, 1e-4, 0.002, 8);
   let maxA = 0, maxB = 0;
   for (let i = 0; i < w * h; i++) { maxA = Math.max(maxA, Math.abs(full.a[i] - band.a[i])); maxB = Math.max(maxB, Math.abs(full.b[i] - band.b[i])); }
-  t.ok(maxA < 1e-4 && maxB < 1e-4, `same coefficients (max diff a ${maxA.toExponential(1)}, b ${maxB.toExponential(1)})`);
+  t.ok(maxA < 1e-5 && maxB < 1e-5, `same coefficients (max diff a ${maxA.toExponential(1)}, b ${maxB.toExponential(1)})`);
+  // A soft disc crosses tile borders in every direction; radius 2 widens the margins.
+  const dw = 50, dh = 45;
+  const dGuide = new Float32Array(dw * dh).map((_, i) => ((i * 29) % 23) / 23);
+  const disc = new Float32Array(dw * dh).map((_, i) => {
+    const d = Math.hypot((i % dw) - 24, Math.floor(i / dw) - 21);
+    return Math.min(1, Math.max(0, (14 - d) / 3));
+  });
+  for (const r of [1, 2]) {
+    const f = guidedCoefficients(dGuide, disc, dw, dh, r, 1e-3);
+    const g = guidedCoefficientsInBand(dGuide, disc, dw, dh, r, 1e-3, 0.002, 8);
+    let m = 0;
+    for (let i = 0; i < dw * dh; i++) m = Math.max(m, Math.abs(f.a[i] - g.a[i]), Math.abs(f.b[i] - g.b[i]));
+    t.ok(m < 1e-5, `disc, r=${r}: max diff ${m.toExponential(1)}`);
+  }
   const flat = guidedCoefficientsInBand(guide, new Float32Array(w * h).fill(1), w, h, 1, 1e-4);
   t.ok(flat.a.every((v) => v === 0) && flat.b.every((v) => v === 1), 'a flat matte needs no fit');
 });

@@ -103,46 +103,55 @@ export function guidedCoefficients(guide: Float32Array, matte: Float32Array, w: 
 }
 
 /**
- * The same coefficients, computed only over the bounding box of the uncertain pixels
- * (lo < p < 1 - lo) grown by the filter's reach (2r + 1). Outside it the matte is flat over every
- * window, so the fit is exactly a = 0, b = p there (to within lo): most of a 1024x1024 grid is
- * flat, and this skips it.
+ * The same coefficients, computed only in the tiles of the grid near uncertain pixels
+ * (lo < p < 1 - lo). A coefficient depends on inputs at most 2r away, so each active tile is
+ * computed with a margin of 2r + 1 and its core is exact; in every other tile the matte is flat
+ * over every window and the fit is a = 0, b = p (to within lo). Most of a 1024x1024 grid is flat
+ * or far from an edge, and this skips it.
  */
-export function guidedCoefficientsInBand(guide: Float32Array, matte: Float32Array, w: number, h: number, r: number, eps: number, lo = 0.002): GuidedCoefficients {
-  let x0 = w, y0 = h, x1 = -1, y1 = -1;
+export function guidedCoefficientsInBand(guide: Float32Array, matte: Float32Array, w: number, h: number, r: number, eps: number, lo = 0.002, tile = 32): GuidedCoefficients {
+  const tw = Math.ceil(w / tile), th = Math.ceil(h / tile);
+  const uncertain = new Uint8Array(tw * th);
   const hi = 1 - lo;
   for (let y = 0; y < h; y++) {
     const row = y * w;
+    const trow = ((y / tile) | 0) * tw;
     for (let x = 0; x < w; x++) {
       const v = matte[row + x];
-      if (v > lo && v < hi) {
-        if (x < x0) x0 = x;
-        if (x > x1) x1 = x;
-        if (y < y0) y0 = y;
-        y1 = y;
-      }
+      if (v > lo && v < hi) uncertain[trow + ((x / tile) | 0)] = 1;
     }
   }
   const a = new Float32Array(w * h);
   const b = Float32Array.from(matte);
-  if (x1 < 0) return { a, b, width: w, height: h };
-  const reach = 2 * r + 1;
-  x0 = Math.max(0, x0 - reach); y0 = Math.max(0, y0 - reach);
-  x1 = Math.min(w - 1, x1 + reach); y1 = Math.min(h - 1, y1 + reach);
-  const bw = x1 - x0 + 1, bh = y1 - y0 + 1;
-  if (bw === w && bh === h) return guidedCoefficients(guide, matte, w, h, r, eps);
-  const subGuide = new Float32Array(bw * bh);
-  const subMatte = new Float32Array(bw * bh);
-  for (let y = 0; y < bh; y++) {
-    const src = (y0 + y) * w + x0;
-    subGuide.set(guide.subarray(src, src + bw), y * bw);
-    subMatte.set(matte.subarray(src, src + bw), y * bw);
-  }
-  const sub = guidedCoefficients(subGuide, subMatte, bw, bh, r, eps);
-  for (let y = 0; y < bh; y++) {
-    const dst = (y0 + y) * w + x0;
-    a.set(sub.a.subarray(y * bw, y * bw + bw), dst);
-    b.set(sub.b.subarray(y * bw, y * bw + bw), dst);
+  const margin = 2 * r + 1;
+  for (let ty = 0; ty < th; ty++) {
+    for (let tx = 0; tx < tw; tx++) {
+      // A tile is active when it, or a neighbour within the reach of its margin, has uncertain pixels.
+      let active = false;
+      for (let ny = Math.max(0, ty - 1); ny <= Math.min(th - 1, ty + 1) && !active; ny++) {
+        for (let nx = Math.max(0, tx - 1); nx <= Math.min(tw - 1, tx + 1); nx++) if (uncertain[ny * tw + nx]) { active = true; break; }
+      }
+      if (!active) continue;
+      const cx0 = tx * tile, cy0 = ty * tile;
+      const cx1 = Math.min(w, cx0 + tile), cy1 = Math.min(h, cy0 + tile);
+      const x0 = Math.max(0, cx0 - margin), y0 = Math.max(0, cy0 - margin);
+      const x1 = Math.min(w, cx1 + margin), y1 = Math.min(h, cy1 + margin);
+      const bw = x1 - x0, bh = y1 - y0;
+      const subGuide = new Float32Array(bw * bh);
+      const subMatte = new Float32Array(bw * bh);
+      for (let y = 0; y < bh; y++) {
+        const src = (y0 + y) * w + x0;
+        subGuide.set(guide.subarray(src, src + bw), y * bw);
+        subMatte.set(matte.subarray(src, src + bw), y * bw);
+      }
+      const sub = guidedCoefficients(subGuide, subMatte, bw, bh, r, eps);
+      const coreW = cx1 - cx0;
+      for (let y = cy0; y < cy1; y++) {
+        const from = (y - y0) * bw + (cx0 - x0);
+        a.set(sub.a.subarray(from, from + coreW), y * w + cx0);
+        b.set(sub.b.subarray(from, from + coreW), y * w + cx0);
+      }
+    }
   }
   return { a, b, width: w, height: h };
 }
