@@ -10,7 +10,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../src/store/db.js';
-import { bearer, createKey, errorCode, startServe } from './helpers/api-server.js';
+import { balanceOf, bearer, createKey, errorCode, startServe, upload } from './helpers/api-server.js';
 import { signatureValid, startReceiver } from './helpers/callback-receiver.js';
 import { FIXTURES } from './helpers/cli.js';
 
@@ -18,16 +18,6 @@ const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x30
 const notImage = Buffer.from('this is plain text, not an image of any kind');
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-function upload(image: Buffer, fields: Record<string, string> = {}): FormData {
-  const f = new FormData();
-  f.append('image_file', new Blob([image]), 'photo.jpg');
-  for (const [k, v] of Object.entries(fields)) f.append(k, v);
-  return f;
-}
-
-async function balanceOf(url: string, key: string): Promise<number> {
-  return ((await (await fetch(`${url}/api/v1/account`, { headers: bearer(key) })).json()) as any).balance;
-}
 
 async function getJob(url: string, key: string, id: string): Promise<any> {
   const res = await fetch(`${url}/api/v1/jobs/${id}`, { headers: bearer(key) });

@@ -10,22 +10,12 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import sharp from 'sharp';
 import { openStore } from '../src/store/db.js';
-import { bearer, createKey, errorCode, startServe } from './helpers/api-server.js';
+import { balanceOf, bearer, createKey, errorCode, startServe, upload } from './helpers/api-server.js';
 import { alphaAt, FIXTURES } from './helpers/cli.js';
 
 const coffee = await fs.readFile(path.join(FIXTURES, 'coffee.jpg')); // 600x400
 const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x300
 
-function upload(image: Buffer, fields: Record<string, string> = {}): FormData {
-  const f = new FormData();
-  f.append('image_file', new Blob([image]), 'photo.jpg');
-  for (const [k, v] of Object.entries(fields)) f.append(k, v);
-  return f;
-}
-
-async function balanceOf(url: string, key: string): Promise<number> {
-  return ((await (await fetch(`${url}/api/v1/account`, { headers: bearer(key) })).json()) as any).balance;
-}
 
 t.test('sync removal: bytes, JSON, charges, stored results, test keys, idempotency', async (t) => {
   const srv = await startServe(t, ['--workers', '1']);

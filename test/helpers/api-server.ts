@@ -69,3 +69,16 @@ export async function errorCode(res: Response): Promise<{ status: number; code: 
   const body = (await res.json()) as any;
   return { status: res.status, code: body?.error?.code, message: body?.error?.message, body };
 }
+
+/** A multipart body with the image as `image_file` and the given fields. */
+export function upload(image: Buffer, fields: Record<string, string> = {}): FormData {
+  const f = new FormData();
+  f.append('image_file', new Blob([image]), 'photo.jpg');
+  for (const [k, v] of Object.entries(fields)) f.append(k, v);
+  return f;
+}
+
+/** The key's balance, from GET /api/v1/account. */
+export async function balanceOf(url: string, key: string): Promise<number> {
+  return ((await (await fetch(`${url}/api/v1/account`, { headers: bearer(key) })).json()) as any).balance;
+}
