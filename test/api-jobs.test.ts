@@ -18,7 +18,6 @@ const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x30
 const notImage = Buffer.from('this is plain text, not an image of any kind');
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-
 async function getJob(url: string, key: string, id: string): Promise<any> {
   const res = await fetch(`${url}/api/v1/jobs/${id}`, { headers: bearer(key) });
   if (res.status !== 200) throw new Error(`GET job ${id}: ${res.status} ${await res.text()}`);

@@ -16,7 +16,6 @@ import { alphaAt, FIXTURES } from './helpers/cli.js';
 const coffee = await fs.readFile(path.join(FIXTURES, 'coffee.jpg')); // 600x400
 const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x300
 
-
 t.test('sync removal: bytes, JSON, charges, stored results, test keys, idempotency', async (t) => {
   const srv = await startServe(t, ['--workers', '1']);
   const live = await createKey(srv.dataDir);
