@@ -122,44 +122,57 @@ export async function inspectWeights(manifest: ModelManifest, check: boolean): P
   return { present: true, verified: ok, path: existing, detail: ok ? 'checksum ok' : 'checksum MISMATCH' };
 }
 
-const verified = new Map<string, Promise<string>>();
-const runnable = new Map<string, Promise<string>>();
-
 /**
- * The file the inference session loads: the verified weights, or, when the manifest asks for a
- * conversion, a converted copy cached beside them (keyed by the source hash) with a sidecar
- * sha256 that is checked on every first use in a process.
+ * One promise per key for the life of the process (each file is verified once); a failure is
+ * forgotten so that the next call tries again.
  */
-export function ensureRunnableModel(manifest: ModelManifest): Promise<string> {
-  if (!manifest.convert) return ensureModelFile(manifest);
-  const key = `${manifest.name}:${manifest.sha256}:${manifest.convert}`;
-  let p = runnable.get(key);
+function once(cache: Map<string, Promise<string>>, key: string, make: () => Promise<string>): Promise<string> {
+  let p = cache.get(key);
   if (!p) {
-    p = convertedModel(manifest);
-    p.catch(() => runnable.delete(key));
-    runnable.set(key, p);
+    p = make();
+    p.catch(() => cache.delete(key));
+    cache.set(key, p);
   }
   return p;
 }
 
-async function convertedModel(manifest: ModelManifest): Promise<string> {
-  const target = cachedModelPath(manifest).replace(/\.onnx$/, `.${manifest.convert}.onnx`);
+/**
+ * A file derived from `source` by `transform`, cached at `target` with a sidecar sha256 that is
+ * checked on first use in a process; rewritten when missing or damaged. Written through a
+ * temporary name, so a killed process never leaves a half file under the final one.
+ */
+async function derivedFile(target: string, source: () => Promise<string>, transform: (bytes: Buffer) => Promise<Buffer>): Promise<string> {
   const sidecar = `${target}.sha256`;
   if (fs.existsSync(target) && fs.existsSync(sidecar)) {
     if ((await sha256File(target)) === fs.readFileSync(sidecar, 'utf8').trim()) return target;
     fs.rmSync(target, { force: true });
   }
-  const source = await ensureModelFile(manifest);
-  const { convertFp16ToFp32 } = await import('./convert.js');
-  const converted = convertFp16ToFp32(fs.readFileSync(source));
+  const bytes = await transform(fs.readFileSync(await source()));
   const tmp = `${target}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, converted);
-  fs.writeFileSync(sidecar, crypto.createHash('sha256').update(converted).digest('hex') + '\n');
+  fs.writeFileSync(tmp, bytes);
+  fs.writeFileSync(sidecar, crypto.createHash('sha256').update(bytes).digest('hex') + '\n');
   fs.renameSync(tmp, target);
   return target;
 }
 
+const verified = new Map<string, Promise<string>>();
+const runnable = new Map<string, Promise<string>>();
 const variants = new Map<string, Promise<string>>();
+
+/**
+ * The file the inference session loads: the verified weights, or, when the manifest asks for a
+ * conversion, a converted copy cached beside them (keyed by the source hash).
+ */
+export function ensureRunnableModel(manifest: ModelManifest): Promise<string> {
+  if (!manifest.convert) return ensureModelFile(manifest);
+  const target = cachedModelPath(manifest).replace(/\.onnx$/, `.${manifest.convert}.onnx`);
+  return once(runnable, `${manifest.name}:${manifest.sha256}:${manifest.convert}`, () =>
+    derivedFile(target, () => ensureModelFile(manifest), async (bytes) => {
+      const { convertFp16ToFp32 } = await import('./convert.js');
+      return convertFp16ToFp32(bytes);
+    }),
+  );
+}
 
 /** The cache file of a model's input-side variant: `<name>-<sha16>.side<S>.onnx`. */
 export function variantModelPath(manifest: ModelManifest, side: number, cacheDir = modelCacheDir()): string {
@@ -169,8 +182,7 @@ export function variantModelPath(manifest: ModelManifest, side: number, cacheDir
 /**
  * The file to load for input side `side`: the runnable model itself at the manifest's input
  * size, else a variant rewritten for that side (variants.ts) from the runnable model, cached
- * beside it with a sidecar sha256 checked on every first use in a process. Only the sides the
- * manifest lists are allowed.
+ * beside it. Only the sides the manifest lists are allowed.
  */
 export function ensureVariant(manifest: ModelManifest, side: number): Promise<string> {
   if (side === manifest.input.width && side === manifest.input.height) return ensureRunnableModel(manifest);
@@ -178,45 +190,21 @@ export function ensureVariant(manifest: ModelManifest, side: number): Promise<st
     return Promise.reject(new CutoutError('invalid_request', `Model ${manifest.name} does not support input side ${side}; supported: ${manifest.sides.join(', ')}`));
   }
   const key = `${manifest.name}:${manifest.sha256}:${manifest.convert ?? ''}:${manifest.source.type === 'file' ? manifest.source.path : ''}:${side}`;
-  let p = variants.get(key);
-  if (!p) {
-    p = variantModel(manifest, side);
-    p.catch(() => variants.delete(key));
-    variants.set(key, p);
-  }
-  return p;
-}
-
-async function variantModel(manifest: ModelManifest, side: number): Promise<string> {
-  const target = variantModelPath(manifest, side);
-  const sidecar = `${target}.sha256`;
-  if (fs.existsSync(target) && fs.existsSync(sidecar)) {
-    if ((await sha256File(target)) === fs.readFileSync(sidecar, 'utf8').trim()) return target;
-    fs.rmSync(target, { force: true });
-  }
-  const source = await ensureRunnableModel(manifest);
-  const { rewriteInputSide } = await import('./variants.js');
-  const rewritten = rewriteInputSide(fs.readFileSync(source), side, manifest.input.width);
-  const tmp = `${target}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, rewritten);
-  fs.writeFileSync(sidecar, crypto.createHash('sha256').update(rewritten).digest('hex') + '\n');
-  fs.renameSync(tmp, target);
-  return target;
+  return once(variants, key, () =>
+    derivedFile(variantModelPath(manifest, side), () => ensureRunnableModel(manifest), async (bytes) => {
+      const { rewriteInputSide } = await import('./variants.js');
+      return rewriteInputSide(bytes, side, manifest.input.width);
+    }),
+  );
 }
 
 /**
  * The path of a verified .onnx file for the manifest; assembles npm chunks into the cache on first
- * use. Verified once per process (memoised).
+ * use. Verified once per process.
  */
 export function ensureModelFile(manifest: ModelManifest): Promise<string> {
   const key = `${manifest.name}:${manifest.sha256}:${manifest.source.type === 'file' ? manifest.source.path : ''}`;
-  let p = verified.get(key);
-  if (!p) {
-    p = assembleAndVerify(manifest);
-    p.catch(() => verified.delete(key));
-    verified.set(key, p);
-  }
-  return p;
+  return once(verified, key, () => assembleAndVerify(manifest));
 }
 
 async function assembleAndVerify(manifest: ModelManifest): Promise<string> {
