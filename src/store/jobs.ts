@@ -44,19 +44,9 @@ export interface NewJob {
   batchId: string | null;
 }
 
-export interface JobRow {
-  id: string;
-  accountId: string;
-  keyId: string | null;
+/** A stored job: what was submitted, and its state since. */
+export interface JobRow extends NewJob {
   status: JobStatus;
-  options: ImageOptions;
-  sourceKind: JobSourceKind;
-  sourceUrl: string | null;
-  inputPath: string | null;
-  inputDesc: string;
-  callbackUrl: string | null;
-  billable: boolean;
-  batchId: string | null;
   error: JobError | null;
   creditsCharged: number | null;
   creditsRemaining: number | null;
