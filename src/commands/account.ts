@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import { CutoutError } from '../errors.js';
 import type { Store } from '../store/db.js';
+import { accountBody } from '../store/ledger.js';
 import { addStoreOptions, withStore, type StoreFlags } from './keys.js';
 
 type KeyFlags = StoreFlags & { key?: string; json?: boolean };
@@ -27,7 +28,7 @@ export function registerAccount(program: Command): void {
     const body = await withStore(flags, async (store) => {
       const caller = await callerOf(store, flags.key);
       const info = await store.account(caller.accountId);
-      return { account_id: info.accountId, balance: info.balance, plan: info.plan, credits_used_this_month: info.creditsUsedThisMonth, test: caller.test, requests_this_month: info.requestsThisMonth };
+      return { ...accountBody(info, caller.test), requests_this_month: info.requestsThisMonth };
     });
     if (flags.json) {
       process.stdout.write(JSON.stringify(body) + '\n');

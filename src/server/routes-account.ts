@@ -1,5 +1,6 @@
 /** GET /api/v1/account and GET /api/v1/usage: the caller's balance, plan and use. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { accountBody } from '../store/ledger.js';
 import { guard } from './guards.js';
 import { sendJson } from './http.js';
 import type { AppContext } from './app.js';
@@ -7,14 +8,7 @@ import type { AppContext } from './app.js';
 export async function handleAccount(ctx: AppContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const caller = await guard(req, res, ctx);
   const info = await ctx.store.account(caller.accountId);
-  sendJson(res, 200, {
-    account_id: caller.accountId,
-    balance: info.balance,
-    plan: info.plan,
-    credits_used_this_month: info.creditsUsedThisMonth,
-    // The mode of the key making the call: a test key is never charged.
-    test: caller.test,
-  });
+  sendJson(res, 200, accountBody(info, caller.test));
 }
 
 export async function handleUsage(ctx: AppContext, req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -57,6 +57,14 @@ export interface AccountInfo {
   test: boolean;
 }
 
+/**
+ * The body of GET /api/v1/account (and of `cutout account --json`). `test` is the mode of the key
+ * making the call, not of the account: a test key is never charged.
+ */
+export function accountBody(info: AccountInfo, test: boolean): { account_id: string | null; balance: number; plan: Plan; credits_used_this_month: number; test: boolean } {
+  return { account_id: info.accountId, balance: info.balance, plan: info.plan, credits_used_this_month: info.creditsUsedThisMonth, test };
+}
+
 export interface UsageDay { date: string; credits: number; requests: number }
 
 const KEY_PATTERN = /^cut_(live|test)_[A-Za-z0-9_-]{32}$/;
