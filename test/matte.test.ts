@@ -1,5 +1,5 @@
 import t from 'tap';
-import { boundingBox, cropRaw, flattenOnto, hasSubject, outputToMatte, resizeBilinear, resizeNearest, rgbToTensor } from '../src/pipeline/matte.js';
+import { boundingBox, clearTransparent, cropRaw, flattenOnto, hasSubject, outputToMatte, resizeBilinear, resizeNearest, rgbToTensor } from '../src/pipeline/matte.js';
 
 t.test('rgbToTensor makes planar NCHW normalised by mean and std', async (t) => {
   // 2x1 image: pixel 0 = (128, 0, 255), pixel 1 = (384-256=128?..) keep values in range
@@ -74,4 +74,10 @@ t.test('resizeNearest picks the source pixel under each output centre', async (t
   t.same(Array.from(resizeNearest(new Uint8Array([5, 6]), 1, 2, 1, 4, 1)), [5, 5, 6, 6]);
   const same = new Uint8Array([1, 2]);
   t.equal(resizeNearest(same, 2, 1, 2, 1, 1), same);
+});
+
+t.test('clearTransparent blacks out only fully transparent pixels', async (t) => {
+  const rgb = new Uint8Array([9, 8, 7, 6, 5, 4, 3, 2, 1, 10, 11, 12, 13, 14, 15]);
+  clearTransparent(rgb, new Uint8Array([0, 1, 0, 0, 255]));
+  t.same(Array.from(rgb), [0, 0, 0, 6, 5, 4, 0, 0, 0, 0, 0, 0, 13, 14, 15]);
 });

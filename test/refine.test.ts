@@ -1,5 +1,5 @@
 import t from 'tap';
-import { applyGuided, blurFusion, boxMean, decontaminate, guidedCoefficients, guidedCoefficientsInBand, hardenMatte, lumaOf } from '../src/pipeline/refine.js';
+import { applyGuided, blurFusion, boxMean, decontaminate, dilate, guidedCoefficients, guidedCoefficientsInBand, hardenMatte, lumaOf } from '../src/pipeline/refine.js';
 
 const close = (a: ArrayLike<number>, b: number[], tol = 1e-5) => Array.from(a).every((v, i) => Math.abs(v - b[i]) <= tol);
 
@@ -97,7 +97,7 @@ t.test('guidedCoefficientsInBand matches the full fit, computing only around the
   const guide = new Float32Array(w * h).map((_, i) => ((i * 13) % 17) / 17);
   const matte = new Float32Array(w * h).map((_, i) => { const x = i % w; return x < 20 ? 0 : x > 22 ? 1 : (x - 19) / 4; });
   const full = guidedCoefficients(guide, matte, w, h, 1, 1e-4);
-  const band = guidedCoefficientsInBand(guide, matte, w, h, 1, 1e-4, 0.002, 8);
+  const band = guidedCoefficientsInBand(guide, matte, w, h, 1, 1e-4, 0.002);
   let maxA = 0, maxB = 0;
   for (let i = 0; i < w * h; i++) { maxA = Math.max(maxA, Math.abs(full.a[i] - band.a[i])); maxB = Math.max(maxB, Math.abs(full.b[i] - band.b[i])); }
   t.ok(maxA < 1e-5 && maxB < 1e-5, `same coefficients (max diff a ${maxA.toExponential(1)}, b ${maxB.toExponential(1)})`);
@@ -110,11 +110,58 @@ t.test('guidedCoefficientsInBand matches the full fit, computing only around the
   });
   for (const r of [1, 2]) {
     const f = guidedCoefficients(dGuide, disc, dw, dh, r, 1e-3);
-    const g = guidedCoefficientsInBand(dGuide, disc, dw, dh, r, 1e-3, 0.002, 8);
+    const g = guidedCoefficientsInBand(dGuide, disc, dw, dh, r, 1e-3, 0.002);
     let m = 0;
     for (let i = 0; i < dw * dh; i++) m = Math.max(m, Math.abs(f.a[i] - g.a[i]), Math.abs(f.b[i] - g.b[i]));
     t.ok(m < 1e-5, `disc, r=${r}: max diff ${m.toExponential(1)}`);
   }
   const flat = guidedCoefficientsInBand(guide, new Float32Array(w * h).fill(1), w, h, 1, 1e-4);
   t.ok(flat.a.every((v) => v === 0) && flat.b.every((v) => v === 1), 'a flat matte needs no fit');
+});
+
+t.test('applyGuided equals the per-pixel formula where flat spans are filled and edges computed', async (t) => {
+  // A 6x5 grid: a = 0 and b flat (0 or 1) in most cells, a slope and a soft b in a few, upsampled
+  // to 23x17 (neither a multiple of the grid) over a noisy photo.
+  const lw = 6, lh = 5, W = 23, H = 17;
+  const a = new Float32Array(lw * lh);
+  const b = new Float32Array(lw * lh).map((_, i) => (i % lw >= 3 ? 1 : 0));
+  a[2 * lw + 2] = 0.7; b[2 * lw + 2] = -0.1;
+  a[3 * lw + 3] = -0.4; b[3 * lw + 3] = 0.8;
+  b[4 * lw + 4] = 0.5;
+  b[lw + 1] = 0.001; // rounds to level 0: still a flat span
+  const rgb = new Uint8Array(W * H * 3).map((_, i) => (i * 97 + 13) % 256);
+  const out = applyGuided({ a, b, width: lw, height: lh }, rgb, W, H);
+  const axis = (src: number, dst: number, x: number) => {
+    const pos = Math.min(Math.max((x + 0.5) * (src / dst) - 0.5, 0), src - 1);
+    const i = Math.floor(pos);
+    return { i, j: Math.min(i + 1, src - 1), f: pos - i };
+  };
+  let worst = 0;
+  for (let y = 0; y < H; y++) for (let x = 0; x < W; x++) {
+    const X = axis(lw, W, x), Y = axis(lh, H, y);
+    const at = (arr: Float32Array) => {
+      const r0 = arr[Y.i * lw + X.i] + (arr[Y.i * lw + X.j] - arr[Y.i * lw + X.i]) * X.f;
+      const r1 = arr[Y.j * lw + X.i] + (arr[Y.j * lw + X.j] - arr[Y.j * lw + X.i]) * X.f;
+      return r0 + (r1 - r0) * Y.f;
+    };
+    const k = (y * W + x) * 3;
+    const q = at(a) * (0.299 * rgb[k] + 0.587 * rgb[k + 1] + 0.114 * rgb[k + 2]) + at(b) * 255;
+    const want = Math.min(255, Math.max(0, Math.round(q)));
+    worst = Math.max(worst, Math.abs(want - out[y * W + x]));
+  }
+  t.ok(worst <= 1, `within one level of the formula everywhere (worst ${worst})`);
+  t.ok(out.includes(0) && out.includes(255) && out.some((v) => v > 0 && v < 255), 'flat and computed pixels both present');
+});
+
+t.test('dilate grows a mask by a square window, clamped at the borders', async (t) => {
+  const m = new Uint8Array(7 * 5);
+  m[2 * 7 + 3] = 1;
+  const d1 = dilate(m, 7, 5, 1);
+  const set = (d: Uint8Array) => Array.from(d).flatMap((v, i) => (v ? [[i % 7, Math.floor(i / 7)]] : []));
+  t.same(set(d1), [[2, 1], [3, 1], [4, 1], [2, 2], [3, 2], [4, 2], [2, 3], [3, 3], [4, 3]]);
+  const corner = new Uint8Array(7 * 5);
+  corner[0] = 1;
+  t.same(set(dilate(corner, 7, 5, 2)), [[0, 0], [1, 0], [2, 0], [0, 1], [1, 1], [2, 1], [0, 2], [1, 2], [2, 2]]);
+  t.same(Array.from(dilate(m, 7, 5, 0)), Array.from(m), 'radius 0 is the mask itself');
+  t.ok(dilate(new Uint8Array(35), 7, 5, 3).every((v) => v === 0), 'an empty mask stays empty');
 });

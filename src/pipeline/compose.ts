@@ -5,7 +5,7 @@
  */
 import sharp, { type Sharp } from 'sharp';
 import type { Format, Rgb } from '../options.js';
-import { boundingBox, cropRaw, flattenOnto, type Box } from './matte.js';
+import { boundingBox, clearTransparent, cropRaw, flattenOnto, type Box } from './matte.js';
 
 /** Encoder settings: lossless PNG at a fast zlib level; WebP and JPEG at high quality, low effort. */
 export const ENCODE = Object.freeze({
@@ -34,6 +34,7 @@ function encode(img: Sharp, format: Format): Promise<Buffer> {
 /**
  * Builds the output image. `rgb` is interleaved 8-bit RGB and `alpha` the matte, both width x height.
  * JPEG has no alpha: without a `bgColor` it is flattened onto white (as remove.bg does).
+ * For a transparent output the colour of fully transparent pixels is cleared in `rgb`, in place.
  */
 export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number, height: number, opts: ComposeOptions): Promise<Composed> {
   let box: Box = { left: 0, top: 0, width, height };
@@ -48,6 +49,7 @@ export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number,
   const c = cropped ? cropRaw(rgb, width, 3, box) : rgb;
   const raw3 = { raw: { width: box.width, height: box.height, channels: 3 as const } };
   const background = opts.bgColor ?? (opts.format === 'jpg' ? WHITE : null);
+  if (!background) clearTransparent(c, a);
   const img = background
     ? sharp(flattenOnto(c, a, background), raw3)
     : sharp(c, raw3).joinChannel(Buffer.from(a.buffer, a.byteOffset, a.byteLength), raw1);

