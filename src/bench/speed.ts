@@ -34,6 +34,9 @@ const runs = Number(value('--runs', '1'));
 const qualities = value('--qualities', QUALITIES.join(',')).split(',').map((q) => parseEnum('qualities', QUALITIES, q, 'cli'));
 const REQUEST = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, model: modelName };
 
+/** Interleaved repetitions per large image: medians of five, as the machine is noisy. */
+const REPEATS = 5;
+
 const maxRssMb = () => Math.round(process.resourceUsage().maxRSS / 1024);
 
 /**
@@ -54,7 +57,7 @@ async function single(file: string): Promise<void> {
   const first = await removeBackground(bytes, REQUEST);
   const firstPeak = maxRssMb();
   totals.push({ ms: first.ms, r: first });
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < REPEATS; i++) {
     raws.push(await rawInference());
     const r = await removeBackground(bytes, REQUEST);
     totals.push({ ms: r.ms, r });
@@ -65,12 +68,13 @@ async function single(file: string): Promise<void> {
   raws.sort((a, b) => a - b);
   plain.sort((a, b) => a - b);
   plainPost.sort((a, b) => a - b);
+  const mid = (xs: unknown[]) => Math.floor(xs.length / 2);
   // The edge work is the postprocess stage's difference: totals swing with inference time.
   const posts = totals.map((x) => x.r.timings.postprocess).sort((a, b) => a - b);
-  const edgeMs = posts[Math.floor(posts.length / 2)] - plainPost[1];
+  const edgeMs = posts[mid(posts)] - plainPost[mid(plainPost)];
   totals.sort((a, b) => a.ms - b.ms);
-  const mid = totals[2].r;
-  process.stdout.write(JSON.stringify({ file, width: mid.width, height: mid.height, ms: mid.ms, timings: mid.timings, raw_inference_ms: raws[1], plain_ms: plain[1], edge_ms: Math.round(edgeMs), first_image_peak_rss_mb: firstPeak, peak_rss_mb: maxRssMb() }) + '\n');
+  const median = totals[mid(totals)].r;
+  process.stdout.write(JSON.stringify({ file, width: median.width, height: median.height, ms: median.ms, timings: median.timings, raw_inference_ms: raws[mid(raws)], plain_ms: plain[mid(plain)], edge_ms: Math.round(edgeMs), runs: 1 + 2 * REPEATS, first_image_peak_rss_mb: firstPeak, peak_rss_mb: maxRssMb() }) + '\n');
   await stopModels();
 }
 
@@ -106,6 +110,9 @@ async function main(): Promise<void> {
   // A raw session run before each image: the pair sees the same machine load, and the ratio of
   // the sums is what we report (these machines are shared and noisy).
   const buffers = files.map((f) => fs.readFileSync(f));
+  // One untimed pass: what is measured is a warm process (a folder, a server), not V8's first
+  // compilation of the matte code, which costs tens of ms in the first images of a process.
+  for (const b of buffers) await removeBackground(b, REQUEST);
   const perImage: { file: string; width: number; height: number; ms: number; raw: number; timings: StageTimings }[] = [];
   for (let r = 0; r < runs; r++) {
     for (let i = 0; i < files.length; i++) {
@@ -183,8 +190,8 @@ async function main(): Promise<void> {
   for (const r of qualityRows) {
     out.write(`${r.quality.padEnd(9)} ${String(r.side).padStart(5)} ${fmt(r.median_ms)}    ${fmt(r.mean_ms)}  ${fmt(r.median_inference_ms)}  ${(best ? (best.median_ms / r.median_ms).toFixed(2) + 'x' : '').padStart(8)}  ${r.no_subject}\n`);
   }
-  for (const l of large as { label: string; width: number; height: number; ms: number; raw_inference_ms: number; plain_ms: number; edge_ms: number; first_image_peak_rss_mb: number; peak_rss_mb: number; timings: StageTimings }[]) {
-    out.write(`${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${(l.ms / l.raw_inference_ms).toFixed(3)}, without refinement ${l.plain_ms} ms (edge work ${l.edge_ms} ms, +${(100 * l.edge_ms / l.plain_ms).toFixed(1)} %), peak RSS ${l.first_image_peak_rss_mb} MB for one image, ${l.peak_rss_mb} MB after 10 runs, stages ${JSON.stringify(Object.fromEntries(Object.entries(l.timings).map(([k, v]) => [k, Math.round(v)])))}\n`);
+  for (const l of large as { label: string; width: number; height: number; ms: number; raw_inference_ms: number; plain_ms: number; edge_ms: number; runs: number; first_image_peak_rss_mb: number; peak_rss_mb: number; timings: StageTimings }[]) {
+    out.write(`${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${(l.ms / l.raw_inference_ms).toFixed(3)}, without refinement ${l.plain_ms} ms (edge work ${l.edge_ms} ms, +${(100 * l.edge_ms / l.plain_ms).toFixed(1)} %), peak RSS ${l.first_image_peak_rss_mb} MB for one image, ${l.peak_rss_mb} MB after ${l.runs} runs, stages ${JSON.stringify(Object.fromEntries(Object.entries(l.timings).map(([k, v]) => [k, Math.round(v)])))}\n`);
   }
   out.write(
     JSON.stringify({

@@ -115,8 +115,11 @@ export function flattenOnto(rgb: Uint8Array, alpha: Uint8Array, bg: { r: number;
  */
 export function clearTransparent(rgb: Uint8Array, alpha: Uint8Array): void {
   const n = alpha.length;
+  const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, n >> 2) : null;
   let i = 0;
   while (i < n) {
+    // Opaque pixels, four at a time.
+    if (words && (i & 3) === 0 && i + 4 <= n && words[i >> 2] === 0xffffffff) { i += 4; continue; }
     if (alpha[i] !== 0) { i++; continue; }
     let end = i + 1;
     while (end < n && alpha[end] === 0) end++;

@@ -144,15 +144,17 @@ export function guidedCoefficientsInBand(guide: Float32Array, matte: Float32Arra
   const n = w * h;
   const hi = 1 - lo;
   const uncertain = new Uint8Array(n);
-  let any = false;
-  for (let i = 0; i < n; i++) {
-    const v = matte[i];
-    if (v > lo && v < hi) { uncertain[i] = 1; any = true; }
-  }
   // Flat pixels snap to exactly 0 or 1 (a change below lo): long runs of one level, which
   // applyGuided fills without computing.
   const a = new Float32Array(n);
-  const b = matte.map((v) => (v <= lo ? 0 : v >= hi ? 1 : v));
+  const b = new Float32Array(n);
+  let any = false;
+  for (let i = 0; i < n; i++) {
+    const v = matte[i];
+    if (v <= lo) continue;
+    if (v >= hi) b[i] = 1;
+    else { b[i] = v; uncertain[i] = 1; any = true; }
+  }
   if (!any) return { a, b, width: w, height: h };
   const fitted = dilate(uncertain, w, h, r);
   const averaged = dilate(fitted, w, h, r);
@@ -213,17 +215,22 @@ export function dilate(mask: Uint8Array, w: number, h: number, r: number): Uint8
       if (last - x <= r) rows[row + x] = 1;
     }
   }
+  // Vertical pass, row by row (cache-friendly): the nearest set row above, then below, per column.
   const out = new Uint8Array(w * h);
-  for (let x = 0; x < w; x++) {
-    let last = -Infinity;
-    for (let y = 0; y < h; y++) {
-      if (rows[y * w + x]) last = y;
-      if (y - last <= r) out[y * w + x] = 1;
+  const near = new Float64Array(w).fill(-Infinity);
+  for (let y = 0; y < h; y++) {
+    const row = y * w;
+    for (let x = 0; x < w; x++) {
+      if (rows[row + x]) near[x] = y;
+      if (y - near[x] <= r) out[row + x] = 1;
     }
-    last = Infinity;
-    for (let y = h - 1; y >= 0; y--) {
-      if (rows[y * w + x]) last = y;
-      if (last - y <= r) out[y * w + x] = 1;
+  }
+  near.fill(Infinity);
+  for (let y = h - 1; y >= 0; y--) {
+    const row = y * w;
+    for (let x = 0; x < w; x++) {
+      if (rows[row + x]) near[x] = y;
+      if (near[x] - y <= r) out[row + x] = 1;
     }
   }
   return out;
@@ -357,21 +364,32 @@ export function decontaminate(rgb: Uint8Array, alpha: Uint8Array, W: number, H: 
   const { F, B, width: lw, height: lh } = est;
   const nearestX = new Int32Array(W);
   for (let x = 0; x < W; x++) nearestX[x] = Math.min(lw - 1, Math.floor(((x + 0.5) * lw) / W)) * 3;
-  for (let y = 0; y < H; y++) {
-    const row = Math.min(lh - 1, Math.floor(((y + 0.5) * lh) / H)) * lw * 3;
-    const o = y * W;
-    for (let x = 0; x < W; x++) {
-      const av = alpha[o + x];
-      if (av === 0 || av === 255) continue;
-      const a = av / 255;
-      const ia = 1 - a;
-      const g = row + nearestX[x];
-      const j = (o + x) * 3;
-      for (let c = 0; c < 3; c++) {
-        const fHat = F[g + c];
-        const f = fHat + a * (rgb[j + c] - a * fHat - ia * B[g + c]);
-        rgb[j + c] = f <= 0 ? 0 : f >= 255 ? 255 : f + 0.5;
+  const n = W * H;
+  // Most pixels are opaque or transparent: skipped four at a time through a 32-bit view.
+  const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, n >> 2) : null;
+  for (let i = 0; i < n; ) {
+    if (words && (i & 3) === 0 && i + 4 <= n) {
+      const v = words[i >> 2];
+      if (v === 0 || v === 0xffffffff) {
+        i += 4;
+        continue;
       }
     }
+    const av = alpha[i];
+    if (av === 0 || av === 255) {
+      i++;
+      continue;
+    }
+    const y = (i / W) | 0;
+    const g = Math.min(lh - 1, Math.floor(((y + 0.5) * lh) / H)) * lw * 3 + nearestX[i - y * W];
+    const a = av / 255;
+    const ia = 1 - a;
+    const j = i * 3;
+    for (let c = 0; c < 3; c++) {
+      const fHat = F[g + c];
+      const f = fHat + a * (rgb[j + c] - a * fHat - ia * B[g + c]);
+      rgb[j + c] = f <= 0 ? 0 : f >= 255 ? 255 : f + 0.5;
+    }
+    i++;
   }
 }
