@@ -1,5 +1,6 @@
 import t from 'tap';
-import { applyGuided, blurFusion, boxMean, decontaminate, dilate, guidedCoefficients, guidedCoefficientsInBand, hardenMatte, lumaOf } from '../src/pipeline/refine.js';
+import { applyGuided, boxMean, dilate, guidedCoefficients, guidedCoefficientsInBand, hardenMatte, lumaOf } from '../src/pipeline/refine.js';
+import { blurFusion, decontaminate } from '../src/pipeline/foreground.js';
 
 const close = (a: ArrayLike<number>, b: number[], tol = 1e-5) => Array.from(a).every((v, i) => Math.abs(v - b[i]) <= tol);
 

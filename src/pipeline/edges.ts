@@ -5,7 +5,8 @@
  */
 import { CutoutError } from '../errors.js';
 import { hasSubject, outputToMatte, resizeBilinear, resizeNearest } from './matte.js';
-import { applyGuided, blurFusion, decontaminate, guidedCoefficientsInBand, hardenMatte, lumaOf } from './refine.js';
+import { applyGuided, guidedCoefficientsInBand, hardenMatte, lumaOf } from './refine.js';
+import { blurFusion, decontaminate } from './foreground.js';
 
 /**
  * Refinement settings, chosen on the aggregate of the public composite set (never on single
