@@ -10,6 +10,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { removeBackground, stopModels } from '../src/pipeline/index.js';
 import { FIXTURES } from './helpers/cli.js';
+import { dilate } from '../src/pipeline/refine.js';
 
 t.teardown(() => stopModels());
 
@@ -53,18 +54,23 @@ t.test('decontamination removes the green fringe; refinement only touches edges'
 
   const refined = await rawOf((await removeBackground(input, { ...base, mask: true })).data, 1);
   const plain = await rawOf((await removeBackground(input, { ...base, mask: true, refine: false })).data, 1);
+  // The edge: soft pixels of the plain matte and two pixels around them (the guided fit may
+  // move an edge by a pixel of the model's grid).
+  const soft = new Uint8Array(n);
+  for (let i = 0; i < n; i++) soft[i] = plain[i] > 0 && plain[i] < 255 ? 1 : 0;
+  const nearEdge = dilate(soft, info.width, info.height, 2);
   let interior = 0, interiorOpaque = 0, outside = 0, outsideClear = 0, changed = 0, changedAtEdge = 0;
   for (let i = 0; i < n; i++) {
     if (refined[i] !== plain[i]) {
       changed++;
-      if (plain[i] > 0 && plain[i] < 255) changedAtEdge++;
+      if (nearEdge[i]) changedAtEdge++;
     }
     if (alpha[i] === 255 && plain[i] === 255) { interior++; if (refined[i] > 240) interiorOpaque++; }
     if (alpha[i] === 0 && plain[i] === 0) { outside++; if (refined[i] < 15) outsideClear++; }
   }
   t.ok(interiorOpaque / interior > 0.99, `refined interior stays opaque (${interiorOpaque}/${interior})`);
   t.ok(outsideClear / outside > 0.99, `refined background stays transparent (${outsideClear}/${outside})`);
-  t.ok(changed > 0 && changedAtEdge / changed > 0.8, `refinement changes edge pixels (${changedAtEdge}/${changed})`);
+  t.ok(changed > 0 && changedAtEdge / changed > 0.8, `refinement changes pixels at the edge only (${changedAtEdge}/${changed})`);
 });
 
 t.test('--alpha hard gives a two-level matte', async (t) => {

@@ -1,0 +1,59 @@
+import t from 'tap';
+import { clearHaze, dropSmallComponents, labelComponents } from '../src/pipeline/cleanup.js';
+
+t.test('clearHaze zeroes the haze, rescales up to 0.5 and keeps the rest', async (t) => {
+  const p = new Float32Array([0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.95, 1]);
+  clearHaze(p, 0.1);
+  const want = [0, 0, 0, 0.25, 0.5, 0.7, 0.95, 1];
+  t.ok(Array.from(p).every((v, i) => Math.abs(v - want[i]) < 1e-6), `got ${Array.from(p).join(',')}`);
+  const q = new Float32Array([0.05, 0.3]);
+  clearHaze(q, 0);
+  t.ok(Math.abs(q[0] - 0.05) < 1e-7 && Math.abs(q[1] - 0.3) < 1e-7, 'floor 0 leaves the matte alone');
+});
+
+// 6x4 grid: a 2x2 block (mass 4 x 1.0) on the left, a diagonal pair (8-connected, mass 2 x 0.5)
+// on the right, and a lone faint pixel at or below the threshold.
+const W = 6, H = 4;
+const grid = () => new Float32Array([
+  1, 1, 0, 0, 0.5, 0,
+  1, 1, 0, 0.5, 0, 0,
+  0, 0, 0, 0, 0, 0,
+  0, 0.08, 0, 0, 0, 0,
+]);
+
+t.test('labelComponents joins diagonal neighbours and sums each component', async (t) => {
+  const { labels, mass } = labelComponents(grid(), W, H, 0.1);
+  t.equal(mass.length, 3, 'background + two components (0.08 is not above the threshold)');
+  t.equal(labels[0], labels[7], 'block is one component');
+  t.equal(labels[4], labels[9], 'diagonal pair is one component');
+  t.not(labels[0], labels[4]);
+  t.equal(labels[19], 0, 'faint pixel unlabelled');
+  t.same(mass.slice(1).sort(), [1, 4]);
+});
+
+t.test('dropSmallComponents clears components lighter than the share of the largest', async (t) => {
+  const p = grid();
+  t.equal(dropSmallComponents(p, W, H, 0.5, 0.05), 2, 'pair (1 < 2) and faint pixel (0.08 < 2) dropped');
+  t.same(Array.from(p), [1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+
+  const keep = grid();
+  t.equal(dropSmallComponents(keep, W, H, 0.2, 0.05), 1, 'at a share of 0.2 the pair (1 >= 0.8) stays');
+  t.equal(keep[4], 0.5);
+  t.equal(keep[19], 0, 'faint pixel still dropped');
+
+  const off = grid();
+  t.equal(dropSmallComponents(off, W, H, 0, 0.05), 0, 'share 0 turns it off');
+  t.same(off, grid());
+
+  const single = new Float32Array([0, 1, 1, 0]);
+  t.equal(dropSmallComponents(single, 2, 2, 0.5, 0.05), 0, 'one component is never dropped');
+  t.same(Array.from(single), [0, 1, 1, 0]);
+});
+
+t.test('labelComponents handles a component filling the whole grid', async (t) => {
+  const n = 300 * 200;
+  const { labels, mass } = labelComponents(new Float32Array(n).fill(1), 300, 200, 0.5);
+  t.equal(mass.length, 2);
+  t.equal(mass[1], n);
+  t.ok(labels.every((l) => l === 1));
+});
