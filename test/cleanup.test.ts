@@ -57,3 +57,38 @@ t.test('labelComponents handles a component filling the whole grid', async (t) =
   t.equal(mass[1], n);
   t.ok(labels.every((l) => l === 1));
 });
+
+t.test('labelComponents agrees with a plain flood fill on random grids', async (t) => {
+  // A seeded generator: the same grids on every run.
+  let seed = 12345;
+  const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  for (let trial = 0; trial < 20; trial++) {
+    const w = 5 + Math.floor(random() * 30), h = 5 + Math.floor(random() * 30);
+    const density = 0.3 + random() * 0.4;
+    const p = new Float32Array(w * h).map(() => (random() < density ? 0.2 + random() * 0.8 : random() * 0.1));
+    const { labels, mass } = labelComponents(p, w, h, 0.15);
+    // Reference: flood fill in raster order of seeds.
+    const ref = new Int32Array(w * h);
+    const refMass = [0];
+    for (let s = 0; s < w * h; s++) {
+      if (ref[s] || !(p[s] > 0.15)) continue;
+      const stack = [s];
+      ref[s] = refMass.length;
+      let m = 0;
+      while (stack.length) {
+        const i = stack.pop()!;
+        m += p[i];
+        const x = i % w, y = (i - x) / w;
+        for (let yy = Math.max(0, y - 1); yy <= Math.min(h - 1, y + 1); yy++) {
+          for (let xx = Math.max(0, x - 1); xx <= Math.min(w - 1, x + 1); xx++) {
+            const j = yy * w + xx;
+            if (!ref[j] && p[j] > 0.15) { ref[j] = refMass.length; stack.push(j); }
+          }
+        }
+      }
+      refMass.push(m);
+    }
+    if (!t.same(Array.from(labels), Array.from(ref), `labels, ${w}x${h} grid ${trial}`)) break;
+    t.ok(mass.length === refMass.length && mass.every((m, i) => Math.abs(m - refMass[i]) < 1e-3), `masses, grid ${trial}`);
+  }
+});

@@ -51,29 +51,33 @@ export function decontaminate(rgb: Uint8Array, alpha: Uint8Array, W: number, H: 
   const n = W * H;
   // Most pixels are opaque or transparent: skipped four at a time through a 32-bit view.
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, n >> 2) : null;
-  for (let i = 0; i < n; ) {
-    if (words && (i & 3) === 0 && i + 4 <= n) {
-      const v = words[i >> 2];
-      if (v === 0 || v === 0xffffffff) {
-        i += 4;
+  for (let y = 0; y < H; y++) {
+    const rowCell = Math.min(lh - 1, Math.floor(((y + 0.5) * lh) / H)) * lw * 3;
+    const rowStart = y * W;
+    const rowEnd = rowStart + W;
+    for (let i = rowStart; i < rowEnd; ) {
+      if (words !== null && (i & 3) === 0 && i + 4 <= rowEnd) {
+        const v = words[i >> 2];
+        if (v === 0 || v === 0xffffffff) {
+          i += 4;
+          continue;
+        }
+      }
+      const av = alpha[i];
+      if (av === 0 || av === 255) {
+        i++;
         continue;
       }
-    }
-    const av = alpha[i];
-    if (av === 0 || av === 255) {
+      const g = rowCell + nearestX[i - rowStart];
+      const a = av / 255;
+      const ia = 1 - a;
+      const j = i * 3;
+      for (let c = 0; c < 3; c++) {
+        const fHat = F[g + c];
+        const f = fHat + a * (rgb[j + c] - a * fHat - ia * B[g + c]);
+        rgb[j + c] = f <= 0 ? 0 : f >= 255 ? 255 : f + 0.5;
+      }
       i++;
-      continue;
     }
-    const y = (i / W) | 0;
-    const g = Math.min(lh - 1, Math.floor(((y + 0.5) * lh) / H)) * lw * 3 + nearestX[i - y * W];
-    const a = av / 255;
-    const ia = 1 - a;
-    const j = i * 3;
-    for (let c = 0; c < 3; c++) {
-      const fHat = F[g + c];
-      const f = fHat + a * (rgb[j + c] - a * fHat - ia * B[g + c]);
-      rgb[j + c] = f <= 0 ? 0 : f >= 255 ? 255 : f + 0.5;
-    }
-    i++;
   }
 }
