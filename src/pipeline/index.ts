@@ -11,6 +11,7 @@ import { resolveModel, type ModelManifest } from './manifest.js';
 import { rgbToTensor } from './matte.js';
 import { buildMatte, decontaminateEdges } from './edges.js';
 import { runModel } from './model.js';
+import { COLLECT_BEFORE_PIXELS, collectGarbage } from './memory.js';
 import { cropToContent, inputPlan, isLetterboxed, type InputPlan } from './variants.js';
 import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
 
@@ -85,6 +86,7 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   }
   const out = outputSize(resolvedSize, src.probe.width, src.probe.height);
   checkAborted(opts.signal);
+  if (out.width * out.height >= COLLECT_BEFORE_PIXELS) collectGarbage();
 
   // Up to OVERLAP_MAX_PIXELS the full-size decode runs on libuv's threads while the model runs
   // in its worker. Above it the decode waits for the model: the decoded pixels (150 MB at 50 MP)
