@@ -48,19 +48,23 @@ async function single(file: string): Promise<void> {
   await loadModel(manifest);
   const bytes = fs.readFileSync(file);
   const raws: number[] = [];
-  const totals: { ms: number; r: Awaited<ReturnType<typeof removeBackground>> }[] = [];
+  // Only the figures of each run are kept: holding the results' encoded bytes (tens of MB each at
+  // 50 MP) would add the bench's own memory to the peak RSS it reports.
+  type RunFigures = Pick<Awaited<ReturnType<typeof removeBackground>>, 'ms' | 'width' | 'height' | 'timings'>;
+  const figures = ({ ms, width, height, timings }: RunFigures): RunFigures => ({ ms, width, height, timings });
+  const totals: { ms: number; r: RunFigures }[] = [];
   // The same image without refinement and decontamination: what the edge work costs at this size.
   const plain: number[] = [];
   const plainPost: number[] = [];
   // The peak of one image, then of the repeated runs (malloc arenas of the worker and libuv
   // threads fragment over runs, so a long-running process settles higher).
-  const first = await removeBackground(bytes, REQUEST);
+  const first = figures(await removeBackground(bytes, REQUEST));
   const firstPeak = maxRssMb();
   totals.push({ ms: first.ms, r: first });
   for (let i = 0; i < REPEATS; i++) {
     raws.push(await rawInference());
     const r = await removeBackground(bytes, REQUEST);
-    totals.push({ ms: r.ms, r });
+    totals.push({ ms: r.ms, r: figures(r) });
     const p = await removeBackground(bytes, { ...REQUEST, refine: false, decontaminate: false });
     plain.push(p.ms);
     plainPost.push(p.timings.postprocess);
