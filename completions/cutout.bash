@@ -106,7 +106,13 @@ _cutout() {
             ;;
         credits) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'add' -- "$cur")) ;;
         account | usage) opts='--key --json' ;;
-        models) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'list verify' -- "$cur")) ;;
+        models)
+            case $sub in
+                '') [[ $cur != -* ]] && COMPREPLY=($(compgen -W 'list verify pull' -- "$cur")) ;;
+                list | verify) opts='--json' ;;
+                pull) opts='--no-variants' ;;
+            esac
+            ;;
         completion) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'bash zsh fish' -- "$cur")) ;;
         help) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
     esac

@@ -63,7 +63,7 @@ complete -c cutout -n __cutout_no_command -a keys -d 'Create, list and revoke AP
 complete -c cutout -n __cutout_no_command -a credits -d 'Add purchased credits'
 complete -c cutout -n __cutout_no_command -a account -d 'Credit balance and plan'
 complete -c cutout -n __cutout_no_command -a usage -d 'Credits used per day'
-complete -c cutout -n __cutout_no_command -a models -d 'List and verify models'
+complete -c cutout -n __cutout_no_command -a models -d 'List, verify and pull models'
 complete -c cutout -n __cutout_no_command -a openapi -d 'Print the OpenAPI 3.1.0 document'
 complete -c cutout -n __cutout_no_command -a completion -d 'Print a shell completion script'
 complete -c cutout -n __cutout_no_command -a help -d 'Show help for a command'
@@ -124,10 +124,13 @@ complete -c cutout -n $acct -l key -x -d 'API key'
 complete -c cutout -n $acct -l json -d 'Print JSON'
 complete -c cutout -n $acct -f
 
-# models list|verify
+# models list|verify|pull
 set -l models '__cutout_is models'
-complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify" -f -a list -d 'Known models'
-complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify" -f -a verify -d 'Check presence and checksums'
+complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull" -f -a list -d 'Known models'
+complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull" -f -a verify -d 'Check presence and checksums'
+complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull" -f -a pull -d 'Assemble a model and build its quality variants'
+complete -c cutout -n "$models; and __fish_seen_subcommand_from list verify" -l json -d 'Print JSON'
+complete -c cutout -n "$models; and __fish_seen_subcommand_from pull" -l no-variants -d 'Skip the quality variants'
 complete -c cutout -n $models -f
 
 # openapi

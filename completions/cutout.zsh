@@ -39,7 +39,7 @@ _cutout_commands() {
     'credits:add purchased credits'
     'account:credit balance and plan'
     'usage:credits used per day'
-    'models:list and verify models'
+    'models:list, verify and pull models'
     'openapi:print the OpenAPI 3.1.0 document'
     'completion:print a shell completion script'
     'help:show help for a command'
@@ -110,7 +110,8 @@ _cutout() {
           ;;
         models)
           _arguments -S $_cutout_global_opts \
-            '1:models command:((list\:"known models" verify\:"check presence and checksums"))' && ret=0
+            '1:models command:((list\:"known models" verify\:"check presence and checksums" pull\:"assemble a model and build its quality variants"))' \
+            '--json[print JSON (list, verify)]' '--no-variants[pull: skip the quality variants]' && ret=0
           ;;
         openapi)
           _arguments -S $_cutout_global_opts && ret=0

@@ -77,7 +77,9 @@ t.test('bash completes commands, subcommands, flags and fixed values', async (t)
   t.same(complete('cutout remove --quality '), ['balanced', 'best', 'fast']);
   t.same(complete('cutout keys '), ['create', 'list', 'revoke']);
   t.same(complete('cutout --data /tmp keys '), ['create', 'list', 'revoke'], 'option values are not commands');
-  t.same(complete('cutout models '), ['list', 'verify']);
+  t.same(complete('cutout models '), ['list', 'pull', 'verify']);
+  t.ok(complete('cutout models pull --').includes('--no-variants'));
+  t.ok(complete('cutout models list --').includes('--json'));
   t.same(complete('cutout credits '), ['add']);
   t.same(complete('cutout completion '), ['bash', 'fish', 'zsh']);
   t.same(complete('cutout --config cutout.b'), ['cutout.bash'], 'file completion for --config');
