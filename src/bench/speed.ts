@@ -56,8 +56,8 @@ async function single(file: string): Promise<void> {
   // The same image without refinement and decontamination: what the edge work costs at this size.
   const plain: number[] = [];
   const plainPost: number[] = [];
-  // The peak of one image, then of the repeated runs (malloc arenas of the worker and libuv
-  // threads fragment over runs, so a long-running process settles higher).
+  // The peak of one image, then of the repeated runs (a long-running process settles higher: the
+  // malloc arenas of the worker and libuv threads fragment over runs).
   const first = figures(await removeBackground(bytes, REQUEST));
   const firstPeak = maxRssMb();
   totals.push({ ms: first.ms, r: first });

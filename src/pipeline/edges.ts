@@ -1,6 +1,6 @@
 /**
  * The matte stage between the model and the compositor: subject check on the raw output, the
- * matte brought to output resolution (guided by the photo, or plain bilinear), an optional hard
+ * matte's clean-up on the model's grid, the matte brought to output resolution (guided by the photo, or plain bilinear), an optional hard
  * threshold, and the decontaminated foreground colours.
  */
 import { CutoutError } from '../errors.js';
@@ -11,8 +11,8 @@ import { clearHaze, dropSmallComponents } from './cleanup.js';
 
 /**
  * Refinement settings, chosen on the aggregate of the public composite set (never on single
- * images): radius and eps of the guided filter on the model's grid, and the working size and
- * radii of the foreground estimation.
+ * images): the clean-up of the model's matte, radius and eps of the guided filter on the model's
+ * grid, and the working size and radii of the foreground estimation.
  */
 export const EDGE_PARAMS = {
   /**
