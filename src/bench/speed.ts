@@ -3,7 +3,7 @@
  * images (default: test/fixtures), images per second at concurrency 1 and 2, peak RSS, and beside
  * them the raw session run on the same tensor, so the pipeline's overhead ratio is visible.
  * `--large` adds 12 MP and 50 MP inputs (the first image enlarged), each measured in its own child process so the
- * peak RSS belongs to that image alone. Then each quality setting side by side (median time per
+ * peak RSS belongs to that image alone, and a folder of four 12 MP copies at concurrency 1 and 2. Then each quality setting side by side (median time per
  * image, interleaved per image). Prints a table, then one JSON line.
  */
 import fs from 'node:fs';
@@ -78,7 +78,20 @@ async function single(file: string): Promise<void> {
   const edgeMs = posts[mid(posts)] - plainPost[mid(plainPost)];
   totals.sort((a, b) => a.ms - b.ms);
   const median = totals[mid(totals)].r;
-  process.stdout.write(JSON.stringify({ file, width: median.width, height: median.height, ms: median.ms, timings: median.timings, raw_inference_ms: raws[mid(raws)], plain_ms: plain[mid(plain)], edge_ms: Math.round(edgeMs), runs: 1 + 2 * REPEATS, first_image_peak_rss_mb: firstPeak, peak_rss_mb: maxRssMb() }) + '\n');
+  const peak = maxRssMb();
+  // A folder of such images (four copies) at concurrency 1 and 2: whether the decode, matte and
+  // encode of one image overlap the next one's inference. Measured after the peak above, since two
+  // images in flight hold two images' buffers.
+  const folder: Record<string, number> = {};
+  if (flag('--folder')) {
+    for (const c of [1, 2]) {
+      const limit = pLimit(c);
+      const t = performance.now();
+      await Promise.all([0, 1, 2, 3].map(() => limit(async () => void (await removeBackground(bytes, REQUEST)))));
+      folder[`folder_img_per_s_c${c}`] = +(4 / ((performance.now() - t) / 1000)).toFixed(3);
+    }
+  }
+  process.stdout.write(JSON.stringify({ file, width: median.width, height: median.height, ms: median.ms, timings: median.timings, raw_inference_ms: raws[mid(raws)], plain_ms: plain[mid(plain)], edge_ms: Math.round(edgeMs), runs: 1 + 2 * REPEATS, first_image_peak_rss_mb: firstPeak, peak_rss_mb: peak, ...folder }) + '\n');
   await stopModels();
 }
 
@@ -144,7 +157,8 @@ async function main(): Promise<void> {
     for (const [label, w, h] of [['12mp', 4000, 3000], ['50mp', 8160, 6120]] as const) {
       const file = path.join(tmp, `${label}.jpg`);
       await sharp(files[0]).resize(w, h, { fit: 'fill' }).jpeg({ quality: 90 }).toFile(file);
-      const child = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--one', file, '--model', modelName], { encoding: 'utf8', maxBuffer: 1 << 20 });
+      const childArgs = [fileURLToPath(import.meta.url), '--one', file, '--model', modelName, ...(label === '12mp' ? ['--folder'] : [])];
+      const child = spawnSync(process.execPath, childArgs, { encoding: 'utf8', maxBuffer: 1 << 20 });
       if (child.status !== 0) throw new Error(`bench child failed for ${label}: ${child.stderr}`);
       large.push({ label, ...JSON.parse(child.stdout.trim().split('\n').pop()!) });
     }
@@ -196,8 +210,8 @@ async function main(): Promise<void> {
   for (const r of qualityRows) {
     out.write(`${r.quality.padEnd(9)} ${String(r.side).padStart(5)} ${fmt(r.median_ms)}    ${fmt(r.mean_ms)}  ${fmt(r.median_inference_ms)}  ${(best ? (best.median_ms / r.median_ms).toFixed(2) + 'x' : '').padStart(8)}  ${r.no_subject}\n`);
   }
-  for (const l of large as { label: string; width: number; height: number; ms: number; raw_inference_ms: number; plain_ms: number; edge_ms: number; runs: number; first_image_peak_rss_mb: number; peak_rss_mb: number; timings: StageTimings }[]) {
-    out.write(`${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${(l.ms / l.raw_inference_ms).toFixed(3)}, outside inference ${Math.round(l.ms - l.timings.inference)} ms (ratio ${((l.raw_inference_ms + l.ms - l.timings.inference) / l.raw_inference_ms).toFixed(3)}), without refinement ${l.plain_ms} ms (edge work ${l.edge_ms} ms, +${(100 * l.edge_ms / l.plain_ms).toFixed(1)} %), peak RSS ${l.first_image_peak_rss_mb} MB for one image, ${l.peak_rss_mb} MB after ${l.runs} runs, stages ${JSON.stringify(Object.fromEntries(Object.entries(l.timings).map(([k, v]) => [k, Math.round(v)])))}\n`);
+  for (const l of large as { label: string; width: number; height: number; ms: number; raw_inference_ms: number; plain_ms: number; edge_ms: number; runs: number; first_image_peak_rss_mb: number; peak_rss_mb: number; timings: StageTimings; folder_img_per_s_c1?: number; folder_img_per_s_c2?: number }[]) {
+    out.write(`${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${(l.ms / l.raw_inference_ms).toFixed(3)}, outside inference ${Math.round(l.ms - l.timings.inference)} ms (ratio ${((l.raw_inference_ms + l.ms - l.timings.inference) / l.raw_inference_ms).toFixed(3)}), without refinement ${l.plain_ms} ms (edge work ${l.edge_ms} ms, +${(100 * l.edge_ms / l.plain_ms).toFixed(1)} %), peak RSS ${l.first_image_peak_rss_mb} MB for one image, ${l.peak_rss_mb} MB after ${l.runs} runs, stages ${JSON.stringify(Object.fromEntries(Object.entries(l.timings).map(([k, v]) => [k, Math.round(v)])))}${l.folder_img_per_s_c1 ? `; a folder of four: ${l.folder_img_per_s_c1} img/s at concurrency 1, ${l.folder_img_per_s_c2} at 2` : ''}\n`);
   }
   out.write(
     JSON.stringify({
