@@ -1,4 +1,5 @@
 /** `cutout models list|verify|pull`: the known models, their source, licence, presence and checksum. */
+import fs from 'node:fs';
 import type { Command } from 'commander';
 import { UsageError } from './usage-error.js';
 
@@ -30,7 +31,6 @@ export function registerModels(program: Command): void {
     .option('--json', 'JSON output')
     .action(async (flags: { json?: boolean }) => {
       const { listManifests } = await import('../pipeline/manifest.js');
-      const fs = await import('node:fs');
       const { inspectWeights } = await import('../pipeline/weights.js');
       const rows = [];
       for (const m of listManifests()) {

@@ -22,10 +22,10 @@ export function clearHaze(p: Float32Array, floor: number): void {
 /** Horizontal runs of `p > threshold`, row by row, with the component each belongs to. */
 interface Runs {
   count: number;
-  row: Int32Array;
-  start: Int32Array;
+  row: number[];
+  start: number[];
   /** One past the run's last pixel. */
-  end: Int32Array;
+  end: number[];
   /** Component label, 1-based, in raster order of each component's first pixel. */
   label: Int32Array;
   /** Mass (sum of p) per label; index 0 unused. */
@@ -38,13 +38,11 @@ interface Runs {
  * the runs, several times faster than a flood fill over a 1024 grid.
  */
 function componentRuns(p: Float32Array, w: number, h: number, threshold: number): Runs {
-  let cap = 1024;
-  let row = new Int32Array(cap), start = new Int32Array(cap), end = new Int32Array(cap);
-  let runMass = new Float64Array(cap);
-  let count = 0;
+  // A matte has a few thousand runs: plain arrays grow as needed.
+  const row: number[] = [], start: number[] = [], end: number[] = [], runMass: number[] = [];
   const rowFirst = new Int32Array(h + 1);
   for (let y = 0; y < h; y++) {
-    rowFirst[y] = count;
+    rowFirst[y] = row.length;
     const base = y * w;
     let x = 0;
     while (x < w) {
@@ -55,25 +53,13 @@ function componentRuns(p: Float32Array, w: number, h: number, threshold: number)
       const x0 = x;
       let sum = 0;
       while (x < w && p[base + x] > threshold) sum += p[base + x++];
-      if (count === cap) {
-        cap *= 2;
-        const grow = <T extends Int32Array | Float64Array>(a: T): T => {
-          const b = new (a.constructor as new (n: number) => T)(cap);
-          b.set(a);
-          return b;
-        };
-        row = grow(row);
-        start = grow(start);
-        end = grow(end);
-        runMass = grow(runMass);
-      }
-      row[count] = y;
-      start[count] = x0;
-      end[count] = x;
-      runMass[count] = sum;
-      count++;
+      row.push(y);
+      start.push(x0);
+      end.push(x);
+      runMass.push(sum);
     }
   }
+  const count = row.length;
   rowFirst[h] = count;
 
   const parent = new Int32Array(count);
