@@ -166,3 +166,19 @@ t.test('dilate grows a mask by a square window, clamped at the borders', async (
   t.same(Array.from(dilate(m, 7, 5, 0)), Array.from(m), 'radius 0 is the mask itself');
   t.ok(dilate(new Uint8Array(35), 7, 5, 3).every((v) => v === 0), 'an empty mask stays empty');
 });
+
+t.test('dilate equals a direct window search on random masks, word-wide rows or not', async (t) => {
+  let seed = 7;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  for (const [w, h] of [[16, 9], [13, 11], [4, 1], [1, 6], [32, 32]]) {
+    for (const r of [0, 1, 2, 5]) {
+      const m = Uint8Array.from({ length: w * h }, () => (rand() < 0.08 ? 1 : 0));
+      const want = new Uint8Array(w * h);
+      for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) {
+        for (let yy = Math.max(0, y - r); yy <= Math.min(h - 1, y + r); yy++)
+          for (let xx = Math.max(0, x - r); xx <= Math.min(w - 1, x + r); xx++) if (m[yy * w + xx]) want[y * w + x] = 1;
+      }
+      t.same(Array.from(dilate(m, w, h, r)), Array.from(want), `${w}x${h} r=${r}`);
+    }
+  }
+});

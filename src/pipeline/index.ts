@@ -52,7 +52,7 @@ async function modelInput(src: Awaited<ReturnType<typeof openImage>>, manifest: 
   const { width, height, content: c } = plan;
   let rgb: Buffer;
   try {
-    let img = orientedRgb(src).resize(c.width, c.height, { fit: 'fill' });
+    let img = orientedRgb(src).resize(c.width, c.height, { fit: 'fill', kernel: 'linear' });
     if (isLetterboxed(plan)) {
       const extend = { top: c.top, left: c.left, bottom: height - c.height - c.top, right: width - c.width - c.left };
       img = img.extend(plan.pad === 'copy' ? { ...extend, extendWith: 'copy' } : { ...extend, background: { r: mean[0], g: mean[1], b: mean[2] } });
