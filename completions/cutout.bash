@@ -42,7 +42,7 @@ _cutout() {
     case $prev in
         --size) COMPREPLY=($(compgen -W 'preview full auto' -- "$cur")); return ;;
         --format) COMPREPLY=($(compgen -W 'png webp jpg' -- "$cur")); return ;;
-        --quality) COMPREPLY=($(compgen -W 'fast balanced best' -- "$cur")); return ;;
+        --quality) COMPREPLY=($(compgen -W 'fast balanced best max' -- "$cur")); return ;;
         --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")); return ;;
         --data) _cutout_compgen_files directory; return ;;
         --config | -o | --out | --model) _cutout_compgen_files file; return ;;

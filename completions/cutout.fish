@@ -82,7 +82,7 @@ complete -c cutout -n $rm -l skip-existing -d 'Skip inputs whose output exists'
 complete -c cutout -n $rm -l overwrite -d 'Overwrite existing outputs'
 complete -c cutout -n $rm -l json -d 'One JSON object per input on stdout'
 complete -c cutout -n $rm -l key -x -d "Charge this API key's credits"
-complete -c cutout -n $rm -l quality -x -a 'fast balanced best' -d 'Speed against quality'
+complete -c cutout -n $rm -l quality -x -a 'fast balanced best max' -d 'Speed against quality'
 complete -c cutout -n $rm -s q -l quiet -d 'No spinner or progress bar'
 complete -c cutout -n $rm -l no-progress -d 'No spinner or progress bar'
 complete -c cutout -n $rm -l recursive -d 'Descend into directories'

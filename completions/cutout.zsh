@@ -24,7 +24,7 @@ _cutout_remove_opts=(
   '(--skip-existing)--overwrite[overwrite existing outputs]'
   '--json[one JSON object per input on stdout]'
   '--key=[charge this API key'"'"'s credits]:API key: '
-  '--quality=[speed against quality]:quality:(fast balanced best)'
+  '--quality=[speed against quality]:quality:(fast balanced best max)'
   '(-q --quiet)'{-q,--quiet}'[no spinner or progress bar]'
   '--no-progress[no spinner or progress bar]'
   '--recursive[descend into directories]'

@@ -8,7 +8,7 @@ export const SIZES = ['preview', 'full', 'auto'] as const;
 export const FORMATS = ['png', 'webp', 'jpg'] as const;
 export const TYPES = ['auto', 'person', 'product'] as const;
 /** Speed against quality: the model's input side (src/pipeline/variants.ts maps names to sides). */
-export const QUALITIES = ['fast', 'balanced', 'best'] as const;
+export const QUALITIES = ['fast', 'balanced', 'best', 'max'] as const;
 /** Parameters of remove.bg that api-spec 2.1 rule 3 names as unsupported. */
 export const UNSUPPORTED_PARAMS = ['channels', 'roi', 'scale', 'position', 'bg_image_url'] as const;
 

@@ -74,7 +74,7 @@ t.test('bash completes commands, subcommands, flags and fixed values', async (t)
   t.same(complete('cutout photo.jpg --size '), [...SIZES].sort());
   t.same(complete('cutout --format '), [...FORMATS].sort());
   t.same(complete('cutout --size = '), [...SIZES].sort(), '--size= when = breaks words');
-  t.same(complete('cutout remove --quality '), ['balanced', 'best', 'fast']);
+  t.same(complete('cutout remove --quality '), ['balanced', 'best', 'fast', 'max']);
   t.same(complete('cutout keys '), ['create', 'list', 'revoke']);
   t.same(complete('cutout --data /tmp keys '), ['create', 'list', 'revoke'], 'option values are not commands');
   t.same(complete('cutout models '), ['list', 'pull', 'verify']);
@@ -100,7 +100,7 @@ t.test('every script knows every command, flag and fixed value of the contract',
     '--callback-backoff', '--allow-private-network', '--no-playground', '--upstream',
     '--name', '--test', '--account',
   ];
-  const values = [...SIZES, ...FORMATS, 'fast', 'balanced', 'best', 'bash', 'zsh', 'fish'];
+  const values = [...SIZES, ...FORMATS, 'fast', 'balanced', 'best', 'max', 'bash', 'zsh', 'fish'];
   for (const shell of SHELLS) {
     const text = readFileSync(scriptPath(shell), 'utf8');
     // fish spells long flags `-l name`

@@ -28,7 +28,7 @@ t.test('flag > environment > file > default, validated and frozen', async (t) =>
 
 t.test('bad values and unknown keys are refused with a clear message', async (t) => {
   await t.rejects(loadConfig({ port: 'eighty' }, { env: {} }), /Expected an integer from 0 to 65535 for port but received "eighty"/);
-  await t.rejects(loadConfig({ quality: 'turbo' }, { env: {} }), /Expected one of fast, balanced, best for quality/);
+  await t.rejects(loadConfig({ quality: 'turbo' }, { env: {} }), /Expected one of fast, balanced, best, max for quality/);
   const typo = configFile(t, { prot: 80 });
   await t.rejects(loadConfig({}, { configFile: typo, env: {} }), /Unknown setting "prot"/);
 });

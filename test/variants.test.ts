@@ -28,7 +28,8 @@ t.test('sizes scale as the ceil-mode pools give them', async (t) => {
 });
 
 t.test('the quality setting picks a side the manifest lists', async (t) => {
-  t.same(QUALITIES, ['fast', 'balanced', 'best']);
+  t.same(QUALITIES, ['fast', 'balanced', 'best', 'max']);
+  t.equal(modelSide(manifest, 'max'), 1024, 'max: best plus a second pass, at the same side');
   t.equal(modelSide(manifest, undefined), 1024, 'absent: the model as shipped');
   t.equal(modelSide(manifest, 'best'), 1024);
   for (const q of ['fast', 'balanced'] as const) {
@@ -39,7 +40,7 @@ t.test('the quality setting picks a side the manifest lists', async (t) => {
   t.equal(modelSide({ ...manifest, sides: [1024] }, 'fast'), 1024, 'a model without smaller sides runs as shipped');
   t.equal(parseImageOptions({ quality: 'FAST' }, 'api', API_DEFAULTS).quality, 'fast');
   t.equal(parseImageOptions({}, 'api', API_DEFAULTS).quality, undefined, 'absent stays absent (v1)');
-  t.throws(() => parseImageOptions({ quality: 'turbo' }, 'api', API_DEFAULTS), /Expected one of fast, balanced, best for quality but received "turbo"/);
+  t.throws(() => parseImageOptions({ quality: 'turbo' }, 'api', API_DEFAULTS), /Expected one of fast, balanced, best, max for quality but received "turbo"/);
 });
 
 t.test('a letterbox plan keeps the aspect and crops the output back', async (t) => {

@@ -1,6 +1,6 @@
 /**
  * `npm run bench:quality -- <corpus-dir> [--out DIR] [--model NAME] [--no-refine] [--no-decontaminate]
- *   [--quality fast|balanced|best] [--evaluator FILE]`
+ *   [--quality fast|balanced|best|max] [--evaluator FILE]`
  *
  *   [--edge-params JSON]
  *

@@ -71,7 +71,7 @@ export function registerRemove(program: Command): void {
     .option('--overwrite', 'replace existing outputs')
     .option('--json', 'one JSON object per input on stdout')
     .option('--key <api_key>', 'charge that key\'s credits by the same rules as the server')
-    .option('--quality <quality>', 'fast | balanced | best: speed against quality, the model\'s input size (default: best, or `quality` in the config)')
+    .option('--quality <quality>', 'fast | balanced | best | max: speed against quality, the model\'s input size; max adds a second pass on a small subject\'s box (default: best, or `quality` in the config)')
     .option('-q, --quiet', 'no progress output')
     .option('--no-progress', 'no spinner or progress lines')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')

@@ -58,20 +58,10 @@ export interface MatteOptions {
 }
 
 /**
- * From the raw model output to the full-resolution 8-bit matte. `modelRgb` is the image on the
- * model's grid (the guide there), `rgb` the output-size image.
+ * The model's output on its grid, in 0..1 and cleaned (specks and haze). Throws
+ * no_subject_detected, decided on the raw output before any clean-up.
  */
-export function buildMatte(
-  output: Float32Array,
-  range: readonly [number, number],
-  grid: { width: number; height: number },
-  modelRgb: Uint8Array,
-  rgb: Uint8Array,
-  width: number,
-  height: number,
-  opts: MatteOptions,
-): Uint8Array {
-  // The subject check reads the raw output, before any clean-up.
+export function cleanGridMatte(output: Float32Array, range: readonly [number, number], grid: { width: number; height: number }): Float32Array {
   if (!hasSubject(output, range)) throw new CutoutError('no_subject_detected');
   const n = grid.width * grid.height;
   const lo = range[0], span = range[1] - range[0];
@@ -79,9 +69,22 @@ export function buildMatte(
   for (let i = 0; i < n; i++) p[i] = Math.min(1, Math.max(0, (output[i] - lo) / span));
   dropSmallComponents(p, grid.width, grid.height, EDGE_PARAMS.minComponentShare, EDGE_PARAMS.hazeFloor);
   clearHaze(p, EDGE_PARAMS.hazeFloor);
+  return p;
+}
+
+/** A cleaned grid matte brought to `width` x `height`, guided by `rgb` (or bilinear), hardened if asked. */
+export function matteAtSize(
+  p: Float32Array,
+  grid: { width: number; height: number },
+  modelRgb: Uint8Array,
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  opts: MatteOptions,
+): Uint8Array {
   let alpha: Uint8Array;
   if (opts.refine !== false) {
-    const coef = guidedCoefficientsInBand(lumaOf(modelRgb, n), p, grid.width, grid.height, EDGE_PARAMS.guidedRadius, EDGE_PARAMS.guidedEps);
+    const coef = guidedCoefficientsInBand(lumaOf(modelRgb, p.length), p, grid.width, grid.height, EDGE_PARAMS.guidedRadius, EDGE_PARAMS.guidedEps);
     alpha = applyGuided(coef, rgb, width, height);
   } else {
     alpha = resizeBilinear(outputToMatte(p), grid.width, grid.height, width, height);

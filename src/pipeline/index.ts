@@ -8,11 +8,12 @@ import { CONTENT_TYPES } from '../options.js';
 import { compose } from './compose.js';
 import { decodeError, decodeRgb, openImage, orientedRgb, outputSize, resolveSize } from './decode.js';
 import { resolveModel, type ModelManifest } from './manifest.js';
-import { rgbToTensor } from './matte.js';
-import { buildMatte, decontaminateEdges } from './edges.js';
+import { cropRaw, rgbToTensor, type Box } from './matte.js';
+import { cleanGridMatte, decontaminateEdges, matteAtSize } from './edges.js';
 import { runModel } from './model.js';
 import { COLLECT_BEFORE_PIXELS, collectGarbage } from './memory.js';
 import { cropToContent, inputPlan, isLetterboxed, type InputPlan } from './variants.js';
+import { pasteMatte, scaleBox, zoomBox } from './zoom.js';
 import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
 
 export { probeImage } from './decode.js';
@@ -43,16 +44,22 @@ function checkAborted(signal?: AbortSignal): void {
   if (signal?.aborted) throw signal.reason instanceof CutoutError ? signal.reason : new CutoutError('processing_failed', 'Cancelled');
 }
 
+type Source = Awaited<ReturnType<typeof openImage>>;
+
 /**
- * Prepares the model's input tensor: the oriented image stretched to the plan's grid (the model's
- * input size, or a smaller side for a quality setting), or letterboxed on it.
+ * Prepares the model's input tensor: the oriented image (or a `region` of it) stretched to the
+ * plan's grid (the model's input size, or a smaller side for a quality setting), or letterboxed
+ * on it. A linear kernel: the same scores on the public set as lanczos3, and 40 % faster when a
+ * small photo is enlarged to the grid.
  */
-async function modelInput(src: Awaited<ReturnType<typeof openImage>>, manifest: ModelManifest, plan: InputPlan): Promise<{ tensor: Float32Array; rgb: Buffer }> {
+async function modelInput(src: Source, manifest: ModelManifest, plan: InputPlan, region?: Box): Promise<{ tensor: Float32Array; rgb: Buffer }> {
   const { mean, std } = manifest.input;
   const { width, height, content: c } = plan;
   let rgb: Buffer;
   try {
-    let img = orientedRgb(src).resize(c.width, c.height, { fit: 'fill', kernel: 'linear' });
+    let img = orientedRgb(src);
+    if (region) img = img.extract(region);
+    img = img.resize(c.width, c.height, { fit: 'fill', kernel: 'linear' });
     if (isLetterboxed(plan)) {
       const extend = { top: c.top, left: c.left, bottom: height - c.height - c.top, right: width - c.width - c.left };
       img = img.extend(plan.pad === 'copy' ? { ...extend, extendWith: 'copy' } : { ...extend, background: { r: mean[0], g: mean[1], b: mean[2] } });
@@ -63,6 +70,47 @@ async function modelInput(src: Awaited<ReturnType<typeof openImage>>, manifest: 
   }
   // The RGB on the model's grid is kept: it guides the matte's refinement there.
   return { tensor: rgbToTensor(rgb, width, height, mean, std), rgb };
+}
+
+/**
+ * `--quality max`: the model once more on the subject's padded box (zoom.ts), whose matte then
+ * replaces the first inside the box. Nothing changes when the box covers most of the image or the
+ * second pass finds no subject there.
+ */
+async function zoomPass(
+  src: Source,
+  manifest: ModelManifest,
+  matte: Float32Array,
+  grid: { width: number; height: number },
+  rgb: Uint8Array,
+  alpha: Uint8Array,
+  out: { width: number; height: number },
+  req: RemoveRequest,
+  timings: StageTimings,
+  signal?: AbortSignal,
+): Promise<void> {
+  const box = zoomBox(matte, grid.width, grid.height, out.width, out.height);
+  if (!box) return;
+  checkAborted(signal);
+  let t = performance.now();
+  const plan = inputPlan(manifest, 'best', box.width, box.height);
+  const region = scaleBox(box, out.width, out.height, src.probe.width, src.probe.height);
+  const { tensor, rgb: modelRgb } = await modelInput(src, manifest, plan, region);
+  timings.preprocess += performance.now() - t;
+  const inference = await runModel(manifest, tensor, plan.width, plan.height);
+  timings.inference += inference.ms;
+  checkAborted(signal);
+  t = performance.now();
+  let boxMatte: Float32Array;
+  try {
+    boxMatte = cleanGridMatte(inference.data, manifest.output.range, plan);
+  } catch (err) {
+    if (err instanceof CutoutError && err.code === 'no_subject_detected') return;
+    throw err;
+  }
+  const patch = matteAtSize(boxMatte, plan, modelRgb, cropRaw(rgb, out.width, 3, box), box.width, box.height, req);
+  pasteMatte(alpha, out.width, patch, box);
+  timings.postprocess += performance.now() - t;
 }
 
 /**
@@ -115,11 +163,15 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   const rgb = await (early ?? decode());
   t = performance.now();
   const grid = cropToContent(inference.data, modelRgb, plan);
-  const alpha = buildMatte(grid.data, manifest.output.range, grid, grid.rgb, rgb, out.width, out.height, req);
+  const matte = cleanGridMatte(grid.data, manifest.output.range, grid);
+  const alpha = matteAtSize(matte, grid, grid.rgb, rgb, out.width, out.height, req);
+  timings.postprocess += performance.now() - t;
+  if (req.quality === 'max') await zoomPass(src, manifest, matte, grid, rgb, alpha, out, req, timings, opts.signal);
+  t = performance.now();
   // Soft-edge colours are estimated for every output that shows colours (a transparent cutout,
   // or one flattened onto a new colour); the matte alone has none.
   if (req.decontaminate !== false && !req.mask) decontaminateEdges(rgb, alpha, out.width, out.height);
-  timings.postprocess = performance.now() - t;
+  timings.postprocess += performance.now() - t;
   checkAborted(opts.signal);
 
   t = performance.now();

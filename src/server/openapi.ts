@@ -412,7 +412,7 @@ export const openapiDocument: Record<string, any> = deepFreeze({
         type: 'string',
         enum: [...QUALITIES],
         default: 'best',
-        description: 'An addition to v1: speed against quality (the model\'s input side: fast 512, balanced 768, best 1024). Absent means `best`.',
+        description: 'An addition to v1: speed against quality (the model\'s input side: fast 512, balanced 768, best 1024; max is best plus a second pass on a small subject\'s box, up to twice the time). Absent means `best`.',
       },
       SubjectType: {
         type: 'string',
