@@ -112,7 +112,7 @@ t.test('CLI --quality fast through a child process; the cached variant is reused
 
   const bad = await runCli([path.join(FIXTURES, 'coffee.jpg'), '--quality', 'turbo', '--out', path.join(dir, 'c.png'), '--data', path.join(dir, 'data')], { env });
   t.equal(bad.code, 2, 'a bad value is a usage error');
-  t.match(bad.stderr, /Expected one of fast, balanced, best for --quality but received "turbo"/);
+  t.match(bad.stderr, /Expected one of fast, balanced, best, max for --quality but received "turbo"/);
   t.notOk(fs.existsSync(path.join(dir, 'c.png')));
 });
 
