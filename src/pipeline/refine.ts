@@ -206,7 +206,7 @@ export function guidedCoefficientsInBand(guide: Float32Array, matte: Float32Arra
  */
 export function dilate(mask: Uint8Array, w: number, h: number, r: number): Uint8Array {
   const wordRows = w % 4 === 0 && mask.byteOffset % 4 === 0;
-  const rows = wordRows && r <= 4 ? dilateRowsByWords(mask, w, h, r) : dilateRows(mask, w, h, r);
+  const rows = wordRows && r <= 4 && LITTLE_ENDIAN ? dilateRowsByWords(mask, w, h, r) : dilateRows(mask, w, h, r);
   const out = new Uint8Array(w * h);
   const stride = wordRows ? w >> 2 : w;
   const src = wordRows ? new Uint32Array(rows.buffer) : rows;
@@ -220,6 +220,9 @@ export function dilate(mask: Uint8Array, w: number, h: number, r: number): Uint8
   }
   return out;
 }
+
+/** The byte shifts of dilateRowsByWords take the next pixel to be the next byte up in a word. */
+const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
 
 /** Row pass of `dilate`: a running count of set pixels in each row's window. */
 function dilateRows(mask: Uint8Array, w: number, h: number, r: number): Uint8Array {
