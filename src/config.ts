@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CutoutError } from './errors.js';
 import { LIMITS } from './limits.js';
-import { QUALITIES, type Quality } from './options.js';
+import { parseEnum, QUALITIES, type Quality } from './options.js';
 
 export interface CutoutConfig {
   /** Data directory: SQLite database, results, generated secrets. */
@@ -113,11 +113,8 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   dataDir: (v) => path.resolve(expandHome(str('dataDir', v))),
   model: (v) => str('model', v),
   concurrency: (v) => int('concurrency', v, 1, 64),
-  quality: (v) => {
-    const q = typeof v === 'string' ? v.trim().toLowerCase() : v;
-    if (typeof q === 'string' && (QUALITIES as readonly string[]).includes(q)) return q as Quality;
-    return fail('quality', `one of ${QUALITIES.join(', ')}`, v);
-  },
+  // The API's spelling of the name (`quality`) in the message, as for the other settings.
+  quality: (v) => parseEnum('quality', QUALITIES, v, 'api'),
   host: (v) => str('host', v),
   port: (v) => int('port', v, 0, 65535),
   baseUrl: (v) => {

@@ -56,8 +56,11 @@ export function outputToMatte(output: Float32Array, range: readonly [number, num
 
 export interface Box { left: number; top: number; width: number; height: number }
 
-/** Bounding box of the pixels with alpha >= threshold, or null when there are none. */
-export function boundingBox(alpha: Uint8Array, width: number, height: number, threshold = CROP_ALPHA_THRESHOLD): Box | null {
+/**
+ * Bounding box of the pixels with alpha >= threshold, or null when there are none: of an 8-bit
+ * matte (`crop`), or of a 0..1 matte on the model's grid (the zoomed pass's box).
+ */
+export function boundingBox(alpha: Uint8Array | Float32Array, width: number, height: number, threshold = CROP_ALPHA_THRESHOLD): Box | null {
   let top = -1;
   for (let y = 0; y < height && top < 0; y++) {
     const row = y * width;

@@ -8,10 +8,10 @@
  * The padding and the area limit are those of an earlier two-pass trial at 512, not tuned on
  * this set; 8 % and 25 % padding and a 90 % limit measured worse or the same.
  */
-import type { Box } from './matte.js';
+import { boundingBox, type Box } from './matte.js';
 
 export const ZOOM_PARAMS = {
-  /** Matte level above which a grid cell belongs to the subject's box. */
+  /** Matte level from which a grid cell belongs to the subject's box. */
   threshold: 0.1,
   /** Padding added on each side, as a share of the box's width and height. */
   pad: 0.15,
@@ -27,24 +27,14 @@ export const ZOOM_PARAMS = {
  * worth it: no subject, or a box that covers most of the image anyway.
  */
 export function zoomBox(matte: Float32Array, gridWidth: number, gridHeight: number, width: number, height: number, params = ZOOM_PARAMS): Box | null {
-  let x0 = gridWidth, y0 = gridHeight, x1 = -1, y1 = -1;
-  for (let y = 0; y < gridHeight; y++) {
-    const row = y * gridWidth;
-    for (let x = 0; x < gridWidth; x++) {
-      if (matte[row + x] <= params.threshold) continue;
-      if (x < x0) x0 = x;
-      if (x > x1) x1 = x;
-      if (y < y0) y0 = y;
-      y1 = y;
-    }
-  }
-  if (x1 < 0) return null;
+  const cells = boundingBox(matte, gridWidth, gridHeight, params.threshold);
+  if (!cells) return null;
   const sx = width / gridWidth, sy = height / gridHeight;
-  const boxW = (x1 + 1 - x0) * sx, boxH = (y1 + 1 - y0) * sy;
-  const left = Math.max(0, Math.floor(x0 * sx - params.pad * boxW));
-  const top = Math.max(0, Math.floor(y0 * sy - params.pad * boxH));
-  const right = Math.min(width, Math.ceil((x1 + 1) * sx + params.pad * boxW));
-  const bottom = Math.min(height, Math.ceil((y1 + 1) * sy + params.pad * boxH));
+  const padX = params.pad * cells.width * sx, padY = params.pad * cells.height * sy;
+  const left = Math.max(0, Math.floor(cells.left * sx - padX));
+  const top = Math.max(0, Math.floor(cells.top * sy - padY));
+  const right = Math.min(width, Math.ceil((cells.left + cells.width) * sx + padX));
+  const bottom = Math.min(height, Math.ceil((cells.top + cells.height) * sy + padY));
   const box = { left, top, width: right - left, height: bottom - top };
   if (box.width < params.minSide || box.height < params.minSide) return null;
   if (box.width * box.height > params.maxArea * width * height) return null;
