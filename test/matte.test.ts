@@ -81,3 +81,27 @@ t.test('clearTransparent blacks out only fully transparent pixels', async (t) =>
   clearTransparent(rgb, new Uint8Array([0, 1, 0, 0, 255]));
   t.same(Array.from(rgb), [0, 0, 0, 6, 5, 4, 0, 0, 0, 0, 0, 0, 13, 14, 15]);
 });
+
+t.test('clearTransparent matches a pixel-by-pixel reference on long mixed runs, aligned or not', async (t) => {
+  // A seeded generator: runs of 0, 255 and soft values, 1 to 40 pixels long, so that transparent
+  // runs start and end at every position within a 32-bit word.
+  let seed = 99;
+  const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  for (const offset of [0, 1, 3]) {
+    const n = 4001;
+    const backing = new Uint8Array(n + offset);
+    const alpha = backing.subarray(offset);
+    for (let i = 0; i < n; ) {
+      const len = 1 + Math.floor(random() * 40);
+      const kind = random();
+      const v = kind < 0.45 ? 0 : kind < 0.9 ? 255 : 1 + Math.floor(random() * 254);
+      alpha.fill(v, i, Math.min(n, i + len));
+      i += len;
+    }
+    const rgb = Uint8Array.from({ length: n * 3 }, (_, i) => 1 + (i % 250));
+    const expected = Uint8Array.from(rgb);
+    for (let i = 0; i < n; i++) if (alpha[i] === 0) expected.fill(0, i * 3, i * 3 + 3);
+    clearTransparent(rgb, alpha);
+    t.same(Buffer.from(rgb).equals(Buffer.from(expected)), true, `byte offset ${offset}`);
+  }
+});

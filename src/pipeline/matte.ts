@@ -121,10 +121,17 @@ export function clearTransparent(rgb: Uint8Array, alpha: Uint8Array): void {
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, n >> 2) : null;
   let i = 0;
   while (i < n) {
-    // Opaque pixels, four at a time.
+    // Opaque pixels, four at a time (a 32-bit view when the matte is word-aligned).
     if (words && (i & 3) === 0 && i + 4 <= n && words[i >> 2] === 0xffffffff) { i += 4; continue; }
     if (alpha[i] !== 0) { i++; continue; }
+    // The transparent run's end: bytes up to a word boundary, whole zero words, then bytes.
     let end = i + 1;
+    while (end < n && (end & 3) !== 0 && alpha[end] === 0) end++;
+    if (words && (end & 3) === 0) {
+      let k = end >> 2;
+      while (k < words.length && words[k] === 0) k++;
+      end = k << 2;
+    }
     while (end < n && alpha[end] === 0) end++;
     rgb.fill(0, i * 3, end * 3);
     i = end;
