@@ -2,9 +2,20 @@
  * Every number of api-spec section 8 and every other bound cutout enforces, in one place.
  * Change a limit here and the CLI, the HTTP reader, sharp and the store all follow.
  */
+/**
+ * A megabyte as the spec counts it: 10^6 bytes, as its megapixels are 10^6 pixels (so a 25.5 MB
+ * upload is over "25 MB" whichever way a client counts).
+ */
+export const MB = 1_000_000;
+
+/** A byte count in the unit of the limits, for messages: "25 MB", "26.3 MB". */
+export function formatMB(bytes: number): string {
+  return `${Number((bytes / MB).toFixed(1))} MB`;
+}
+
 export const LIMITS = Object.freeze({
   /** Upload / input size in bytes (25 MB). */
-  maxInputBytes: 25 * 1024 * 1024,
+  maxInputBytes: 25 * MB,
   /** Image area in pixels (50 megapixels), checked from the header before decoding. */
   maxInputPixels: 50_000_000,
   /** Sync `/remove` at `size=full` (4 MP). */
@@ -30,7 +41,7 @@ export const LIMITS = Object.freeze({
   /** Free credits for a new account. */
   freeCredits: 10,
   /** JSON body cap: a base64 image of 25 MB is 33.4 MB, plus the other fields. */
-  maxJsonBytes: Math.ceil((25 * 1024 * 1024 * 4) / 3) + 64 * 1024,
+  maxJsonBytes: Math.ceil((25 * MB * 4) / 3) + 64 * 1024,
   /** Redirects followed for an `image_url`. */
   maxRedirects: 3,
   /** Time allowed to fetch an `image_url` in ms. */

@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import crypto from 'node:crypto';
+import net from 'node:net';
 import { openStore } from '../src/store/db.js';
 import { bearer, createKey, errorCode, startServe } from './helpers/api-server.js';
 import { runCli } from './helpers/cli.js';
@@ -35,6 +36,35 @@ t.test('health, openapi and unknown routes need no key', async (t) => {
   t.match(missing.body.error.docs, /#errors/);
 });
 
+/** Sends raw bytes and returns what the server answered before it closed the connection. */
+function rawRequest(url: string, request: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(request));
+    let answer = '';
+    socket.on('data', (d) => { answer += d.toString(); });
+    socket.on('end', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}
+
+t.test('requests Node\'s HTTP parser refuses still get the part 7 JSON error', async (t) => {
+  const srv = await startServe(t);
+  const cases = [
+    ['a malformed header line', 'GET /api/v1/health HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n', /not valid HTTP/],
+    ['headers over 16 KB', `GET /api/v1/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, /headers are too large/],
+    ['a bad Content-Length', 'POST /api/v1/remove HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', /Content-Length/],
+  ] as const;
+  for (const [name, request, message] of cases) {
+    const answer = await rawRequest(srv.url, request);
+    const [head, body] = answer.split('\r\n\r\n');
+    t.match(head, /^HTTP\/1\.1 400 /, `${name}: status 400`);
+    t.match(head, /content-type: application\/json/i, `${name}: a JSON body`);
+    t.match(JSON.parse(body), { error: { code: 'invalid_request', message, docs: /#errors/ } }, name);
+  }
+  t.equal((await fetch(`${srv.url}/api/v1/health`)).status, 200, 'the server still answers');
+});
+
 t.test('authentication: missing, malformed, unknown and revoked keys are 401 invalid_api_key', async (t) => {
   const srv = await startServe(t);
   const live = await createKey(srv.dataDir);
@@ -45,7 +75,9 @@ t.test('authentication: missing, malformed, unknown and revoked keys are 401 inv
     ['unknown', bearer(`cut_live_${crypto.randomBytes(24).toString('base64url')}`)],
   ];
   for (const [name, headers] of cases) {
-    const e = await errorCode(await fetch(`${srv.url}/api/v1/account`, { headers }));
+    const res = await fetch(`${srv.url}/api/v1/account`, { headers });
+    t.equal(res.headers.get('www-authenticate'), 'Bearer realm="cutout"', `${name}: the scheme is named`);
+    const e = await errorCode(res);
     t.same([e.status, e.code], [401, 'invalid_api_key'], name);
   }
   const ok = await fetch(`${srv.url}/api/v1/account`, { headers: bearer(live.key) });

@@ -2,6 +2,7 @@ import t from 'tap';
 import sharp from 'sharp';
 import { missingEndMarker, outputSize, probeImage, readBmpSize, resolveSize, sniffFormat } from '../src/pipeline/decode.js';
 import { CutoutError } from '../src/errors.js';
+import { formatMB, LIMITS } from '../src/limits.js';
 
 const bytes = (...b: number[]) => Uint8Array.from(b);
 
@@ -77,3 +78,13 @@ t.test('missingEndMarker tells a cut-off file from a whole one', async (t) => {
   t.equal(missingEndMarker(gif.subarray(0, gif.length - 1), 'gif'), true);
   t.equal(missingEndMarker(Buffer.from('II*\0'), 'tiff'), false, 'no marker to check');
 });
+
+t.test('25 MB is 25,000,000 bytes, as 50 MP is 50,000,000 pixels', async (t) => {
+  t.equal(LIMITS.maxInputBytes, 25_000_000);
+  t.equal(formatMB(LIMITS.maxInputBytes), '25 MB');
+  t.equal(formatMB(25_500_000), '25.5 MB');
+  // Over 25 MB but under 25 MiB: refused before the bytes are looked at.
+  const err = await probeImage(Buffer.alloc(25_500_000)).catch((e) => e);
+  t.match(err, { code: 'image_too_large', message: /25\.5 MB; the limit is 25 MB/ });
+});
+

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { validate, dereference, compileErrors } from '@readme/openapi-parser';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { openapiDocument } from '../src/server/openapi.js';
 import { ERROR_TABLE } from '../src/errors.js';
 import { LIMITS } from '../src/limits.js';
@@ -78,7 +79,7 @@ t.test('enums and limits come from the code', async (t) => {
   t.equal(s.Format.default, 'png');
   t.equal(s.BatchRequest.properties.images.maxItems, LIMITS.maxBatchImages);
   t.equal(s.Usage.properties.days.maxItems, LIMITS.usageDays);
-  t.same(s.Account.properties.plan.enum, ['free', 'paid', 'test', 'marketplace']);
+  t.same(s.Account.properties.plan.enum, ['free', 'paid', 'marketplace'], 'a test key is free with test: true');
   t.same(s.Health.properties.inference.enum, ['local', 'upstream']);
   t.same(s.Job.properties.status.enum, ['queued', 'processing', 'done', 'failed']);
 
@@ -137,3 +138,34 @@ t.test('operations carry their headers, responses and auth', async (t) => {
   t.equal(errorCodeOf(op('/api/v1/jobs/{job_id}').responses['404']), 'not_found');
   t.equal(errorCodeOf(op('/api/v1/account').responses['401']), 'invalid_api_key');
 });
+
+t.test('every response example matches its schema, and so do the real 422 bodies', async (t) => {
+  const doc: any = await dereference(copy());
+  // OpenAPI 3.1 schemas are JSON Schema 2020-12; formats (uri, uuid) are documentation here.
+  const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
+  let checked = 0;
+  for (const [path, item] of Object.entries<any>(doc.paths)) {
+    for (const [method, operation] of Object.entries<any>(item)) {
+      for (const [status, response] of Object.entries<any>(operation.responses ?? {})) {
+        for (const [type, media] of Object.entries<any>(response.content ?? {})) {
+          if (media.example === undefined || !media.schema) continue;
+          const ok = ajv.validate(media.schema, media.example);
+          t.ok(ok, `${method.toUpperCase()} ${path} ${status} ${type}: ${ok ? 'valid' : ajv.errorsText()}`);
+          checked++;
+        }
+      }
+    }
+  }
+  t.ok(checked >= 10, `${checked} examples checked`);
+
+  const error422 = doc.components.responses.Error422.content['application/json'].schema;
+  // The shapes the server sends (routes-results.ts, routes-jobs.ts): error and detail together.
+  const bodies = [
+    { error: { code: 'invalid_request', message: 'job_id must be a UUID v4.', docs: 'https://x/#errors' }, detail: [{ loc: ['path', 'job_id'], msg: 'm', type: 'uuid_parsing' }] },
+    { error: { code: 'no_subject_detected', message: 'm', docs: 'https://x/#errors' } },
+    { detail: [{ loc: ['body', 'images', 0, 'size'], msg: 'm', type: 'invalid_request' }] },
+  ];
+  for (const body of bodies) t.ok(ajv.validate(error422, body), `422 body ${JSON.stringify(body).slice(0, 60)}: ${ajv.errorsText()}`);
+  t.notOk(ajv.validate(error422, { message: 'neither shape' }), 'a body of neither shape is refused');
+});
+

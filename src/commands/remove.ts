@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
+import { formatMB, LIMITS } from '../limits.js';
 import { CLI_DEFAULTS, parseEnum, parseImageOptions, QUALITIES, type Format } from '../options.js';
 import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
 import { UsageError } from './usage-error.js';
@@ -96,7 +96,7 @@ async function readInput(item: InputItem): Promise<Buffer> {
     let total = 0;
     for await (const chunk of process.stdin) {
       total += (chunk as Buffer).length;
-      if (total > LIMITS.maxInputBytes) throw new CutoutError('image_too_large', `Input is over ${LIMITS.maxInputBytes / 1048576} MB`);
+      if (total > LIMITS.maxInputBytes) throw new CutoutError('image_too_large', `Input is over ${formatMB(LIMITS.maxInputBytes)}`);
       chunks.push(chunk as Buffer);
     }
     return Buffer.concat(chunks);
@@ -110,7 +110,7 @@ async function readInput(item: InputItem): Promise<Buffer> {
   if (!stat.isFile()) throw new CutoutError('invalid_request', 'Not a regular file');
   // Check the size before reading: a 2 GB file must not be read to be refused.
   if (stat.size > LIMITS.maxInputBytes) {
-    throw new CutoutError('image_too_large', `Input is ${(stat.size / 1048576).toFixed(1)} MB; the limit is ${LIMITS.maxInputBytes / 1048576} MB`);
+    throw new CutoutError('image_too_large', `Input is ${formatMB(stat.size)}; the limit is ${formatMB(LIMITS.maxInputBytes)}`);
   }
   return fs.promises.readFile(item.path);
 }

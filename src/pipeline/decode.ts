@@ -5,7 +5,7 @@
  */
 import sharp, { type Metadata, type Sharp, type SharpOptions } from 'sharp';
 import { CutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
+import { formatMB, LIMITS } from '../limits.js';
 import type { Size } from '../options.js';
 import type { ImageProbe, InputFormat } from './types.js';
 
@@ -93,7 +93,7 @@ export interface SourceImage {
  */
 export async function openImage(bytes: Buffer): Promise<SourceImage> {
   if (bytes.length === 0) throw new CutoutError('unsupported_format', 'Empty file');
-  if (bytes.length > LIMITS.maxInputBytes) throw tooLarge(`Input is ${(bytes.length / 1048576).toFixed(1)} MB; the limit is ${LIMITS.maxInputBytes / 1048576} MB`);
+  if (bytes.length > LIMITS.maxInputBytes) throw tooLarge(`Input is ${formatMB(bytes.length)}; the limit is ${formatMB(LIMITS.maxInputBytes)}`);
   const format = sniffFormat(bytes);
   if (!format) throw new CutoutError('unsupported_format', 'Not a JPEG, PNG, WebP, GIF, BMP or TIFF image');
   if (format === 'bmp') {

@@ -11,7 +11,7 @@ import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { openStore, type Store } from '../store/db.js';
 import { Idempotency, RateLimiter } from './guards.js';
-import { sendError } from './http.js';
+import { answerClientError, sendError } from './http.js';
 import { WorkPool } from './pool.js';
 import { handleAccount, handleUsage } from './routes-account.js';
 import { handleHealth, handleOpenapi } from './routes-meta.js';
@@ -137,6 +137,7 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
   };
   const app = createApp(context);
   server.on('request', app.handler);
+  server.on('clientError', answerClientError);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

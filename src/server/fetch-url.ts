@@ -17,7 +17,7 @@ import https from 'node:https';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { CutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
+import { formatMB, LIMITS, MB } from '../limits.js';
 
 // ---------------------------------------------------------------------------------------------
 // Address classification
@@ -508,6 +508,6 @@ function describeNetworkError(err: unknown): string {
 }
 
 function formatBytes(bytes: number): string {
-  if (bytes >= 1024 * 1024 && bytes % (1024 * 1024) === 0) return `${bytes / (1024 * 1024)} MB`;
+  if (bytes >= MB && bytes % MB === 0) return formatMB(bytes);
   return `${bytes} bytes`;
 }

@@ -6,7 +6,12 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
 import type { Store } from '../store/db.js';
+import type { IdempotencyRef } from '../store/idempotency.js';
+
+/** How often a repeat polls the store for a first request running in another process. */
+const IDEMPOTENCY_POLL_MS = 200;
 
 export interface Caller {
   accountId: string;
@@ -48,11 +53,13 @@ export async function identify(req: IncomingMessage, store: Store, marketplaceSe
     const accountId = await store.marketplaceAccount(user);
     return { accountId, keyId: null, test: false, channel: 'marketplace', rateKey: `marketplace:${user}` };
   }
+  // RFC 9110: a 401 names the scheme it wants.
+  const challenge = { headers: { 'WWW-Authenticate': 'Bearer realm="cutout"' } };
   const authorization = header(req, 'authorization');
-  if (!authorization) throw new CutoutError('invalid_api_key', 'Missing Authorization: Bearer <API_KEY> header.');
+  if (!authorization) throw new CutoutError('invalid_api_key', 'Missing Authorization: Bearer <API_KEY> header.', challenge);
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   const auth = match ? await store.authenticate(match[1]) : null;
-  if (!auth) throw new CutoutError('invalid_api_key');
+  if (!auth) throw new CutoutError('invalid_api_key', undefined, challenge);
   return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
 }
 
@@ -124,13 +131,39 @@ export async function guard(req: IncomingMessage, res: ServerResponse, deps: { s
 /**
  * Runs `work` at most once per (account, endpoint, Idempotency-Key) within the window. A repeat
  * with the same fingerprint gets the stored value (`replayed`); a repeat while the first is still
- * running waits for it in this process; a different fingerprint is refused. A failure releases
- * the key, since nothing was charged.
+ * running waits for it (in this process, or polling the store when another server process on the
+ * same data directory runs it); a different fingerprint is refused. A failure releases the key,
+ * since nothing was charged.
  */
 export class Idempotency {
   private readonly inflight = new Map<string, Promise<unknown>>();
 
-  constructor(private readonly store: Store, private readonly ttlSeconds: number) {}
+  /**
+   * `maxWaitMs`: the longest a request can hold its key (the sync timeout plus an `image_url`
+   * fetch); see awaitOtherProcess.
+   */
+  constructor(
+    private readonly store: Store,
+    private readonly ttlSeconds: number,
+    private readonly maxWaitMs = LIMITS.syncTimeoutMs + LIMITS.fetchTimeoutMs,
+  ) {}
+
+  /**
+   * Waits while another server process on the same data directory holds the key (polled in the
+   * store). No request holds a key longer than `maxWaitMs`: a claim older than that was left by a
+   * server that stopped mid-request, and is taken over.
+   */
+  private async awaitOtherProcess(ref: IdempotencyRef): Promise<void> {
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, IDEMPOTENCY_POLL_MS));
+      const age = await this.store.pendingIdempotencyAgeMs(ref);
+      if (age === null) return;
+      if (age > this.maxWaitMs) {
+        await this.store.releaseIdempotencyKey(ref);
+        return;
+      }
+    }
+  }
 
   async run<T>(caller: Caller, endpoint: string, key: string | undefined, fingerprint: string, work: () => Promise<T>): Promise<{ value: T; replayed: boolean }> {
     if (key === undefined) return { value: await work(), replayed: false };
@@ -147,13 +180,8 @@ export class Idempotency {
       }
       if (claim.state === 'pending') {
         const running = this.inflight.get(slot);
-        if (!running) {
-          throw new CutoutError('invalid_request', 'A request with this Idempotency-Key is still being processed; retry shortly.', {
-            status: 409,
-            headers: { 'Retry-After': '1' },
-          });
-        }
-        await running.catch(() => undefined);
+        if (running) await running.catch(() => undefined);
+        else await this.awaitOtherProcess(ref);
         continue; // the first request has finished: replay it, or claim the key if it failed
       }
       const promise = (async () => {

@@ -5,9 +5,9 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import formidable, { errors as formidableErrors } from 'formidable';
-import { Writable } from 'node:stream';
+import { Writable, type Duplex } from 'node:stream';
 import { CutoutError, toCutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
+import { formatMB, LIMITS } from '../limits.js';
 import { API_DEFAULTS, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
 
 export type ImageSource =
@@ -29,7 +29,7 @@ const KNOWN_PARAMS = new Set<string>([...SOURCE_PARAMS, ...OPTION_PARAMS]);
 const MULTIPART_OVERHEAD = 256 * 1024;
 
 function tooLarge(what: string): CutoutError {
-  return new CutoutError('image_too_large', `${what} is over the ${LIMITS.maxInputBytes / 1024 / 1024} MB limit.`);
+  return new CutoutError('image_too_large', `${what} is over the ${formatMB(LIMITS.maxInputBytes)} limit.`);
 }
 
 function declaredLength(req: IncomingMessage): number | null {
@@ -146,10 +146,11 @@ function describeUrl(url: unknown): string {
  */
 export function parseImageParams(params: Record<string, unknown>, file?: Buffer): ImageRequest {
   for (const name of Object.keys(params)) {
+    // `param` names the field for a batch item's 422 `loc`.
     if ((UNSUPPORTED_PARAMS as readonly string[]).includes(name)) {
-      throw new CutoutError('invalid_request', `Parameter ${name} is not supported by this service.`);
+      throw Object.assign(new CutoutError('invalid_request', `Parameter ${name} is not supported by this service.`), { param: name });
     }
-    if (!KNOWN_PARAMS.has(name)) throw new CutoutError('invalid_request', `Unknown parameter ${name}.`);
+    if (!KNOWN_PARAMS.has(name)) throw Object.assign(new CutoutError('invalid_request', `Unknown parameter ${name}.`), { param: name });
   }
   if (params.image_file !== undefined && params.image_file !== null) {
     throw new CutoutError('invalid_request', 'image_file must be a multipart file upload; send base64 as image_file_b64.');
@@ -231,3 +232,29 @@ export function sendError(res: ServerResponse, err: unknown, extraBody: Record<s
   const e = toCutoutError(err);
   sendJson(res, e.status, { ...e.toJSON(), ...extraBody }, e.headers);
 }
+
+/** Why Node's HTTP parser refused a request, for the one-line message of `answerClientError`. */
+function clientErrorReason(code: string | undefined): string {
+  if (code === 'HPE_HEADER_OVERFLOW') return 'The request headers are too large.';
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return 'The request was not received in time.';
+  if (code === 'HPE_INVALID_CONTENT_LENGTH' || code === 'HPE_UNEXPECTED_CONTENT_LENGTH') return 'The Content-Length header is invalid.';
+  return 'The request is not valid HTTP.';
+}
+
+/**
+ * A request Node's HTTP parser refused (bad syntax, headers over 16 KB, a request timeout) gets
+ * the part 7 JSON body too, where Node alone sends an empty 400, 431 or 408. Its status is 400:
+ * part 7 gives `invalid_request` 400 or 422, and no other status for a malformed request.
+ */
+export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const body = JSON.stringify(new CutoutError('invalid_request', clientErrorReason(err.code)).toJSON());
+  socket.end(
+    'HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n'
+      + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+

@@ -3,8 +3,8 @@
  * `GET /api/v1/openapi.json` and printed by `cutout openapi`. Enums, defaults and limits come from
  * options.ts, limits.ts and errors.ts, so a change there cannot leave this document behind.
  */
-import { CutoutError, ERROR_TABLE, type ErrorCode } from '../errors.js';
-import { LIMITS } from '../limits.js';
+import { CutoutError, DOCS_BASE, ERROR_TABLE, type ErrorCode } from '../errors.js';
+import { formatMB, LIMITS } from '../limits.js';
 import { API_DEFAULTS, CONTENT_TYPES, FORMATS, QUALITIES, SIZES, TYPES } from '../options.js';
 
 type Json = Record<string, unknown>;
@@ -14,7 +14,7 @@ const schema = (name: string): Json => ref('schemas', name);
 
 const ERROR_CODES = Object.keys(ERROR_TABLE) as ErrorCode[];
 const MP = (pixels: number): string => `${pixels / 1_000_000} MP`;
-const MB = (bytes: number): string => `${bytes / (1024 * 1024)} MB`;
+const MB = formatMB;
 const hours = (seconds: number): string => `${seconds / 3600} h`;
 
 /** Headers sent with every authenticated answer (api-spec 8.3). */
@@ -321,7 +321,7 @@ export const openapiDocument: Record<string, any> = deepFreeze({
         in: 'header',
         required: false,
         description: `Repeated within ${hours(LIMITS.idempotencyTtlSeconds)}: the cached result, no second charge.`,
-        schema: { type: 'string', minLength: 1 },
+        schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
       },
       XCallbackUrl: {
         name: 'X-Callback-Url',
@@ -371,8 +371,12 @@ export const openapiDocument: Record<string, any> = deepFreeze({
           'Validation failed (`detail` shape), or the Error shape with `no_subject_detected` or `invalid_request`.',
         content: {
           'application/json': {
-            schema: { oneOf: [schema('Error'), schema('ValidationError')] },
-            example: { detail: [{ loc: ['path', 'job_id'], msg: 'value is not a valid uuid', type: 'type_error.uuid' }] },
+            // anyOf: a validation answer carries both `error` and `detail`, so it matches both.
+            schema: { anyOf: [schema('Error'), schema('ValidationError')] },
+            example: {
+              error: { code: 'invalid_request', message: 'job_id must be a UUID v4.', docs: `${DOCS_BASE}-invalid-request` },
+              detail: [{ loc: ['path', 'job_id'], msg: 'Input should be a valid UUID v4, received "abc"', type: 'uuid_parsing' }],
+            },
           },
         },
       },
@@ -520,7 +524,7 @@ export const openapiDocument: Record<string, any> = deepFreeze({
         properties: {
           account_id: { type: 'string' },
           balance: { type: 'integer', minimum: 0, description: 'Credits left; purchased credits never expire.' },
-          plan: { type: 'string', enum: ['free', 'paid', 'test', 'marketplace'] },
+          plan: { type: 'string', enum: ['free', 'paid', 'marketplace'] },
           credits_used_this_month: { type: 'integer', minimum: 0, description: 'In the current calendar month.' },
           test: { type: 'boolean', description: 'True for a `test_` key.' },
         },

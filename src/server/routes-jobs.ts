@@ -10,7 +10,7 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
+import { formatMB, LIMITS, MB } from '../limits.js';
 import { API_DEFAULTS, colorToHex, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
 import type { JobRow, NewJob } from '../store/db.js';
 import { assertPublicUrl } from './fetch-url.js';
@@ -21,7 +21,7 @@ import { isUuidV4, sendInvalidJobId } from './routes-results.js';
 import type { AppContext } from './app.js';
 
 /** A batch body: up to 50 base64 images would be 1.6 GB; large images belong in image_url. */
-export const BATCH_MAX_BYTES = 64 * 1024 * 1024;
+export const BATCH_MAX_BYTES = 64 * MB;
 const MAX_CALLBACK_URL = 2048;
 
 function header(req: IncomingMessage, name: string): string | undefined {
@@ -184,6 +184,10 @@ async function parseBatch(ctx: AppContext, body: Record<string, unknown>): Promi
       problems.push({ index, param: 'image_file', msg: 'A JSON batch cannot carry file uploads; send image_file_b64 or image_url.', type: 'invalid_request' });
       return null;
     }
+    if (!('image_url' in own) && !('image_file_b64' in own)) {
+      problems.push({ index, param: null, msg: 'Give exactly one image source: image_url or image_file_b64.', type: 'invalid_request' });
+      return null;
+    }
     try {
       return parseImageParams({ ...top, ...own });
     } catch (err) {
@@ -225,7 +229,7 @@ export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, r
     body = await readJsonObject(req, BATCH_MAX_BYTES);
   } catch (err) {
     if (err instanceof CutoutError && err.code === 'image_too_large') {
-      throw new CutoutError('image_too_large', `The batch body is over the ${BATCH_MAX_BYTES / 1024 / 1024} MB limit; send large images by image_url or in smaller batches.`);
+      throw new CutoutError('image_too_large', `The batch body is over the ${formatMB(BATCH_MAX_BYTES)} limit; send large images by image_url or in smaller batches.`);
     }
     throw err;
   }
@@ -235,7 +239,7 @@ export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, r
   if (problems.length > 0) {
     const first = problems[0];
     const more = problems.length > 1 ? ` (${problems.length} invalid items in all; see detail)` : '';
-    const error = new CutoutError('invalid_request', `images[${first.index}]: ${first.msg}${more}. Nothing was queued.`, { status: 422 });
+    const error = new CutoutError('invalid_request', `images[${first.index}]: ${first.msg.replace(/\.$/, '')}${more}. Nothing was queued.`, { status: 422 });
     sendJson(res, 422, {
       ...error.toJSON(),
       detail: problems.map((p) => ({ loc: ['body', 'images', p.index, ...(p.param ? [p.param] : [])], msg: p.msg, type: p.type })),

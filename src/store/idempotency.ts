@@ -54,6 +54,15 @@ export async function releaseIdempotencyKey(ctx: StoreContext, ref: IdempotencyR
   ]);
 }
 
+/** How long ago the key's pending claim was made, in ms; null when no claim is pending. */
+export async function pendingIdempotencyAgeMs(ctx: StoreContext, ref: IdempotencyRef): Promise<number | null> {
+  const row = await ctx.db.get<{ created_at: number }>(
+    "SELECT created_at FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'",
+    [ref.accountId, ref.endpoint, ref.key],
+  );
+  return row ? ctx.now() - row.created_at : null;
+}
+
 /** Drops pending claims left by a server that stopped mid-request (run at server start), and expired rows. */
 export async function resetIdempotencyKeys(ctx: StoreContext, ttlSeconds: number): Promise<void> {
   await ctx.db.run("DELETE FROM idempotency_keys WHERE state = 'pending' OR created_at <= ?", [ctx.now() - ttlSeconds * 1000]);

@@ -1,0 +1,52 @@
+import t from 'tap';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { openStore } from '../src/store/db.js';
+import { Idempotency, type Caller } from '../src/server/guards.js';
+
+/**
+ * Two server processes on one data directory: two stores (two SQLite connections) on the same
+ * file, each with its own Idempotency. A repeat on the second while the first runs must wait and
+ * replay, never run the work twice nor answer a status api-spec part 7 does not list.
+ */
+t.test('a repeat in another process waits for the first request, then replays it', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-idem-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const first = await openStore(dir);
+  const second = await openStore(dir);
+  t.teardown(async () => { await first.close(); await second.close(); });
+  const { account } = await first.createKey({});
+  const caller: Caller = { accountId: account, keyId: null, test: false, channel: 'key', rateKey: 'k' };
+
+  let runs = 0;
+  let finish!: () => void;
+  const gate = new Promise<void>((resolve) => { finish = resolve; });
+  const a = new Idempotency(first, 3600);
+  const b = new Idempotency(second, 3600);
+  const one = a.run(caller, 'remove', 'order-1', 'fp', async () => { runs++; await gate; return { id: 'job-1' }; });
+  await new Promise((resolve) => setTimeout(resolve, 50)); // the first has claimed the key
+  let settled = false;
+  const two = b.run(caller, 'remove', 'order-1', 'fp', async () => { runs++; return { id: 'job-2' }; }).finally(() => { settled = true; });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  t.equal(settled, false, 'the repeat is still waiting while the first runs');
+  finish();
+  t.same(await one, { value: { id: 'job-1' }, replayed: false });
+  t.same(await two, { value: { id: 'job-1' }, replayed: true }, 'the repeat replays the first result');
+  t.equal(runs, 1, 'the work ran once');
+});
+
+t.test('a claim older than the longest request is taken over (its server stopped mid-request)', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-idem-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const store = await openStore(dir);
+  t.teardown(() => store.close());
+  const { account } = await store.createKey({});
+  const caller: Caller = { accountId: account, keyId: null, test: false, channel: 'key', rateKey: 'k' };
+  // A pending claim with nobody in this process running it, as a killed server leaves.
+  await store.claimIdempotencyKey({ accountId: account, endpoint: 'jobs', key: 'order-2' }, 'fp', 3600);
+  const started = Date.now();
+  const result = await new Idempotency(store, 3600, 300).run(caller, 'jobs', 'order-2', 'fp', async () => ({ id: 'job-3' }));
+  t.same(result, { value: { id: 'job-3' }, replayed: false });
+  t.ok(Date.now() - started >= 300, 'only after the longest a request can hold a key');
+});
