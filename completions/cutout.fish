@@ -17,9 +17,9 @@ function __cutout_command
             continue
         end
         switch $word
-            case --data --config -o --out --size --format --bg-color -c --concurrency --model --key --quality \
+            case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
-                --callback-backoff --upstream --name --account
+                --callback-backoff --name --account
                 set skip 1
             case '-*'
             case remove serve keys credits account usage models openapi completion help
@@ -76,6 +76,9 @@ complete -c cutout -n $rm -l format -x -a 'png webp jpg' -d 'Output encoding'
 complete -c cutout -n $rm -l bg-color -x -a transparent -d 'Background: transparent or hex colour'
 complete -c cutout -n $rm -l crop -d "Crop to the subject's bounding box"
 complete -c cutout -n $rm -l mask -d 'Write the alpha matte alone'
+complete -c cutout -n $rm -l alpha -x -a 'soft hard' -d 'Soft matte, or hard (thresholded) for stickers and icons'
+complete -c cutout -n $rm -l no-refine -d 'Plain bilinear matte, no guided refinement'
+complete -c cutout -n $rm -l no-decontaminate -d 'Keep the original colours at soft edges'
 complete -c cutout -n $rm -s c -l concurrency -x -d 'Images processed at once'
 complete -c cutout -n $rm -l model -r -F -d 'Model name or .onnx file'
 complete -c cutout -n $rm -l skip-existing -d 'Skip inputs whose output exists'
@@ -100,7 +103,6 @@ complete -c cutout -n $serve -l result-ttl -x -d 'Result retention (seconds)'
 complete -c cutout -n $serve -l callback-backoff -x -d 'First callback retry delay (ms)'
 complete -c cutout -n $serve -l allow-private-network -d 'Let URLs reach private addresses'
 complete -c cutout -n $serve -l no-playground -d 'Do not serve the playground page'
-complete -c cutout -n $serve -l upstream -x -d 'Forward inference to a remote worker'
 complete -c cutout -n $serve -f
 
 # keys create|list|revoke

@@ -18,6 +18,9 @@ _cutout_remove_opts=(
   '--bg-color=[background: transparent or hex colour]:colour:(transparent)'
   '--crop[crop to the subject'"'"'s bounding box]'
   '--mask[write the alpha matte alone]'
+  '--alpha=[soft matte, or hard (thresholded) for stickers and icons]:alpha:(soft hard)'
+  '--no-refine[plain bilinear matte, no guided refinement]'
+  '--no-decontaminate[keep the original colours at soft edges]'
   '(-c --concurrency)'{-c+,--concurrency=}'[images processed at once]:number: '
   '--model=[model name or .onnx file]:model:_files'
   '(--overwrite)--skip-existing[skip inputs whose output exists]'
@@ -82,8 +85,7 @@ _cutout() {
             '--result-ttl=[result retention]:seconds: ' \
             '--callback-backoff=[first callback retry delay]:milliseconds: ' \
             '--allow-private-network[let URLs reach private addresses]' \
-            '--no-playground[do not serve the playground page]' \
-            '--upstream=[forward inference to a remote worker]:URL:_urls' && ret=0
+            '--no-playground[do not serve the playground page]' && ret=0
           ;;
         keys)
           state=

@@ -1,40 +1,12 @@
 /**
- * The `cutout` program. Command modules are registered here and load their heavy dependencies
- * (sharp, onnxruntime, sqlite3) only inside their actions, so --help and --version answer fast.
- * Exit codes: 0 success, 1 some input failed or a runtime error, 2 usage error.
+ * Runs the `cutout` program (its commands are in program.ts): parses the arguments and turns
+ * errors into one line on stderr and the exit code: 0 success, 1 some input failed or a runtime
+ * error, 2 usage error.
  */
-import { readFileSync } from 'node:fs';
-import { Command, CommanderError } from 'commander';
+import { CommanderError } from 'commander';
 import { CutoutError } from './errors.js';
-import { registerRemove } from './commands/remove.js';
-import { registerModels } from './commands/models.js';
-import { registerServe } from './commands/serve.js';
-import { registerKeys } from './commands/keys.js';
-import { registerCredits } from './commands/credits.js';
-import { registerAccount } from './commands/account.js';
-import { registerOpenapi } from './commands/openapi.js';
-import { registerCompletion } from './commands/completion.js';
+import { buildProgram } from './program.js';
 import { UsageError } from './commands/usage-error.js';
-
-const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
-
-export function buildProgram(): Command {
-  const program = new Command('cutout')
-    .description('Remove the background of photos, locally or as an HTTP API.')
-    .version(pkg.version, '-V, --version')
-    .showHelpAfterError('(try --help)')
-    // Subcommands inherit this: commander's own usage errors exit with 2, not 1.
-    .exitOverride();
-  registerRemove(program);
-  registerModels(program);
-  registerServe(program);
-  registerKeys(program);
-  registerCredits(program);
-  registerAccount(program);
-  registerOpenapi(program);
-  registerCompletion(program);
-  return program;
-}
 
 /**
  * A reader that stops early (`cutout models list | head -1`) closes the pipe: stop quietly with

@@ -138,10 +138,14 @@ function expandHome(p: string): string {
   return p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p;
 }
 
-/** Reads the config file: the one given, else the first that cosmiconfig finds from the cwd up. */
+/**
+ * Reads the config file: the one given, else the first that cosmiconfig finds from the cwd up to
+ * the home directory, then in the user's global config directory (~/.config/cutout/config). Its
+ * default since version 9 looks in the cwd only, which misses a project's file from a subfolder.
+ */
 async function readConfigFile(configFile?: string): Promise<{ config: Record<string, unknown>; filepath: string } | null> {
   const { cosmiconfig } = await import('cosmiconfig');
-  const explorer = cosmiconfig('cutout');
+  const explorer = cosmiconfig('cutout', { searchStrategy: 'global' });
   try {
     const found = configFile ? await explorer.load(path.resolve(configFile)) : await explorer.search();
     if (!found || found.isEmpty) return null;

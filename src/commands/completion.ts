@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { addStoreOptions } from './keys.js';
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const;
 export type Shell = (typeof SHELLS)[number];
@@ -17,10 +18,11 @@ export function completionScript(shell: Shell): string {
 }
 
 export function registerCompletion(program: Command): void {
-  program
+  // --data and --config are taken as by every command (cli-contract); the scripts depend on neither.
+  addStoreOptions(program
     .command('completion')
     .description('print a shell completion script (bash, zsh or fish)')
-    .argument('<shell>', `one of ${SHELLS.join(', ')}`)
+    .argument('<shell>', `one of ${SHELLS.join(', ')}`))
     .addHelpText(
       'after',
       [

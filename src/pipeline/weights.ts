@@ -13,9 +13,16 @@ import { PACKAGE_ROOT, type ModelManifest } from './manifest.js';
 
 const require = createRequire(import.meta.url);
 
+let dataDirForModels: string | null = null;
+
+/** The data directory the commands resolved (--data > CUTOUT_HOME > config > ~/.cutout). */
+export function setModelDataDir(dir: string): void {
+  dataDirForModels = dir;
+}
+
 /**
  * Where assembled models are cached: models/cache in the package when writable (a clone, where
- * `npm install` fills it), else ~/.cutout/models (a read-only global install).
+ * `npm install` fills it), else `models/` in the data directory (a read-only global install).
  */
 export function modelCacheDir(): string {
   const inPackage = path.join(PACKAGE_ROOT, 'models', 'cache');
@@ -24,7 +31,7 @@ export function modelCacheDir(): string {
     fs.accessSync(inPackage, fs.constants.W_OK);
     return inPackage;
   } catch {
-    const fallback = path.join(process.env.CUTOUT_HOME || path.join(os.homedir(), '.cutout'), 'models');
+    const fallback = path.join(dataDirForModels ?? (process.env.CUTOUT_HOME || path.join(os.homedir(), '.cutout')), 'models');
     fs.mkdirSync(fallback, { recursive: true });
     return fallback;
   }

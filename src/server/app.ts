@@ -106,7 +106,7 @@ function delay(ms: number): Promise<void> {
 }
 
 export async function startServer(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline } = {}): Promise<RunningServer> {
-  const pipeline = options.pipeline ?? (await loadPipeline(config.model));
+  const pipeline = options.pipeline ?? (await loadPipeline(config.model, config.dataDir));
   const store = await openStore(config.dataDir);
   // Replays need their stored result: the window is the shorter of 24 h and the result retention.
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
@@ -208,8 +208,9 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
 let pipelineModule: typeof import('../pipeline/index.js') | null = null;
 
 /** Loads the pipeline (sharp, onnxruntime) only when a server starts, and checks the model exists. */
-async function loadPipeline(model: string): Promise<Pipeline> {
+async function loadPipeline(model: string, dataDir: string): Promise<Pipeline> {
   pipelineModule ??= await import('../pipeline/index.js');
+  pipelineModule.setModelDataDir(dataDir);
   pipelineModule.setDefaultModel(model);
   pipelineModule.resolveModel(model);
   return pipelineModule;

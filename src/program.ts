@@ -1,0 +1,35 @@
+/**
+ * The `cutout` program's commands and flags, apart from running it (cli.ts), so that tests can
+ * read every option (the completion scripts are checked against them). Command modules load their
+ * heavy dependencies (sharp, onnxruntime, sqlite3) only inside their actions.
+ */
+import { readFileSync } from 'node:fs';
+import { Command } from 'commander';
+import { registerRemove } from './commands/remove.js';
+import { registerModels } from './commands/models.js';
+import { registerServe } from './commands/serve.js';
+import { registerKeys } from './commands/keys.js';
+import { registerCredits } from './commands/credits.js';
+import { registerAccount } from './commands/account.js';
+import { registerOpenapi } from './commands/openapi.js';
+import { registerCompletion } from './commands/completion.js';
+
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+
+export function buildProgram(): Command {
+  const program = new Command('cutout')
+    .description('Remove the background of photos, locally or as an HTTP API.')
+    .version(pkg.version, '-V, --version')
+    .showHelpAfterError('(try --help)')
+    // Subcommands inherit this: commander's own usage errors exit with 2, not 1.
+    .exitOverride();
+  registerRemove(program);
+  registerModels(program);
+  registerServe(program);
+  registerKeys(program);
+  registerCredits(program);
+  registerAccount(program);
+  registerOpenapi(program);
+  registerCompletion(program);
+  return program;
+}
