@@ -108,6 +108,14 @@ export function parseFormat(value: unknown, source: OptionSource): Format {
   return parseEnum('format', FORMATS, v, source);
 }
 
+/**
+ * A test key runs the whole flow for free, so its results are previews whatever size was asked:
+ * on the API and through `cutout --key` alike.
+ */
+export function forTestKey(options: ImageOptions, test: boolean): ImageOptions {
+  return test ? { ...options, size: 'preview' } : options;
+}
+
 export const API_DEFAULTS: Readonly<ImageOptions> = Object.freeze({ size: 'preview', format: 'png', bgColor: null, crop: false });
 export const CLI_DEFAULTS: Readonly<ImageOptions> = Object.freeze({ size: 'full', format: 'png', bgColor: null, crop: false });
 

@@ -6,11 +6,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Format } from '../options.js';
+import { UsageError } from './usage-error.js';
 
 /** Extensions picked up when scanning a directory or a glob (explicit files are always tried). */
 export const IMAGE_EXTENSIONS = ['.jpg', '.jpeg', '.png', '.webp', '.gif', '.bmp', '.tif', '.tiff'];
-/** Our own outputs are never inputs of a folder scan: re-running on a folder must not cut out cutouts. */
-const OUTPUT_MARK = /\.cutout\.[a-z]+$/i;
+/**
+ * Our own outputs (`.cutout.` and, with --mask, `.mask.`) are never inputs of a folder scan:
+ * re-running on a folder must not cut out cutouts.
+ */
+const OUTPUT_MARK = /\.(cutout|mask)\.[a-z]+$/i;
 
 export interface InputItem {
   /** Path of the file, or '-' for stdin. */
@@ -101,14 +105,21 @@ export interface OutputPlan {
 }
 
 /**
- * How `--out` is read: `-` is stdout; with one input, a path with an image extension that is not an
- * existing directory is a file; otherwise it is a directory (created when missing).
+ * How `--out` is read: `-` is stdout; an existing directory is a directory; a path with a png,
+ * webp or jpg extension is a file (then there must be one input); a path with another image
+ * extension (gif, bmp, tif) is refused, since cutout cannot write it; anything else is a
+ * directory, created when missing.
  */
 export function planOutput(out: string | undefined, inputCount: number): OutputPlan {
   if (out === undefined) return { kind: 'next-to-input', path: null };
   if (out === '-') return { kind: 'stdout', path: null };
-  const isDir = fs.existsSync(out) && fs.statSync(out).isDirectory();
-  if (!isDir && inputCount === 1 && path.extname(out).toLowerCase() in FORMAT_BY_EXTENSION) return { kind: 'file', path: out };
+  if (fs.existsSync(out) && fs.statSync(out).isDirectory()) return { kind: 'directory', path: out };
+  const ext = path.extname(out).toLowerCase();
+  if (ext in FORMAT_BY_EXTENSION) {
+    if (inputCount === 1) return { kind: 'file', path: out };
+    throw new UsageError(`--out ${out} names one file, but ${inputCount} inputs were given; give a directory`);
+  }
+  if (IMAGE_EXTENSIONS.includes(ext)) throw new UsageError(`--out ${out}: cutout writes png, webp or jpg, not ${ext.slice(1)}`);
   return { kind: 'directory', path: out };
 }
 

@@ -12,7 +12,9 @@ export interface Reporter {
 }
 
 export function createReporter(opts: { total: number; json: boolean; quiet: boolean }): Reporter {
-  const tty = Boolean(process.stderr.isTTY) && !opts.quiet;
+  // A terminal that reports 0 columns (`script`, `docker -t` before its first resize) sends ora's
+  // line clearing into an endless loop: such a terminal gets the plain lines instead.
+  const tty = Boolean(process.stderr.isTTY) && (process.stderr.columns ?? 0) > 0 && !opts.quiet;
   let completed = 0;
   let failed = 0;
   const active = new Set<string>();

@@ -11,7 +11,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
-import { CLI_DEFAULTS, parseEnum, parseImageOptions, QUALITIES, type Format } from '../options.js';
+import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, QUALITIES, type Format } from '../options.js';
 import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
 import { UsageError } from './usage-error.js';
 
@@ -81,6 +81,20 @@ export function registerRemove(program: Command): void {
     });
 }
 
+/**
+ * Which input each output path belongs to: the first input (in command-line order) that maps to
+ * it. Two inputs with one output name (a.jpg and a.png; d1/a.jpg and d2/a.jpg with --out) must not
+ * silently overwrite each other; the later ones are refused.
+ */
+function firstInputPerOutput(items: InputItem[], outputOf: (item: InputItem) => string | null): Map<string, InputItem> {
+  const owners = new Map<string, InputItem>();
+  for (const item of items) {
+    const output = outputOf(item);
+    if (output !== null && !owners.has(path.resolve(output))) owners.set(path.resolve(output), item);
+  }
+  return owners;
+}
+
 function usage(message: string): never {
   throw new UsageError(message);
 }
@@ -115,15 +129,27 @@ async function readInput(item: InputItem): Promise<Buffer> {
   return fs.promises.readFile(item.path);
 }
 
-/** Writes through a temporary file and a rename: a killed run never leaves a half-written output. */
-async function writeAtomic(file: string, data: Buffer): Promise<void> {
-  await fs.promises.mkdir(path.dirname(path.resolve(file)), { recursive: true });
+/**
+ * Outputs are written to a temporary file beside the output, then renamed in place inside the
+ * charge's transaction (see runRemove): a killed run never leaves a half-written output, and an
+ * output that cannot be written is never charged.
+ */
+async function stageOutput(file: string, data: Buffer): Promise<string> {
   const tmp = `${file}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`;
   try {
+    await fs.promises.mkdir(path.dirname(path.resolve(file)), { recursive: true });
     await fs.promises.writeFile(tmp, data);
+    return tmp;
+  } catch (err) {
+    await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
+    throw new CutoutError('processing_failed', `Cannot write ${file}: ${(err as Error).message}`);
+  }
+}
+
+async function commitOutput(tmp: string, file: string): Promise<void> {
+  try {
     await fs.promises.rename(tmp, file);
   } catch (err) {
-    await fs.promises.rm(tmp, { force: true });
     throw new CutoutError('processing_failed', `Cannot write ${file}: ${(err as Error).message}`);
   }
 }
@@ -192,10 +218,19 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     quiet: Boolean(flags.quiet) || flags.progress === false,
   });
   let failures = 0;
-  for (const u of unmatched) {
+  // Set at the first failure, not at the end: a reader that closes stdout early ends the run
+  // with the exit code so far (cli.ts), which must already say 1.
+  const fail = () => {
     failures++;
+    process.exitCode = 1;
+  };
+  for (const u of unmatched) {
+    fail();
     reporter.done({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
   }
+  const runOptions = forTestKey(options, account?.test ?? false);
+  const suffix = flags.mask ? '.mask' : '.cutout';
+  const claimedBy = firstInputPerOutput(items, (item) => outputPathFor(item, plan, options.format, suffix));
 
   const limit = pLimit(config.concurrency);
   const format: Format = options.format;
@@ -203,10 +238,14 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     items.map((item) =>
       limit(async () => {
         const started = performance.now();
-        const output = outputPathFor(item, plan, format, flags.mask ? '.mask' : '.cutout');
+        const output = outputPathFor(item, plan, format, suffix);
         const report: ItemReport = { input: item.path, output, width: null, height: null, ms: 0, error: null };
         reporter.start(item.path);
         try {
+          const owner = output && claimedBy.get(path.resolve(output));
+          if (owner && owner !== item) {
+            throw new CutoutError('invalid_request', `Output ${output} is also the output of ${owner.path}; rename one of them or use --out`);
+          }
           if (output && fs.existsSync(output) && !flags.overwrite) {
             if (flags.skipExisting) {
               report.skipped = true;
@@ -216,30 +255,43 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
           }
           const bytes = await readInput(item);
           const wantsCharge = account && !account.test;
-          if (wantsCharge && options.size === 'full' && (await store.balance(account!.accountId)) <= 0) {
+          if (wantsCharge && runOptions.size === 'full' && (await store.balance(account!.accountId)) <= 0) {
             throw new CutoutError('insufficient_credits');
           }
-          const result = await removeBackground(bytes, { ...options, ...edges, mask: Boolean(flags.mask), model: config.model });
-          const credits = wantsCharge && result.resolvedSize === 'full' ? 1 : 0;
-          // The charge commits before the output is written: a refused charge writes nothing.
-          const charged = await store.recordRun({
+          const result = await removeBackground(bytes, { ...runOptions, ...edges, mask: Boolean(flags.mask), model: config.model });
+          const credits: 0 | 1 = wantsCharge && result.resolvedSize === 'full' ? 1 : 0;
+          const run = {
             id: randomUUID(),
             accountId: account?.accountId ?? null,
             keyId: account?.keyId ?? null,
-            channel: 'cli',
+            channel: 'cli' as const,
             input: item.path === '-' ? 'stdin' : path.resolve(item.path),
             size: result.resolvedSize,
             credits,
             ms: result.ms,
-          });
-          if (output) await writeAtomic(output, result.data);
-          else await new Promise<void>((resolve, reject) => process.stdout.write(result.data, (err) => (err ? reject(err) : resolve())));
+          };
+          let charged;
+          if (output) {
+            // The output is renamed into place inside the charge's transaction: a refused charge
+            // writes nothing, and a failed write charges nothing.
+            const tmp = await stageOutput(output, result.data);
+            try {
+              charged = await store.recordRun(run, { within: () => commitOutput(tmp, output) });
+            } finally {
+              await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
+            }
+          } else {
+            // stdout cannot be taken back: the charge commits first, so a refused one sends nothing.
+            charged = await store.recordRun(run);
+            await new Promise<void>((resolve, reject) => process.stdout.write(result.data, (err) => (err ? reject(err) : resolve())));
+          }
           report.width = result.width;
           report.height = result.height;
           if (account) report.credits_charged = charged.creditsCharged;
         } catch (err) {
           const e = toCutoutError(err);
-          failures++;
+          fail();
+          report.output = null; // nothing was written
           report.error = { code: e.code, message: describe(e) };
         } finally {
           report.ms = Math.round(performance.now() - started);

@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { formatMB, LIMITS, MB } from '../limits.js';
-import { API_DEFAULTS, colorToHex, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
+import { API_DEFAULTS, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
 import type { JobRow, NewJob } from '../store/db.js';
 import { assertPublicUrl } from './fetch-url.js';
 import { fingerprint, guard, type Caller } from './guards.js';
@@ -103,11 +103,6 @@ async function enqueue(ctx: AppContext, caller: Caller, items: ImageRequest[], c
   return jobs.map((job) => job.id);
 }
 
-function forTestKey(caller: Caller, options: ImageOptions): ImageOptions {
-  // Test keys run the whole flow for free: their results are previews whatever was asked.
-  return caller.test ? { ...options, size: 'preview' } : options;
-}
-
 function idempotencyKeyOf(req: IncomingMessage): string | undefined {
   return header(req, 'idempotency-key');
 }
@@ -118,7 +113,7 @@ export async function handleCreateJob(ctx: AppContext, req: IncomingMessage, res
   const request = await readImageRequest(req);
   refuseWhenStopping(ctx);
   const callbackUrl = await readCallbackUrl(ctx, req);
-  const options = forTestKey(caller, request.options);
+  const options = forTestKey(request.options, caller.test);
   const { source } = request;
   if (source.kind === 'image_url') await assertPublicUrl(source.url, { allowPrivateNetwork: ctx.config.allowPrivateNetwork, label: 'image_url' });
   const print = fingerprint({
@@ -246,7 +241,7 @@ export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, r
     });
     return;
   }
-  const requests = items.map((item) => ({ ...item, options: forTestKey(caller, item.options) }));
+  const requests = items.map((item) => ({ ...item, options: forTestKey(item.options, caller.test) }));
   const print = fingerprint({
     callbackUrl,
     items: requests.map(({ options, source }) => ({

@@ -10,7 +10,7 @@ import fs from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { colorToHex, type ImageOptions } from '../options.js';
+import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
 import { fetchImageUrl } from './fetch-url.js';
 import { fingerprint, guard, type Caller } from './guards.js';
 import { readImageRequest, sendBytes, sendJson, wantsJson, type ImageSource } from './http.js';
@@ -117,7 +117,7 @@ export async function handleRemove(ctx: AppContext, req: IncomingMessage, res: S
   const caller = await guard(req, res, ctx);
   const { options: asked, source } = await readImageRequest(req);
   // Test keys exercise the whole flow for free, so their results are previews whatever was asked.
-  const options: ImageOptions = caller.test ? { ...asked, size: 'preview' } : asked;
+  const options = forTestKey(asked, caller.test);
   const idempotencyKey = req.headers['idempotency-key'];
   const requestPrint = fingerprint({
     options: { ...options, bgColor: colorToHex(options.bgColor) },
