@@ -45,6 +45,6 @@ t.test('keys create, list, revoke; credits add; account and usage', async (t) =>
   t.match(again.stdout.toString(), /already revoked/);
   t.equal((await cli('keys', 'revoke', 'key_nope')).code, 2);
   const refused = await cli('account', '--key', live.key);
-  t.equal(refused.code, 1, 'a revoked key is refused');
+  t.equal(refused.code, 2, 'a revoked key is refused as a bad flag value, as by cutout remove --key');
   t.match(refused.stderr, /revoked/);
 });

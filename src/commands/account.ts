@@ -3,17 +3,18 @@
  * account of --key, or for the local CLI runs without it.
  */
 import type { Command } from 'commander';
-import { CutoutError } from '../errors.js';
 import type { Store } from '../store/db.js';
 import { accountBody } from '../store/ledger.js';
 import { addStoreOptions, withStore, type StoreFlags } from './keys.js';
+import { UsageError } from './usage-error.js';
 
 type KeyFlags = StoreFlags & { key?: string; json?: boolean };
 
 async function callerOf(store: Store, key: string | undefined): Promise<{ accountId: string | null; test: boolean }> {
   if (key === undefined) return { accountId: null, test: false };
   const auth = await store.authenticate(key);
-  if (!auth) throw new CutoutError('invalid_api_key');
+  // A bad --key is a bad flag value: exit code 2, with the same message as `cutout remove --key`.
+  if (!auth) throw new UsageError('--key: invalid or revoked API key');
   return { accountId: auth.accountId, test: auth.test };
 }
 
