@@ -22,8 +22,8 @@ t.test('a repeat in another process waits for the first request, then replays it
   let runs = 0;
   let finish!: () => void;
   const gate = new Promise<void>((resolve) => { finish = resolve; });
-  const a = new Idempotency(first, 3600);
-  const b = new Idempotency(second, 3600);
+  const a = new Idempotency(first, 3600, 45_000);
+  const b = new Idempotency(second, 3600, 45_000);
   const one = a.run(caller, 'remove', 'order-1', 'fp', async () => { runs++; await gate; return { id: 'job-1' }; });
   await new Promise((resolve) => setTimeout(resolve, 50)); // the first has claimed the key
   let settled = false;

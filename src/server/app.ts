@@ -130,7 +130,9 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
   const context: AppContext = {
     config, store, pipeline, pool, jobs, callbacks,
     limiter: new RateLimiter(config.rateLimit),
-    idempotency: new Idempotency(store, idempotencyTtl),
+    // A request holds its key at most the sync deadline (which covers an image_url fetch) plus its
+    // commit: 15 s of margin for that.
+    idempotency: new Idempotency(store, idempotencyTtl, config.syncTimeoutMs + LIMITS.fetchTimeoutMs),
     baseUrl: '',
     version: VERSION,
     marketplaceSecret: config.marketplaceSecret,

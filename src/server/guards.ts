@@ -6,7 +6,6 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
 import type { Store } from '../store/db.js';
 import type { IdempotencyRef } from '../store/idempotency.js';
 
@@ -138,14 +137,11 @@ export async function guard(req: IncomingMessage, res: ServerResponse, deps: { s
 export class Idempotency {
   private readonly inflight = new Map<string, Promise<unknown>>();
 
-  /**
-   * `maxWaitMs`: the longest a request can hold its key (the sync timeout plus an `image_url`
-   * fetch); see awaitOtherProcess.
-   */
+  /** `maxWaitMs`: longer than any request can hold its key; see awaitOtherProcess. */
   constructor(
     private readonly store: Store,
     private readonly ttlSeconds: number,
-    private readonly maxWaitMs = LIMITS.syncTimeoutMs + LIMITS.fetchTimeoutMs,
+    private readonly maxWaitMs: number,
   ) {}
 
   /**
