@@ -11,7 +11,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
-import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, QUALITIES, type Format } from '../options.js';
+import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, QUALITIES } from '../options.js';
 import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
 import { UsageError } from './usage-error.js';
 
@@ -82,17 +82,22 @@ export function registerRemove(program: Command): void {
 }
 
 /**
- * Which input each output path belongs to: the first input (in command-line order) that maps to
- * it. Two inputs with one output name (a.jpg and a.png; d1/a.jpg and d2/a.jpg with --out) must not
- * silently overwrite each other; the later ones are refused.
+ * For each input whose output path (`outputs[i]`, null for stdout) an earlier input (in
+ * command-line order) already has, that earlier input. Two inputs with one output name (a.jpg and
+ * a.png; d1/a.jpg and d2/a.jpg with --out) must not silently overwrite each other: the later ones
+ * are refused.
  */
-function firstInputPerOutput(items: InputItem[], outputOf: (item: InputItem) => string | null): Map<string, InputItem> {
+function earlierWithSameOutput(items: InputItem[], outputs: (string | null)[]): Map<InputItem, InputItem> {
   const owners = new Map<string, InputItem>();
-  for (const item of items) {
-    const output = outputOf(item);
-    if (output !== null && !owners.has(path.resolve(output))) owners.set(path.resolve(output), item);
-  }
-  return owners;
+  const shadowed = new Map<InputItem, InputItem>();
+  items.forEach((item, i) => {
+    if (outputs[i] === null) return;
+    const key = path.resolve(outputs[i]!);
+    const owner = owners.get(key);
+    if (owner) shadowed.set(item, owner);
+    else owners.set(key, item);
+  });
+  return shadowed;
 }
 
 function usage(message: string): never {
@@ -230,20 +235,20 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   }
   const runOptions = forTestKey(options, account?.test ?? false);
   const suffix = flags.mask ? '.mask' : '.cutout';
-  const claimedBy = firstInputPerOutput(items, (item) => outputPathFor(item, plan, options.format, suffix));
+  const outputs = items.map((item) => outputPathFor(item, plan, options.format, suffix));
+  const shadowedBy = earlierWithSameOutput(items, outputs);
 
   const limit = pLimit(config.concurrency);
-  const format: Format = options.format;
   await Promise.all(
-    items.map((item) =>
+    items.map((item, index) =>
       limit(async () => {
         const started = performance.now();
-        const output = outputPathFor(item, plan, format, suffix);
+        const output = outputs[index];
         const report: ItemReport = { input: item.path, output, width: null, height: null, ms: 0, error: null };
         reporter.start(item.path);
         try {
-          const owner = output && claimedBy.get(path.resolve(output));
-          if (owner && owner !== item) {
+          const owner = shadowedBy.get(item);
+          if (owner) {
             throw new CutoutError('invalid_request', `Output ${output} is also the output of ${owner.path}; rename one of them or use --out`);
           }
           if (output && fs.existsSync(output) && !flags.overwrite) {

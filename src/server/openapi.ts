@@ -14,7 +14,6 @@ const schema = (name: string): Json => ref('schemas', name);
 
 const ERROR_CODES = Object.keys(ERROR_TABLE) as ErrorCode[];
 const MP = (pixels: number): string => `${pixels / 1_000_000} MP`;
-const MB = formatMB;
 const hours = (seconds: number): string => `${seconds / 3600} h`;
 
 /** Headers sent with every authenticated answer (api-spec 8.3). */
@@ -100,7 +99,7 @@ export const openapiDocument: Record<string, any> = deepFreeze({
       'Previews (`size=preview`, longest side at most ' + LIMITS.previewMaxSide + ' px) are free;',
       'a full-resolution result costs 1 credit, charged only on success.',
       `Results can be downloaded without authentication for ${hours(LIMITS.resultTtlSeconds)}.`,
-      `Limits: ${MB(LIMITS.maxInputBytes)} and ${MP(LIMITS.maxInputPixels)} per image,`,
+      `Limits: ${formatMB(LIMITS.maxInputBytes)} and ${MP(LIMITS.maxInputPixels)} per image,`,
       `${MP(LIMITS.maxSyncFullPixels)} on sync \`/remove\` at \`size=full\`,`,
       `${LIMITS.maxBatchImages} images per batch, ${LIMITS.rateLimitPerMinute} requests per minute per key.`,
       'Within v1 changes only add fields.',
@@ -439,7 +438,7 @@ export const openapiDocument: Record<string, any> = deepFreeze({
         type: 'object',
         description: `${SOURCE_RULE} Accepted encodings: JPEG, PNG, WebP, GIF, BMP, TIFF.`,
         properties: {
-          image_file: { type: 'string', format: 'binary', description: `The uploaded image, at most ${MB(LIMITS.maxInputBytes)}.` },
+          image_file: { type: 'string', format: 'binary', description: `The uploaded image, at most ${formatMB(LIMITS.maxInputBytes)}.` },
           image_url: schema('ImageUrl'),
           image_file_b64: schema('ImageFileB64'),
           ...imageOptionProps,
