@@ -9,7 +9,7 @@ import type { Format } from '../options.js';
 import { UsageError } from './usage-error.js';
 
 /** Extensions picked up when scanning a directory or a glob (explicit files are always tried). */
-export const IMAGE_EXTENSIONS = ['.jpg', '.jpeg', '.png', '.webp', '.gif', '.bmp', '.tif', '.tiff'];
+export const IMAGE_EXTENSIONS = ['.jpg', '.jpeg', '.jpe', '.jfif', '.png', '.webp', '.gif', '.bmp', '.tif', '.tiff'];
 /**
  * Our own outputs (`.cutout.` and, with --mask, `.mask.`) are never inputs of a folder scan:
  * re-running on a folder must not cut out cutouts.
@@ -36,13 +36,25 @@ function isImageName(name: string): boolean {
   return IMAGE_EXTENSIONS.some((e) => lower.endsWith(e)) && !OUTPUT_MARK.test(lower);
 }
 
+/**
+ * A symlink to a file is scanned like the file. Symlinked directories are not followed (as fd and
+ * ripgrep do by default), so a link loop cannot make a scan endless.
+ */
+function isFileTarget(p: string): boolean {
+  try {
+    return fs.statSync(p).isFile();
+  } catch {
+    return false; // a dangling link
+  }
+}
+
 function scanDir(dir: string, recursive: boolean, out: string[]): void {
   const entries = fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name));
   for (const e of entries) {
     const full = path.join(dir, e.name);
     if (e.isDirectory()) {
       if (recursive && !e.name.startsWith('.')) scanDir(full, recursive, out);
-    } else if (e.isFile() && isImageName(e.name)) out.push(full);
+    } else if ((e.isFile() || (e.isSymbolicLink() && isFileTarget(full))) && isImageName(e.name)) out.push(full);
   }
 }
 

@@ -1,0 +1,50 @@
+/**
+ * What a folder scan and a glob pick up (src/commands/inputs.ts), on real directories: image
+ * extensions in any case (.jfif and .jpe too), symlinked files but not symlinked directories,
+ * never our own outputs, and arguments that match nothing.
+ */
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expandInputs } from '../src/commands/inputs.js';
+
+function tree(t: Tap.Test | any): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-inputs-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  for (const f of ['a.JPG', 'b.jfif', 'c.jpe', 'd.png', 'notes.txt', 'a.cutout.png', 'd.mask.png', 'sub/e.webp', 'elsewhere/f.jpg']) {
+    fs.mkdirSync(path.dirname(path.join(dir, 'photos', f)), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'photos', f), 'x');
+  }
+  fs.symlinkSync(path.join(dir, 'photos', 'elsewhere', 'f.jpg'), path.join(dir, 'photos', 'linked.jpg'));
+  fs.symlinkSync(path.join(dir, 'photos', 'missing.jpg'), path.join(dir, 'photos', 'dangling.jpg'));
+  fs.symlinkSync(path.join(dir, 'photos'), path.join(dir, 'photos', 'sub', 'loop'));
+  return dir;
+}
+
+const names = (items: { path: string }[], dir: string) => items.map((i) => path.relative(dir, i.path));
+
+t.test('a folder scan takes image extensions in any case, and symlinked files', async (t) => {
+  const dir = tree(t);
+  const flat = await expandInputs([path.join(dir, 'photos')], { recursive: false });
+  t.same(names(flat.items, dir), ['photos/a.JPG', 'photos/b.jfif', 'photos/c.jpe', 'photos/d.png', 'photos/linked.jpg']);
+  t.same(flat.unmatched, []);
+});
+
+t.test('a recursive scan does not follow a symlinked directory (no loop), and skips our outputs', async (t) => {
+  const dir = tree(t);
+  const deep = await expandInputs([path.join(dir, 'photos')], { recursive: true });
+  t.same(names(deep.items, dir), [
+    'photos/a.JPG', 'photos/b.jfif', 'photos/c.jpe', 'photos/d.png', 'photos/elsewhere/f.jpg', 'photos/linked.jpg', 'photos/sub/e.webp',
+  ]);
+  t.ok(deep.items.every((i) => !/\.(cutout|mask)\./.test(i.path)));
+});
+
+t.test('a glob and a folder with nothing to take are reported as unmatched', async (t) => {
+  const dir = tree(t);
+  const empty = path.join(dir, 'empty');
+  fs.mkdirSync(empty);
+  const r = await expandInputs([path.join(dir, 'photos', '*.gif'), empty, path.join(dir, 'photos', '*.jfif')], { recursive: false });
+  t.same(r.unmatched, [path.join(dir, 'photos', '*.gif'), empty]);
+  t.same(names(r.items, dir), ['photos/b.jfif']);
+});
