@@ -2,6 +2,7 @@ import t from 'tap';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { openStore } from '../src/store/db.js';
 import { Idempotency, type Caller } from '../src/server/guards.js';
 
@@ -49,4 +50,46 @@ t.test('a claim older than the longest request is taken over (its server stopped
   const result = await new Idempotency(store, 3600, 300).run(caller, 'jobs', 'order-2', 'fp', async () => ({ id: 'job-3' }));
   t.same(result, { value: { id: 'job-3' }, replayed: false });
   t.ok(Date.now() - started >= 300, 'only after the longest a request can hold a key');
+});
+
+/** The pid of a process that has exited. */
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ['-e', '0']);
+  return child.pid as number;
+}
+
+t.test('a claim whose process died is taken over at once; a live one is not', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-idem-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const store = await openStore(dir);
+  t.teardown(() => store.close());
+  const { account } = await store.createKey({});
+  const caller: Caller = { accountId: account, keyId: null, test: false, channel: 'key', rateKey: 'k' };
+  const ref = { accountId: account, endpoint: 'remove', key: 'order-4' };
+  await store.claimIdempotencyKey(ref, 'fp', 3600);
+  await store.db.run('UPDATE idempotency_keys SET owner_pid = ? WHERE key = ?', [deadPid(), 'order-4']);
+  t.same(await store.pendingIdempotencyClaim(ref).then((p) => p?.ownerAlive), false);
+  const started = Date.now();
+  const result = await new Idempotency(store, 3600, 60_000).run(caller, 'remove', 'order-4', 'fp', async () => ({ id: 'job-4' }));
+  t.same(result, { value: { id: 'job-4' }, replayed: false });
+  t.ok(Date.now() - started < 5_000, 'without waiting for the 60 s limit');
+
+  // The same key claimed by a process that runs (this one): a repeat still waits for it.
+  await store.claimIdempotencyKey({ ...ref, key: 'order-5' }, 'fp', 3600);
+  t.same(await store.pendingIdempotencyClaim({ ...ref, key: 'order-5' }).then((p) => p?.ownerAlive), true);
+  t.same(await store.claimIdempotencyKey({ ...ref, key: 'order-5' }, 'fp', 3600), { state: 'pending' });
+});
+
+t.test('server start drops the claims of dead processes and keeps those of live ones', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-idem-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const store = await openStore(dir);
+  t.teardown(() => store.close());
+  const { account } = await store.createKey({});
+  for (const key of ['live', 'dead', 'old']) await store.claimIdempotencyKey({ accountId: account, endpoint: 'jobs', key }, 'fp', 3600);
+  await store.db.run('UPDATE idempotency_keys SET owner_pid = ? WHERE key = ?', [deadPid(), 'dead']);
+  await store.db.run('UPDATE idempotency_keys SET owner_pid = NULL WHERE key = ?', ['old']); // made before owners were recorded
+  await store.resetIdempotencyKeys(3600);
+  const left = await store.db.all<{ key: string }>('SELECT key FROM idempotency_keys ORDER BY key');
+  t.same(left.map((r) => r.key), ['live']);
 });

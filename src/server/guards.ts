@@ -146,15 +146,16 @@ export class Idempotency {
 
   /**
    * Waits while another server process on the same data directory holds the key (polled in the
-   * store). No request holds a key longer than `maxWaitMs`: a claim older than that was left by a
-   * server that stopped mid-request, and is taken over.
+   * store). A claim whose process has died is taken over at once (by the next claim). No request
+   * holds a key longer than `maxWaitMs`, so a claim older than that is taken over too: its
+   * process id may have been reused by another program.
    */
   private async awaitOtherProcess(ref: IdempotencyRef): Promise<void> {
     for (;;) {
       await new Promise((resolve) => setTimeout(resolve, IDEMPOTENCY_POLL_MS));
-      const age = await this.store.pendingIdempotencyAgeMs(ref);
-      if (age === null) return;
-      if (age > this.maxWaitMs) {
+      const pending = await this.store.pendingIdempotencyClaim(ref);
+      if (pending === null || !pending.ownerAlive) return;
+      if (pending.ageMs > this.maxWaitMs) {
         await this.store.releaseIdempotencyKey(ref);
         return;
       }

@@ -62,7 +62,7 @@ export class Store {
   claimIdempotencyKey(ref: IdempotencyRef, fingerprint: string, ttlSeconds: number) { return idempotency.claimIdempotencyKey(this.ctx, ref, fingerprint, ttlSeconds); }
   completeIdempotencyKey(ref: IdempotencyRef, response: unknown) { return idempotency.completeIdempotencyKey(this.ctx, ref, response); }
   releaseIdempotencyKey(ref: IdempotencyRef) { return idempotency.releaseIdempotencyKey(this.ctx, ref); }
-  pendingIdempotencyAgeMs(ref: IdempotencyRef) { return idempotency.pendingIdempotencyAgeMs(this.ctx, ref); }
+  pendingIdempotencyClaim(ref: IdempotencyRef) { return idempotency.pendingIdempotencyClaim(this.ctx, ref); }
   resetIdempotencyKeys(ttlSeconds: number) { return idempotency.resetIdempotencyKeys(this.ctx, ttlSeconds); }
   purgeIdempotencyKeys(ttlSeconds: number) { return idempotency.purgeIdempotencyKeys(this.ctx, ttlSeconds); }
 

@@ -18,20 +18,43 @@ export type IdempotencyClaim =
 
 export interface IdempotencyRef { accountId: string; endpoint: string; key: string }
 
+/**
+ * Whether the process that made a pending claim still runs. Every server on one data directory
+ * runs on this host (SQLite needs a local file), so a signal-0 probe answers it. A claim without
+ * an owner was made before owners were recorded, by a process that has stopped since.
+ */
+export function claimOwnerAlive(pid: number | null): boolean {
+  if (pid === null) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'; // alive, owned by another user
+  }
+}
+
 export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fingerprint: string, ttlSeconds: number): Promise<IdempotencyClaim> {
   return ctx.db.transaction(async (tx) => {
     const now = ctx.now();
     await tx.run('DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND created_at <= ?', [
       ref.accountId, ref.endpoint, ref.key, now - ttlSeconds * 1000,
     ]);
-    const row = await tx.get<{ fingerprint: string; state: string; response: string | null }>(
-      'SELECT fingerprint, state, response FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ?',
+    let row = await tx.get<{ fingerprint: string; state: string; response: string | null; owner_pid: number | null }>(
+      'SELECT fingerprint, state, response, owner_pid FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ?',
       [ref.accountId, ref.endpoint, ref.key],
     );
-    if (!row) {
-      await tx.run("INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at) VALUES (?, ?, ?, ?, 'pending', ?)", [
-        ref.accountId, ref.endpoint, ref.key, fingerprint, now,
+    if (row && row.state === 'pending' && !claimOwnerAlive(row.owner_pid)) {
+      // Its process died mid-request: nothing was charged, so the key is free again.
+      await tx.run("DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'", [
+        ref.accountId, ref.endpoint, ref.key,
       ]);
+      row = undefined;
+    }
+    if (!row) {
+      await tx.run(
+        "INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at, owner_pid) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+        [ref.accountId, ref.endpoint, ref.key, fingerprint, now, process.pid],
+      );
       return { state: 'claimed' };
     }
     if (row.fingerprint !== fingerprint) return { state: 'mismatch' };
@@ -54,18 +77,31 @@ export async function releaseIdempotencyKey(ctx: StoreContext, ref: IdempotencyR
   ]);
 }
 
-/** How long ago the key's pending claim was made, in ms; null when no claim is pending. */
-export async function pendingIdempotencyAgeMs(ctx: StoreContext, ref: IdempotencyRef): Promise<number | null> {
-  const row = await ctx.db.get<{ created_at: number }>(
-    "SELECT created_at FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'",
+/**
+ * The key's pending claim: how long ago it was made, in ms, and whether its process still runs;
+ * null when no claim is pending.
+ */
+export async function pendingIdempotencyClaim(ctx: StoreContext, ref: IdempotencyRef): Promise<{ ageMs: number; ownerAlive: boolean } | null> {
+  const row = await ctx.db.get<{ created_at: number; owner_pid: number | null }>(
+    "SELECT created_at, owner_pid FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'",
     [ref.accountId, ref.endpoint, ref.key],
   );
-  return row ? ctx.now() - row.created_at : null;
+  return row ? { ageMs: ctx.now() - row.created_at, ownerAlive: claimOwnerAlive(row.owner_pid) } : null;
 }
 
-/** Drops pending claims left by a server that stopped mid-request (run at server start), and expired rows. */
+/**
+ * Run at server start: drops pending claims whose process has died (a server killed
+ * mid-request) and expired rows. Claims of another live server on the same data directory stay.
+ */
 export async function resetIdempotencyKeys(ctx: StoreContext, ttlSeconds: number): Promise<void> {
-  await ctx.db.run("DELETE FROM idempotency_keys WHERE state = 'pending' OR created_at <= ?", [ctx.now() - ttlSeconds * 1000]);
+  await ctx.db.run('DELETE FROM idempotency_keys WHERE created_at <= ?', [ctx.now() - ttlSeconds * 1000]);
+  const pending = await ctx.db.all<{ account_id: string; endpoint: string; key: string; owner_pid: number | null }>(
+    "SELECT account_id, endpoint, key, owner_pid FROM idempotency_keys WHERE state = 'pending'",
+  );
+  for (const row of pending) {
+    if (claimOwnerAlive(row.owner_pid)) continue;
+    await releaseIdempotencyKey(ctx, { accountId: row.account_id, endpoint: row.endpoint, key: row.key });
+  }
 }
 
 /** Deletes rows older than the window. */

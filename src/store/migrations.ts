@@ -122,6 +122,11 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX jobs_lease ON jobs(status, lease_until);
   ALTER TABLE callback_deliveries ADD COLUMN gave_up_at INTEGER; -- retries exhausted or a final (non-5xx) refusal
   `,
+  // 3: which server process holds a pending Idempotency-Key claim, so a claim left by a process
+  // that died is dropped at once, and a live one of another server on the same data directory is kept.
+  `
+  ALTER TABLE idempotency_keys ADD COLUMN owner_pid INTEGER;   -- pid of the process holding a pending claim
+  `,
 ];
 
 /** Runs the migrations not yet applied; a no-op on an up-to-date database. Returns the version. */
