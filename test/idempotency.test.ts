@@ -6,6 +6,17 @@ import { spawnSync } from 'node:child_process';
 import { openStore } from '../src/store/db.js';
 import { Idempotency, type Caller } from '../src/server/guards.js';
 
+/** A fresh data directory with one store and one account, removed after the test. */
+async function storeWithAccount(t: Tap.Test | any) {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-idem-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const store = await openStore(dir);
+  t.teardown(() => store.close());
+  const { account } = await store.createKey({});
+  const caller: Caller = { accountId: account, keyId: null, test: false, channel: 'key', rateKey: 'k' };
+  return { store, account, caller };
+}
+
 /**
  * Two server processes on one data directory: two stores (two SQLite connections) on the same
  * file, each with its own Idempotency. A repeat on the second while the first runs must wait and
@@ -38,12 +49,7 @@ t.test('a repeat in another process waits for the first request, then replays it
 });
 
 t.test('a claim older than the longest request is taken over (its server stopped mid-request)', async (t) => {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-idem-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const store = await openStore(dir);
-  t.teardown(() => store.close());
-  const { account } = await store.createKey({});
-  const caller: Caller = { accountId: account, keyId: null, test: false, channel: 'key', rateKey: 'k' };
+  const { store, account, caller } = await storeWithAccount(t);
   // A pending claim with nobody in this process running it, as a killed server leaves.
   await store.claimIdempotencyKey({ accountId: account, endpoint: 'jobs', key: 'order-2' }, 'fp', 3600);
   const started = Date.now();
@@ -59,12 +65,7 @@ function deadPid(): number {
 }
 
 t.test('a claim whose process died is taken over at once; a live one is not', async (t) => {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-idem-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const store = await openStore(dir);
-  t.teardown(() => store.close());
-  const { account } = await store.createKey({});
-  const caller: Caller = { accountId: account, keyId: null, test: false, channel: 'key', rateKey: 'k' };
+  const { store, account, caller } = await storeWithAccount(t);
   const ref = { accountId: account, endpoint: 'remove', key: 'order-4' };
   await store.claimIdempotencyKey(ref, 'fp', 3600);
   await store.db.run('UPDATE idempotency_keys SET owner_pid = ? WHERE key = ?', [deadPid(), 'order-4']);
@@ -81,11 +82,7 @@ t.test('a claim whose process died is taken over at once; a live one is not', as
 });
 
 t.test('server start drops the claims of dead processes and keeps those of live ones', async (t) => {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-idem-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const store = await openStore(dir);
-  t.teardown(() => store.close());
-  const { account } = await store.createKey({});
+  const { store, account } = await storeWithAccount(t);
   for (const key of ['live', 'dead', 'old']) await store.claimIdempotencyKey({ accountId: account, endpoint: 'jobs', key }, 'fp', 3600);
   await store.db.run('UPDATE idempotency_keys SET owner_pid = ? WHERE key = ?', [deadPid(), 'dead']);
   await store.db.run('UPDATE idempotency_keys SET owner_pid = NULL WHERE key = ?', ['old']); // made before owners were recorded
