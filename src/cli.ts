@@ -4,7 +4,7 @@
  * error, 2 usage error.
  */
 import { CommanderError } from 'commander';
-import { CutoutError } from './errors.js';
+import { CutoutError, oneLine } from './errors.js';
 import { buildProgram } from './program.js';
 import { UsageError } from './commands/usage-error.js';
 
@@ -31,16 +31,16 @@ export async function main(argv = process.argv): Promise<void> {
       return;
     }
     if (err instanceof UsageError) {
-      process.stderr.write(`cutout: ${err.message}\n`);
+      process.stderr.write(`cutout: ${oneLine(err.message)}\n`);
       process.exitCode = 2;
       return;
     }
     if (err instanceof CutoutError) {
-      process.stderr.write(`cutout: ${err.message}\n`);
+      process.stderr.write(`cutout: ${oneLine(err.message)}\n`);
       process.exitCode = err.code === 'invalid_request' ? 2 : 1;
       return;
     }
-    process.stderr.write(`cutout: ${(err as Error)?.message ?? String(err)}\n`);
+    process.stderr.write(`cutout: ${oneLine(String((err as Error)?.message ?? err))}\n`);
     process.exitCode = 1;
   }
 }

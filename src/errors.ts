@@ -62,3 +62,19 @@ export function toCutoutError(err: unknown): CutoutError {
   if (err instanceof CutoutError) return err;
   return new CutoutError('processing_failed', undefined, { cause: err });
 }
+
+/** A file-system error in a few words for a one-line message ("permission denied", "ENOTDIR"). */
+export function fsReason(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if (code === 'EACCES' || code === 'EPERM') return 'permission denied';
+  return code ?? String((err as Error)?.message ?? err).split('\n')[0];
+}
+
+/**
+ * Text made safe for one terminal line: control characters (a newline or an escape sequence in a
+ * file name) are shown escaped, so a name cannot split a message or drive the terminal.
+ */
+export function oneLine(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\x00-\x1f\x7f-\x9f]/g, (c) => (c === '\n' ? '\\n' : c === '\t' ? '\\t' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`));
+}

@@ -13,6 +13,26 @@ export function formatMB(bytes: number): string {
   return `${Number((bytes / MB).toFixed(1))} MB`;
 }
 
+/**
+ * `value / scale` with one decimal, or as many more as it takes (up to 6) to show it above
+ * `limit / scale`: 25,000,001 bytes is "25.000001", never "25" beside a limit of 25. Truncated,
+ * not rounded, so it never shows more than the real size.
+ */
+export function shownAbove(value: number, limit: number, scale: number): string {
+  let shown = 0;
+  for (let decimals = 1; decimals <= 6; decimals++) {
+    const unit = 10 ** decimals;
+    shown = Math.floor((value / scale) * unit + 1e-6) / unit; // the 1e-6 absorbs float noise (25.000001 * 1e6)
+    if (shown > limit / scale) break;
+  }
+  return String(shown);
+}
+
+/** "Input is 26.3 MB; the limit is 25 MB", for any size over the limit. */
+export function inputTooLargeMessage(bytes: number): string {
+  return `Input is ${shownAbove(bytes, LIMITS.maxInputBytes, MB)} MB; the limit is ${formatMB(LIMITS.maxInputBytes)}`;
+}
+
 export const LIMITS = Object.freeze({
   /** Upload / input size in bytes (25 MB). */
   maxInputBytes: 25 * MB,

@@ -20,7 +20,10 @@ export function buildProgram(): Command {
   const program = new Command('cutout')
     .description('Remove the background of photos, locally or as an HTTP API.')
     .version(pkg.version, '-V, --version')
-    .showHelpAfterError('(try --help)')
+    // One line, like every other error: "cutout: unknown option '--x' (try cutout --help)".
+    .configureOutput({
+      outputError: (message, write) => write(`cutout: ${message.replace(/^error: /, '').trim()} (try cutout --help)\n`),
+    })
     // Subcommands inherit this: commander's own usage errors exit with 2, not 1.
     .exitOverride();
   registerRemove(program);

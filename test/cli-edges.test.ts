@@ -121,6 +121,58 @@ t.test('--out is checked before any work', async (t) => {
   t.same(fs.readdirSync(dir), [], 'nothing written, not even a data directory');
 });
 
+t.test('a long but valid output name is written (the temporary name stays short)', async (t) => {
+  const { dir, env } = workdir(t);
+  const name = 'M'.repeat(240); // the output, M...M.cutout.png, is 251 bytes: within the 255 limit
+  fs.copyFileSync(path.join(FIXTURES, 'chelsea.jpg'), path.join(dir, `${name}.jpg`));
+  const r = await runCli([`${name}.jpg`, '--size', 'preview', '--quality', 'fast', '--no-progress'], { cwd: dir, env });
+  t.equal(r.code, 0, r.stderr);
+  t.ok(fs.existsSync(path.join(dir, `${name}.cutout.png`)));
+});
+
+t.test('--out naming the input itself is refused, even with --overwrite', async (t) => {
+  const { dir, env } = workdir(t);
+  fs.copyFileSync(path.join(FIXTURES, 'coffee.jpg'), path.join(dir, 'self.png'));
+  const before = fs.readFileSync(path.join(dir, 'self.png'));
+  const r = await runCli(['self.png', '--out', 'self.png', '--overwrite', '--json'], { cwd: dir, env });
+  t.equal(r.code, 1);
+  t.match(jsonLines(r.stdout)[0], { error: { code: 'invalid_request', message: 'Output self.png is the input itself; --overwrite replaces outputs, never the photo' } });
+  t.ok(fs.readFileSync(path.join(dir, 'self.png')).equals(before), 'the photo is untouched');
+});
+
+t.test('SIGTERM stops a run cleanly and leaves no temporary file', async (t) => {
+  const { dir, env } = workdir(t);
+  fs.mkdirSync(path.join(dir, 'in'));
+  for (let i = 0; i < 6; i++) fs.copyFileSync(path.join(FIXTURES, 'chelsea.jpg'), path.join(dir, 'in', `c${i}.jpg`));
+  const child = spawn(process.execPath, [BIN, 'in', '--out', 'out', '--quality', 'fast', '--no-progress'], { cwd: dir, env: { ...process.env, ...env } });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  // Stop it once the first output is in place, while the others are being made or written.
+  while (!fs.existsSync(path.join(dir, 'out', 'c0.cutout.png')) && !fs.existsSync(path.join(dir, 'out', 'c1.cutout.png'))) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  child.kill('SIGTERM');
+  const signal = await new Promise<string | null>((resolve) => child.on('close', (_code, s) => resolve(s)));
+  t.equal(signal, 'SIGTERM', 'it ends by the signal (a shell says 143), not by a crash');
+  t.equal(stderr, '', 'no native abort on the way out');
+  t.same(fs.readdirSync(path.join(dir, 'out')).filter((f) => f.endsWith('.tmp')), [], 'no temporary file left');
+});
+
+t.test('errors are one line: commander\'s, a bad config file\'s, and a file name with control characters', async (t) => {
+  const { dir, env } = workdir(t);
+  const unknown = await runCli(['-x.jpg'], { cwd: dir, env });
+  t.equal(unknown.code, 2);
+  t.equal(unknown.stderr, "cutout: unknown option '-x.jpg' (try cutout --help)\n");
+  fs.writeFileSync(path.join(dir, 'bad.json'), '{"quality": ');
+  const config = await runCli(['x.jpg', '--config', 'bad.json'], { cwd: dir, env });
+  t.equal(config.code, 2);
+  t.match(config.stderr, /^cutout: Cannot read config file bad\.json: Unexpected end of JSON input[^\n]*\n$/);
+  fs.writeFileSync(path.join(dir, 'a\nb\x1b[31m.jpg'), 'not an image');
+  const odd = await runCli(['a\nb\x1b[31m.jpg', '--no-progress'], { cwd: dir, env });
+  t.equal(odd.code, 1);
+  t.equal(odd.stderr, 'cutout: a\\nb\\x1b[31m.jpg: Not a JPEG, PNG, WebP, GIF, BMP or TIFF image\n');
+});
+
 const hasScript = spawnSync('script', ['--version']).status === 0;
 t.test('a terminal of 0 columns gets plain lines, not a spinner that never ends', { skip: !hasScript && 'script(1) is not installed' }, async (t) => {
   const { dir, env } = workdir(t);

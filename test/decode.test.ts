@@ -1,8 +1,9 @@
 import t from 'tap';
 import sharp from 'sharp';
+import zlib from 'node:zlib';
 import { missingEndMarker, outputSize, probeImage, readBmpSize, resolveSize, sniffFormat } from '../src/pipeline/decode.js';
 import { CutoutError } from '../src/errors.js';
-import { formatMB, LIMITS } from '../src/limits.js';
+import { formatMB, LIMITS, shownAbove } from '../src/limits.js';
 
 const bytes = (...b: number[]) => Uint8Array.from(b);
 
@@ -50,7 +51,7 @@ t.test('probeImage checks limits from the header before decoding', async (t) => 
   const err = await probeImage(big).catch((e) => e);
   t.type(err, CutoutError);
   t.equal(err.code, 'image_too_large');
-  t.match(err.message, /60\.0 MP/);
+  t.match(err.message, /60 MP/);
 
   const rotated = await sharp({ create: { width: 40, height: 20, channels: 3, background: '#f00' } }).jpeg().withMetadata({ orientation: 6 }).toBuffer();
   t.same(await probeImage(rotated), { format: 'jpeg', width: 20, height: 40 }, 'EXIF orientation 6 swaps the sides');
@@ -86,5 +87,22 @@ t.test('25 MB is 25,000,000 bytes, as 50 MP is 50,000,000 pixels', async (t) => 
   // Over 25 MB but under 25 MiB: refused before the bytes are looked at.
   const err = await probeImage(Buffer.alloc(25_500_000)).catch((e) => e);
   t.match(err, { code: 'image_too_large', message: /25\.5 MB; the limit is 25 MB/ });
+});
+
+t.test('a size just over a limit is never shown as the limit itself', async (t) => {
+  t.equal(shownAbove(25_000_001, LIMITS.maxInputBytes, 1e6), '25.000001');
+  t.equal(shownAbove(25_040_000, LIMITS.maxInputBytes, 1e6), '25.04');
+  t.equal(shownAbove(26_300_000, LIMITS.maxInputBytes, 1e6), '26.3');
+  t.equal(shownAbove(10_001 * 5_000, LIMITS.maxInputPixels, 1e6), '50.005');
+  t.equal(shownAbove(50_009_999, LIMITS.maxInputPixels, 1e6), '50.009', 'truncated: never more than the real size');
+  const err = await probeImage(Buffer.alloc(25_000_001)).catch((e) => e);
+  t.match(err, { code: 'image_too_large', message: 'Input is 25.000001 MB; the limit is 25 MB' });
+  // A 1x1 PNG whose header is made to say 10001x5000 (50,005,000 pixels): refused from the header.
+  const header = await sharp({ create: { width: 1, height: 1, channels: 3, background: '#fff' } }).png().toBuffer();
+  header.writeUInt32BE(10_001, 16);
+  header.writeUInt32BE(5_000, 20);
+  header.writeUInt32BE(zlib.crc32(header.subarray(12, 29)), 29);
+  const tooBig = await probeImage(header).catch((e) => e);
+  t.match(tooBig, { code: 'image_too_large', message: /10001x5000 \(50\.005 MP\); the limit is 50 megapixels/ });
 });
 

@@ -7,7 +7,10 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { expandInputs } from '../src/commands/inputs.js';
+import { spawnSync } from 'node:child_process';
+import { expandInputs, type ExpandedInputs } from '../src/commands/inputs.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
 
 function tree(t: Tap.Test | any): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-inputs-'));
@@ -34,10 +37,42 @@ t.test('a folder scan takes image extensions in any case, and symlinked files', 
 t.test('a recursive scan does not follow a symlinked directory (no loop), and skips our outputs', async (t) => {
   const dir = tree(t);
   const deep = await expandInputs([path.join(dir, 'photos')], { recursive: true });
-  t.same(names(deep.items, dir), [
-    'photos/a.JPG', 'photos/b.jfif', 'photos/c.jpe', 'photos/d.png', 'photos/elsewhere/f.jpg', 'photos/linked.jpg', 'photos/sub/e.webp',
-  ]);
+  // linked.jpg is elsewhere/f.jpg: one file, taken once, under the first path that reaches it.
+  t.same(names(deep.items, dir), ['photos/a.JPG', 'photos/b.jfif', 'photos/c.jpe', 'photos/d.png', 'photos/elsewhere/f.jpg', 'photos/sub/e.webp']);
   t.ok(deep.items.every((i) => !/\.(cutout|mask)\./.test(i.path)));
+});
+
+t.test('a glob through a symlink to a parent folder takes each file once', async (t) => {
+  const dir = tree(t);
+  const r = await expandInputs([path.join(dir, 'photos', '**', '*.webp')], { recursive: false });
+  t.same(names(r.items, dir), ['photos/sub/e.webp'], 'not again as photos/sub/loop/sub/e.webp');
+});
+
+/**
+ * Root reads every folder, so as root (CI containers) the scan runs in a child process as the
+ * unprivileged user 65534 (setpriv, util-linux), on the built dist/ that npm install makes.
+ */
+const asRoot = process.getuid?.() === 0;
+const hasSetpriv = spawnSync('setpriv', ['--version']).status === 0;
+
+t.test('an unreadable sub-folder fails on its own; the rest of the scan goes on', { skip: asRoot && !hasSetpriv && 'root, and no setpriv to drop privileges' }, async (t) => {
+  const dir = tree(t);
+  fs.chmodSync(dir, 0o755);
+  fs.chmodSync(path.join(dir, 'photos', 'sub'), 0);
+  t.teardown(() => fs.chmodSync(path.join(dir, 'photos', 'sub'), 0o755));
+  let r: ExpandedInputs;
+  if (asRoot) {
+    const script = `import { expandInputs } from ${JSON.stringify(path.join(ROOT, 'dist', 'commands', 'inputs.js'))};
+      process.stdout.write(JSON.stringify(await expandInputs([${JSON.stringify(path.join(dir, 'photos'))}], { recursive: true })));`;
+    const child = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--input-type=module', '-e', script], { encoding: 'utf8' });
+    t.equal(child.status, 0, child.stderr);
+    r = JSON.parse(child.stdout) as ExpandedInputs;
+  } else {
+    r = await expandInputs([path.join(dir, 'photos')], { recursive: true });
+  }
+  t.same(r.unreadable, [{ path: path.join(dir, 'photos', 'sub'), message: 'Cannot read folder: permission denied' }]);
+  t.equal(r.items.length, 5, 'the readable images are all still taken');
+  t.same(r.unmatched, []);
 });
 
 t.test('a glob and a folder with nothing to take are reported as unmatched', async (t) => {

@@ -54,6 +54,18 @@ t.test('a database newer than the code is refused', async (t) => {
   await t.rejects(openStore(dir), /newer than this cutout/);
 });
 
+t.test('a data directory that is a file, or a store that is not a database, is named in one line', async (t) => {
+  const dir = await tempDir(t);
+  const file = path.join(dir, 'plain-file');
+  await fs.writeFile(file, 'x');
+  await t.rejects(openStore(file), { message: `Cannot use ${file} as the data directory: it is a file` });
+  const notDb = path.join(dir, 'data');
+  await fs.mkdir(notDb);
+  await fs.writeFile(path.join(notDb, 'cutout.db'), 'this is not a database, and it is long enough to have a header'.repeat(4));
+  await t.rejects(openStore(notDb), { message: `Cannot open the store ${path.join(notDb, 'cutout.db')}: file is not a database` });
+  t.equal((await fs.readFile(path.join(notDb, 'cutout.db'), 'utf8')).slice(0, 12), 'this is not ', 'the file is left as it was');
+});
+
 t.test('a new key opens an account with the free grant; a charge takes one credit', async (t) => {
   const { store } = await storeWithClock(t);
   const created = await store.createKey({ name: 'shop' });

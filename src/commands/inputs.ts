@@ -6,6 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Format } from '../options.js';
+import { fsReason } from '../errors.js';
 import { UsageError } from './usage-error.js';
 
 /** Extensions picked up when scanning a directory or a glob (explicit files are always tried). */
@@ -27,6 +28,8 @@ export interface ExpandedInputs {
   items: InputItem[];
   /** Arguments that matched nothing (a missing path is still an item, so it fails with its own line). */
   unmatched: string[];
+  /** Folders that could not be read (permissions): each fails on its own line, the rest goes on. */
+  unreadable: { path: string; message: string }[];
 }
 
 const isGlob = (s: string) => /[*?[\]{}]/.test(s);
@@ -48,12 +51,18 @@ function isFileTarget(p: string): boolean {
   }
 }
 
-function scanDir(dir: string, recursive: boolean, out: string[]): void {
-  const entries = fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name));
+function scanDir(dir: string, recursive: boolean, out: string[], unreadable: ExpandedInputs['unreadable']): void {
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name));
+  } catch (err) {
+    unreadable.push({ path: dir, message: `Cannot read folder: ${fsReason(err)}` });
+    return;
+  }
   for (const e of entries) {
     const full = path.join(dir, e.name);
     if (e.isDirectory()) {
-      if (recursive && !e.name.startsWith('.')) scanDir(full, recursive, out);
+      if (recursive && !e.name.startsWith('.')) scanDir(full, recursive, out, unreadable);
     } else if ((e.isFile() || (e.isSymbolicLink() && isFileTarget(full))) && isImageName(e.name)) out.push(full);
   }
 }
@@ -69,12 +78,23 @@ function globBase(pattern: string): string {
   return fixed.length ? fixed.join(path.sep) || path.sep : '.';
 }
 
+function realOrResolved(p: string): string {
+  try {
+    return fs.realpathSync(p);
+  } catch {
+    return path.resolve(p); // missing: it fails on its own line later
+  }
+}
+
 export async function expandInputs(args: string[], opts: { recursive: boolean }): Promise<ExpandedInputs> {
   const items: InputItem[] = [];
   const unmatched: string[] = [];
+  const unreadable: ExpandedInputs['unreadable'] = [];
   const seen = new Set<string>();
+  // One file is one item, under the first path that reaches it: a glob through a symlink to `..`
+  // or a link beside its target must not run the same image twice.
   const add = (p: string, root: string) => {
-    const key = p === '-' ? '-' : path.resolve(p);
+    const key = p === '-' ? '-' : realOrResolved(p);
     if (seen.has(key)) return;
     seen.add(key);
     items.push({ path: p, root });
@@ -92,8 +112,9 @@ export async function expandInputs(args: string[], opts: { recursive: boolean })
     }
     if (stat?.isDirectory()) {
       const found: string[] = [];
-      scanDir(arg, opts.recursive, found);
-      if (!found.length) unmatched.push(arg);
+      const before = unreadable.length;
+      scanDir(arg, opts.recursive, found, unreadable);
+      if (!found.length && unreadable.length === before) unmatched.push(arg);
       for (const f of found) add(f, arg);
     } else if (!stat && isGlob(arg)) {
       const { glob } = await import('tinyglobby');
@@ -105,7 +126,7 @@ export async function expandInputs(args: string[], opts: { recursive: boolean })
       add(arg, path.dirname(arg));
     }
   }
-  return { items, unmatched };
+  return { items, unmatched, unreadable };
 }
 
 export const FORMAT_BY_EXTENSION: Readonly<Record<string, Format>> = { '.png': 'png', '.webp': 'webp', '.jpg': 'jpg', '.jpeg': 'jpg' };

@@ -3,6 +3,7 @@
  * JSON lines on stdout with --json. Failures are always named on stderr, one line each.
  */
 import ora, { type Ora } from 'ora';
+import { oneLine } from '../errors.js';
 import type { ItemReport } from './remove.js';
 
 export interface Reporter {
@@ -19,11 +20,11 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
   let failed = 0;
   const active = new Set<string>();
   const spinner: Ora | null = tty ? ora({ stream: process.stderr, text: `0/${opts.total}` }).start() : null;
-  const label = () => `${completed}/${opts.total} ${[...active].map((a) => a.split('/').pop()).join(', ')}`;
+  const label = () => oneLine(`${completed}/${opts.total} ${[...active].map((a) => a.split('/').pop()).join(', ')}`);
 
   const line = (text: string) => {
     if (spinner) spinner.clear();
-    process.stderr.write(text + '\n');
+    process.stderr.write(oneLine(text) + '\n');
     if (spinner) spinner.render();
   };
 

@@ -9,10 +9,11 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
-import { CutoutError, toCutoutError } from '../errors.js';
-import { formatMB, LIMITS } from '../limits.js';
+import { CutoutError, fsReason, toCutoutError } from '../errors.js';
+import { formatMB, inputTooLargeMessage, LIMITS } from '../limits.js';
 import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, QUALITIES } from '../options.js';
 import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
+import { commitOutput, discardStaged, isInputItself, removeStagedOnSignals, stageOutput } from './output-files.js';
 import { UsageError } from './usage-error.js';
 
 export interface RemoveFlags {
@@ -129,33 +130,12 @@ async function readInput(item: InputItem): Promise<Buffer> {
   if (!stat.isFile()) throw new CutoutError('invalid_request', 'Not a regular file');
   // Check the size before reading: a 2 GB file must not be read to be refused.
   if (stat.size > LIMITS.maxInputBytes) {
-    throw new CutoutError('image_too_large', `Input is ${formatMB(stat.size)}; the limit is ${formatMB(LIMITS.maxInputBytes)}`);
+    throw new CutoutError('image_too_large', inputTooLargeMessage(stat.size));
   }
-  return fs.promises.readFile(item.path);
-}
-
-/**
- * Outputs are written to a temporary file beside the output, then renamed in place inside the
- * charge's transaction (see runRemove): a killed run never leaves a half-written output, and an
- * output that cannot be written is never charged.
- */
-async function stageOutput(file: string, data: Buffer): Promise<string> {
-  const tmp = `${file}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`;
   try {
-    await fs.promises.mkdir(path.dirname(path.resolve(file)), { recursive: true });
-    await fs.promises.writeFile(tmp, data);
-    return tmp;
+    return await fs.promises.readFile(item.path);
   } catch (err) {
-    await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
-    throw new CutoutError('processing_failed', `Cannot write ${file}: ${(err as Error).message}`);
-  }
-}
-
-async function commitOutput(tmp: string, file: string): Promise<void> {
-  try {
-    await fs.promises.rename(tmp, file);
-  } catch (err) {
-    throw new CutoutError('processing_failed', `Cannot write ${file}: ${(err as Error).message}`);
+    throw new CutoutError('invalid_request', `Cannot read the file: ${fsReason(err)}`);
   }
 }
 
@@ -187,8 +167,8 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     decontaminate: flags.decontaminate !== false,
   };
 
-  const { items, unmatched } = await expandInputs(inputs, { recursive: Boolean(flags.recursive) });
-  if (!items.length) usage(`nothing matched: ${unmatched.join(', ')}`);
+  const { items, unmatched, unreadable } = await expandInputs(inputs, { recursive: Boolean(flags.recursive) });
+  if (!items.length && !unreadable.length) usage(`nothing matched: ${unmatched.join(', ')}`);
   const plan = planOutput(flags.out, items.length);
   if (plan.kind === 'stdout' && items.length !== 1) usage('--out - needs exactly one input');
   if (plan.kind === 'file' && flags.format) {
@@ -217,8 +197,9 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     if (!account) usage('--key: invalid or revoked API key');
   }
 
+  removeStagedOnSignals();
   const reporter = createReporter({
-    total: items.length + unmatched.length,
+    total: items.length + unmatched.length + unreadable.length,
     json: Boolean(flags.json),
     quiet: Boolean(flags.quiet) || flags.progress === false,
   });
@@ -232,6 +213,10 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   for (const u of unmatched) {
     fail();
     reporter.done({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
+  }
+  for (const u of unreadable) {
+    fail();
+    reporter.done({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
   }
   const runOptions = forTestKey(options, account?.test ?? false);
   const suffix = flags.mask ? '.mask' : '.cutout';
@@ -249,7 +234,10 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
         try {
           const owner = shadowedBy.get(item);
           if (owner) {
-            throw new CutoutError('invalid_request', `Output ${output} is also the output of ${owner.path}; rename one of them or use --out`);
+            throw new CutoutError('invalid_request', `Output ${output} is also the output of ${owner.path}; rename one of them, or run them separately`);
+          }
+          if (output && isInputItself(output, item.path)) {
+            throw new CutoutError('invalid_request', `Output ${output} is the input itself; --overwrite replaces outputs, never the photo`);
           }
           if (output && fs.existsSync(output) && !flags.overwrite) {
             if (flags.skipExisting) {
@@ -283,7 +271,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
             try {
               charged = await store.recordRun(run, { within: () => commitOutput(tmp, output) });
             } finally {
-              await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
+              await discardStaged(tmp);
             }
           } else {
             // stdout cannot be taken back: the charge commits first, so a refused one sends nothing.

@@ -5,7 +5,7 @@
  */
 import sharp, { type Metadata, type Sharp, type SharpOptions } from 'sharp';
 import { CutoutError } from '../errors.js';
-import { formatMB, LIMITS } from '../limits.js';
+import { inputTooLargeMessage, LIMITS, shownAbove } from '../limits.js';
 import type { Size } from '../options.js';
 import type { ImageProbe, InputFormat } from './types.js';
 
@@ -38,7 +38,7 @@ function tooLarge(what: string): CutoutError {
 
 function checkArea(width: number, height: number): void {
   if (width * height > LIMITS.maxInputPixels) {
-    throw tooLarge(`Image is ${width}x${height} (${(width * height / 1e6).toFixed(1)} MP); the limit is ${LIMITS.maxInputPixels / 1e6} megapixels`);
+    throw tooLarge(`Image is ${width}x${height} (${shownAbove(width * height, LIMITS.maxInputPixels, 1e6)} MP); the limit is ${LIMITS.maxInputPixels / 1e6} megapixels`);
   }
 }
 
@@ -93,7 +93,7 @@ export interface SourceImage {
  */
 export async function openImage(bytes: Buffer): Promise<SourceImage> {
   if (bytes.length === 0) throw new CutoutError('unsupported_format', 'Empty file');
-  if (bytes.length > LIMITS.maxInputBytes) throw tooLarge(`Input is ${formatMB(bytes.length)}; the limit is ${formatMB(LIMITS.maxInputBytes)}`);
+  if (bytes.length > LIMITS.maxInputBytes) throw tooLarge(inputTooLargeMessage(bytes.length));
   const format = sniffFormat(bytes);
   if (!format) throw new CutoutError('unsupported_format', 'Not a JPEG, PNG, WebP, GIF, BMP or TIFF image');
   if (format === 'bmp') {

@@ -18,6 +18,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { fsReason } from '../errors.js';
 import { SqliteDb } from './sqlite.js';
 import { migrate } from './migrations.js';
 import * as ledger from './ledger.js';
@@ -98,15 +99,32 @@ export class Store {
  * Opens the store of a data directory, creating the directory and the database and bringing the
  * schema up to date. `now` replaces the clock (tests).
  */
+/** SQLite's error in words: "SQLITE_NOTADB: file is not a database" -> "file is not a database". */
+function sqliteReason(err: unknown): string {
+  const message = String((err as Error)?.message ?? err);
+  return message.replace(/^SQLITE_[A-Z_]+: /, '').split('\n')[0];
+}
+
 export async function openStore(dataDir: string, options: { now?: () => number } = {}): Promise<Store> {
   const dir = path.resolve(dataDir);
-  await fs.mkdir(dir, { recursive: true });
-  const db = await SqliteDb.open(path.join(dir, DB_FILE));
+  const file = path.join(dir, DB_FILE);
+  try {
+    await fs.mkdir(dir, { recursive: true });
+  } catch (err) {
+    throw new Error(`Cannot use ${dir} as the data directory: ${(err as NodeJS.ErrnoException).code === 'EEXIST' ? 'it is a file' : fsReason(err)}`);
+  }
+  let db: SqliteDb;
+  try {
+    db = await SqliteDb.open(file);
+  } catch (err) {
+    throw new Error(`Cannot open the store ${file}: ${sqliteReason(err)}`);
+  }
   try {
     await migrate(db);
   } catch (err) {
     await db.close().catch(() => undefined);
-    throw err;
+    // A file that is not a database, or a damaged one, is left as it is for the operator to look at.
+    throw new Error(`Cannot open the store ${file}: ${sqliteReason(err)}`);
   }
   return new Store(db, dir, options.now);
 }
