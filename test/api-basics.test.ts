@@ -6,8 +6,9 @@
 import t from 'tap';
 import crypto from 'node:crypto';
 import net from 'node:net';
+import fs from 'node:fs/promises';
 import { openStore } from '../src/store/db.js';
-import { bearer, createKey, errorCode, startServe } from './helpers/api-server.js';
+import { bearer, createKey, errorCode, startServe, upload } from './helpers/api-server.js';
 import { runCli } from './helpers/cli.js';
 
 const tinyPng = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=', 'base64');
@@ -202,6 +203,24 @@ t.test('marketplace headers count only with the right secret', async (t) => {
   const without = await startServe(t);
   const ignored = await errorCode(await fetch(`${without.url}/api/v1/account`, { headers: { 'X-Marketplace-Proxy-Secret': '', 'X-Marketplace-User': 'alice' } }));
   t.same([ignored.status, ignored.code], [401, 'invalid_api_key'], 'without CUTOUT_MARKETPLACE_SECRET the headers are ignored');
+});
+
+t.test('a second signal of either kind, during an inference, stops the server at once and without a native abort', async (t) => {
+  const image = await fs.readFile(new URL('./fixtures/astronaut.jpg', import.meta.url));
+  for (const [first, second] of [['SIGTERM', 'SIGINT'], ['SIGINT', 'SIGTERM']] as const) {
+    const srv = await startServe(t);
+    const { key } = await createKey(srv.dataDir);
+    // Three sync removals keep the inference worker busy through the two signals.
+    const requests = [0, 1, 2].map(() => fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key), body: upload(image) }).catch(() => null));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    srv.child.kill(first);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const end = await srv.stop(second);
+    await Promise.all(requests);
+    t.equal(end.signal, second, `${first} then ${second}: ended by ${second} (${srv.stderr().trim()})`);
+    t.ok(end.ms < 1500, `${first} then ${second}: at once (${end.ms} ms)`);
+    t.notMatch(srv.stderr(), /terminate called|Napi::Error/, 'no native abort');
+  }
 });
 
 t.test('SIGTERM and SIGINT stop the server cleanly', async (t) => {

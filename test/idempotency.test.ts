@@ -90,3 +90,22 @@ t.test('server start drops the claims of dead processes and keeps those of live 
   const left = await store.db.all<{ key: string }>('SELECT key FROM idempotency_keys ORDER BY key');
   t.same(left.map((r) => r.key), ['live']);
 });
+
+t.test('the key is done in the same commit as the charge: a crash right after it cannot charge twice', async (t) => {
+  const { store, account, caller } = await storeWithAccount(t);
+  const observer = await openStore(store.dataDir); // another connection, as a restarted server
+  t.teardown(() => observer.close());
+  let seenAfterCommit: unknown;
+  const value = { id: 'run-6', credits_charged: 1 };
+  await new Idempotency(store, 3600, 60_000).run(caller, 'remove', 'order-6', 'fp', async (seal) => {
+    await store.recordRun(
+      { id: 'run-6', accountId: account, keyId: null, channel: 'api', input: 'upload', size: 'full', credits: 1, ms: 1 },
+      { within: (tx) => seal(tx, value) },
+    );
+    // A kill -9 here, after the charge's commit: the key must already replay that charge.
+    seenAfterCommit = await observer.db.get("SELECT state, response FROM idempotency_keys WHERE key = 'order-6'");
+    return value;
+  });
+  t.same(seenAfterCommit, { state: 'done', response: JSON.stringify(value) });
+  t.equal(await observer.balance(account), 9, 'one charge');
+});

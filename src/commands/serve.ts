@@ -3,7 +3,7 @@
  * for --port 0) and stops cleanly on SIGINT or SIGTERM: no new connections and no new jobs,
  * requests in flight finish, running jobs get a grace period (then go back to the queue), queued
  * jobs and pending callbacks stay in the store for the next start, then the store closes. A
- * second signal stops at once (the queue is durable: the next start carries on).
+ * second signal (SIGINT or SIGTERM) stops at once (the queue is durable: the next start carries on).
  */
 import type { Command } from 'commander';
 import { loadConfig, type ConfigInput } from '../config.js';
@@ -69,8 +69,18 @@ export function registerServe(program: Command): void {
       const server = await startServer(config);
       process.stdout.write(`listening on ${server.url}\n`);
       await new Promise<void>((resolve) => {
+        // A second signal, of either kind, ends the process at once, by that signal (the shell
+        // reports 130 / 143). Not by process.exit(): its native teardown while an inference runs
+        // in the worker thread aborts (exit 134). The queue is durable: the next start carries on.
+        const stopNow = (signal: NodeJS.Signals) => {
+          process.removeAllListeners(signal);
+          process.kill(process.pid, signal);
+        };
         const stop = (signal: NodeJS.Signals) => {
-          process.once(signal, () => process.exit(130)); // a second signal: stop now
+          process.removeListener('SIGINT', stop);
+          process.removeListener('SIGTERM', stop);
+          process.once('SIGINT', stopNow);
+          process.once('SIGTERM', stopNow);
           process.stderr.write(`cutout serve: ${signal}, finishing requests and running jobs in flight; queued jobs stay queued\n`);
           server.close().then(resolve, (err: unknown) => {
             process.stderr.write(`cutout serve: ${(err as Error).message}\n`);

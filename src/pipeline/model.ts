@@ -95,8 +95,17 @@ export async function runModel(manifest: ModelManifest, tensor: Float32Array, wi
   return { data: r.data!, width: dims[dims.length - 1], height: dims[dims.length - 2], ms: r.ms };
 }
 
-/** Stops the worker (tests, clean shutdown). */
+/** How long stopModels waits for inferences in flight before it stops the worker anyway. */
+const STOP_WAIT_MS = 60_000;
+
+/**
+ * Stops the worker (tests, clean shutdown), once the inferences in flight have returned:
+ * terminating the thread inside a session run aborts the whole process (onnxruntime's native
+ * teardown), as a server's stop after its jobs' grace period would.
+ */
 export async function stopModels(): Promise<void> {
+  const until = Date.now() + STOP_WAIT_MS;
+  while (worker && pending.size > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
   const w = worker;
   worker = null;
   if (w) await w.terminate();

@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import type { Store } from '../store/db.js';
 import type { IdempotencyRef } from '../store/idempotency.js';
+import type { Queryable } from '../store/sqlite.js';
 
 /** How often a repeat polls the store for a first request running in another process. */
 const IDEMPOTENCY_POLL_MS = 200;
@@ -134,6 +135,9 @@ export async function guard(req: IncomingMessage, res: ServerResponse, deps: { s
  * same data directory runs it); a different fingerprint is refused. A failure releases the key,
  * since nothing was charged.
  */
+/** Marks the key done with `value`, inside the transaction `tx` of the work's effect. */
+export type Seal<T> = (tx: Queryable, value: T) => Promise<void>;
+
 export class Idempotency {
   private readonly inflight = new Map<string, Promise<unknown>>();
 
@@ -162,8 +166,13 @@ export class Idempotency {
     }
   }
 
-  async run<T>(caller: Caller, endpoint: string, key: string | undefined, fingerprint: string, work: () => Promise<T>): Promise<{ value: T; replayed: boolean }> {
-    if (key === undefined) return { value: await work(), replayed: false };
+  /**
+   * `work` gets `seal`, to call inside the transaction that commits its effect (the charge, the
+   * job rows) with the value to replay: the key is done in the same commit, so no crash can leave
+   * a charge whose key a retry could claim again.
+   */
+  async run<T>(caller: Caller, endpoint: string, key: string | undefined, fingerprint: string, work: (seal: Seal<T>) => Promise<T>): Promise<{ value: T; replayed: boolean }> {
+    if (key === undefined) return { value: await work(async () => undefined), replayed: false };
     if (key.length < 1 || key.length > 255 || !/^[\x21-\x7e]+$/.test(key)) {
       throw new CutoutError('invalid_request', 'Idempotency-Key must be 1 to 255 visible ASCII characters.');
     }
@@ -183,8 +192,8 @@ export class Idempotency {
       }
       const promise = (async () => {
         try {
-          const value = await work();
-          await this.store.completeIdempotencyKey(ref, value);
+          const value = await work((tx, sealed) => this.store.completeIdempotencyKey(ref, sealed, tx));
+          await this.store.completeIdempotencyKey(ref, value); // for work with nothing to commit
           return value;
         } catch (err) {
           await this.store.releaseIdempotencyKey(ref);

@@ -13,6 +13,7 @@ import { CutoutError } from '../errors.js';
 import { formatMB, LIMITS, MB } from '../limits.js';
 import { API_DEFAULTS, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
 import type { JobRow, NewJob } from '../store/db.js';
+import type { Queryable } from '../store/sqlite.js';
 import { assertPublicUrl } from './fetch-url.js';
 import { fingerprint, guard, type Caller } from './guards.js';
 import { mediaType, OPTION_PARAMS, parseImageParams, readImageRequest, readJsonObject, sendJson, SOURCE_PARAMS, type ImageRequest } from './http.js';
@@ -69,8 +70,16 @@ function queueFull(ctx: AppContext, queued: number): CutoutError {
 /**
  * Stores the inputs, then the jobs in one transaction (all or none) if the queue has room for
  * all of them. Returns the ids in order. On any refusal the written inputs are removed.
+ * `seal(tx, ids)` runs inside that transaction (the Idempotency-Key's answer, built from the ids).
  */
-async function enqueue(ctx: AppContext, caller: Caller, items: ImageRequest[], callbackUrl: string | null, batchId: string | null): Promise<string[]> {
+async function enqueue(
+  ctx: AppContext,
+  caller: Caller,
+  items: ImageRequest[],
+  callbackUrl: string | null,
+  batchId: string | null,
+  seal: (tx: Queryable, ids: string[]) => Promise<void>,
+): Promise<string[]> {
   const { store, config } = ctx;
   // A cheap look first, so a full queue is answered before any file is written.
   const before = await store.jobCounts();
@@ -93,7 +102,8 @@ async function enqueue(ctx: AppContext, caller: Caller, items: ImageRequest[], c
       const source = items[i].source;
       if (source.kind !== 'image_url') job.inputPath = await store.writeJobInput(job.id, source.bytes);
     }));
-    const { created, queued } = await store.createJobs(jobs, config.queueLimit);
+    const ids = jobs.map((job) => job.id);
+    const { created, queued } = await store.createJobs(jobs, config.queueLimit, (tx) => seal(tx, ids));
     if (!created) throw queueFull(ctx, queued);
   } catch (err) {
     await Promise.all(jobs.map((job) => store.removeJobInput(job.inputPath)));
@@ -121,10 +131,11 @@ export async function handleCreateJob(ctx: AppContext, req: IncomingMessage, res
     source: source.kind === 'image_url' ? source.url : crypto.createHash('sha256').update(source.bytes).digest('hex'),
     callbackUrl,
   });
-  const { value, replayed } = await ctx.idempotency.run(caller, 'jobs', idempotencyKeyOf(req), print, async () => {
+  const answer = (id: string) => ({ job_id: id, status: 'queued' as const });
+  const { value, replayed } = await ctx.idempotency.run<ReturnType<typeof answer>>(caller, 'jobs', idempotencyKeyOf(req), print, async (seal) => {
     await requireCredits(ctx, caller, options.size === 'full' ? 1 : 0);
-    const [jobId] = await enqueue(ctx, caller, [{ options, source }], callbackUrl, null);
-    return { job_id: jobId, status: 'queued' as const };
+    const [jobId] = await enqueue(ctx, caller, [{ options, source }], callbackUrl, null, (tx, [id]) => seal(tx, answer(id)));
+    return answer(jobId);
   });
   sendJson(res, 202, value, {
     Location: `${ctx.baseUrl}/api/v1/jobs/${value.job_id}`,
@@ -249,10 +260,11 @@ export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, r
       source: source.kind === 'image_url' ? source.url : crypto.createHash('sha256').update(source.bytes).digest('hex'),
     })),
   });
-  const { value, replayed } = await ctx.idempotency.run(caller, 'jobs/batch', idempotencyKeyOf(req), print, async () => {
+  const answer = (ids: string[]) => ({ job_ids: ids, jobs: ids.map((id) => ({ job_id: id, status: 'queued' as const })) });
+  const { value, replayed } = await ctx.idempotency.run<ReturnType<typeof answer>>(caller, 'jobs/batch', idempotencyKeyOf(req), print, async (seal) => {
     await requireCredits(ctx, caller, requests.filter((r) => r.options.size === 'full').length);
-    const ids = await enqueue(ctx, caller, requests, callbackUrl, crypto.randomUUID());
-    return { job_ids: ids, jobs: ids.map((id) => ({ job_id: id, status: 'queued' as const })) };
+    const ids = await enqueue(ctx, caller, requests, callbackUrl, crypto.randomUUID(), (tx, queued) => seal(tx, answer(queued)));
+    return answer(ids);
   });
   sendJson(res, 202, value, replayed ? { 'Idempotent-Replayed': 'true' } : {});
 }

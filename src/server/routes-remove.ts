@@ -12,7 +12,7 @@ import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
 import { fetchImageUrl } from './fetch-url.js';
-import { fingerprint, guard, type Caller } from './guards.js';
+import { fingerprint, guard, type Caller, type Seal } from './guards.js';
 import { readImageRequest, sendBytes, sendJson, wantsJson, type ImageSource } from './http.js';
 import type { AppContext } from './app.js';
 
@@ -70,7 +70,8 @@ async function insufficientUnlessFunded(ctx: AppContext, caller: Caller): Promis
   if ((await ctx.store.balance(caller.accountId)) < 1) throw new CutoutError('insufficient_credits');
 }
 
-async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions, source: ImageSource): Promise<RemoveOutcome> {
+/** `seal`: marks the Idempotency-Key done with the outcome, inside the charge's transaction. */
+async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>): Promise<RemoveOutcome> {
   const { config, store, pool, pipeline } = ctx;
   const pays = paysWithCredits(caller);
   // Refuse before any work when the answer is already known.
@@ -94,21 +95,30 @@ async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions
     const credits = pays && result.resolvedSize === 'full' ? 1 : 0;
     return commit(async () => {
       const file = await store.writeResultFile(id, result.format, result.data);
-      const charged = await store.recordRun({
-        id, accountId: caller.accountId, keyId: caller.keyId, channel: 'api', input: source.description,
-        size: result.resolvedSize, credits, ms: result.ms,
-        result: { path: file, contentType: result.contentType, width: result.width, height: result.height },
-      });
-      return {
-        id,
-        url: `${ctx.baseUrl}/api/v1/results/${id}`,
-        width: result.width,
-        height: result.height,
-        credits_charged: charged.creditsCharged,
-        credits_remaining: charged.creditsRemaining ?? 0,
-        processing_ms: Math.round(result.ms),
-        content_type: result.contentType,
-      };
+      let outcome!: RemoveOutcome;
+      await store.recordRun(
+        {
+          id, accountId: caller.accountId, keyId: caller.keyId, channel: 'api', input: source.description,
+          size: result.resolvedSize, credits, ms: result.ms,
+          result: { path: file, contentType: result.contentType, width: result.width, height: result.height },
+        },
+        {
+          within: async (tx, charged) => {
+            outcome = {
+              id,
+              url: `${ctx.baseUrl}/api/v1/results/${id}`,
+              width: result.width,
+              height: result.height,
+              credits_charged: charged.creditsCharged,
+              credits_remaining: charged.creditsRemaining ?? 0,
+              processing_ms: Math.round(result.ms),
+              content_type: result.contentType,
+            };
+            await seal(tx, outcome);
+          },
+        },
+      );
+      return outcome;
     });
   });
 }
@@ -123,9 +133,9 @@ export async function handleRemove(ctx: AppContext, req: IncomingMessage, res: S
     options: { ...options, bgColor: colorToHex(options.bgColor) },
     source: source.kind === 'image_url' ? source.url : crypto.createHash('sha256').update(source.bytes).digest('hex'),
   });
-  const { value: outcome, replayed } = await ctx.idempotency.run(
+  const { value: outcome, replayed } = await ctx.idempotency.run<RemoveOutcome>(
     caller, 'remove', Array.isArray(idempotencyKey) ? idempotencyKey[0] : idempotencyKey, requestPrint,
-    () => removeOnce(ctx, caller, options, source),
+    (seal) => removeOnce(ctx, caller, options, source, seal),
   );
 
   const headers: Record<string, string> = {

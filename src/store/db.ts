@@ -61,7 +61,7 @@ export class Store {
   purgeResults(ttlSeconds: number) { return results.purgeResults(this.ctx, ttlSeconds); }
 
   claimIdempotencyKey(ref: IdempotencyRef, fingerprint: string, ttlSeconds: number) { return idempotency.claimIdempotencyKey(this.ctx, ref, fingerprint, ttlSeconds); }
-  completeIdempotencyKey(ref: IdempotencyRef, response: unknown) { return idempotency.completeIdempotencyKey(this.ctx, ref, response); }
+  completeIdempotencyKey(ref: IdempotencyRef, response: unknown, q?: Queryable) { return idempotency.completeIdempotencyKey(this.ctx, ref, response, q); }
   releaseIdempotencyKey(ref: IdempotencyRef) { return idempotency.releaseIdempotencyKey(this.ctx, ref); }
   pendingIdempotencyClaim(ref: IdempotencyRef) { return idempotency.pendingIdempotencyClaim(this.ctx, ref); }
   resetIdempotencyKeys(ttlSeconds: number) { return idempotency.resetIdempotencyKeys(this.ctx, ttlSeconds); }
@@ -70,7 +70,7 @@ export class Store {
   writeJobInput(jobId: string, data: Buffer) { return jobs.writeJobInput(this.ctx, jobId, data); }
   removeJobInput(file: string | null) { return jobs.removeJobInput(file); }
   removeOrphanJobInputs() { return jobs.removeOrphanJobInputs(this.ctx); }
-  createJobs(list: jobs.NewJob[], queueLimit: number) { return jobs.createJobs(this.ctx, list, queueLimit); }
+  createJobs(list: jobs.NewJob[], queueLimit: number, within?: (tx: Queryable) => Promise<void>) { return jobs.createJobs(this.ctx, list, queueLimit, within); }
   jobCounts() { return jobs.jobCounts(this.ctx); }
   claimNextJob(leaseMs: number) { return jobs.claimNextJob(this.ctx, leaseMs); }
   renewJobLease(id: string, attempt: number, leaseMs: number) { return jobs.renewJobLease(this.ctx, id, attempt, leaseMs); }

@@ -5,6 +5,7 @@
  * releases the key (nothing was charged, so a retry may run again). Rows live for the window.
  */
 import type { StoreContext } from './ledger.js';
+import type { Queryable } from './sqlite.js';
 
 export type IdempotencyClaim =
   /** The caller owns the key now: do the work, then complete or release. */
@@ -63,9 +64,13 @@ export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fing
   });
 }
 
-/** Stores the response to replay; the window counts from the first request. */
-export async function completeIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, response: unknown): Promise<void> {
-  await ctx.db.run("UPDATE idempotency_keys SET state = 'done', response = ? WHERE account_id = ? AND endpoint = ? AND key = ?", [
+/**
+ * Stores the response to replay; the window counts from the first request. `q`: the transaction
+ * of the charge or the job rows, so that the key is done exactly when they are committed (a crash
+ * in between would otherwise let a retry charge again).
+ */
+export async function completeIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, response: unknown, q: Queryable = ctx.db): Promise<void> {
+  await q.run("UPDATE idempotency_keys SET state = 'done', response = ?, owner_pid = NULL WHERE account_id = ? AND endpoint = ? AND key = ?", [
     JSON.stringify(response), ref.accountId, ref.endpoint, ref.key,
   ]);
 }

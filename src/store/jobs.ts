@@ -133,7 +133,13 @@ export async function removeOrphanJobInputs(ctx: StoreContext): Promise<number> 
  * Inserts jobs in one transaction, all or none, unless the queue would then hold more than
  * `queueLimit` queued jobs: then nothing is written and `queued` says how many wait.
  */
-export async function createJobs(ctx: StoreContext, jobs: NewJob[], queueLimit: number): Promise<{ created: boolean; queued: number }> {
+/** Inserts the jobs as queued, all or none; `within` commits or rolls back with them. */
+export async function createJobs(
+  ctx: StoreContext,
+  jobs: NewJob[],
+  queueLimit: number,
+  within?: (tx: Queryable) => Promise<void>,
+): Promise<{ created: boolean; queued: number }> {
   return ctx.db.transaction(async (tx) => {
     const queued = await countStatus(tx, 'queued');
     if (queued + jobs.length > queueLimit) return { created: false, queued };
@@ -147,6 +153,7 @@ export async function createJobs(ctx: StoreContext, jobs: NewJob[], queueLimit: 
           j.sourceKind, j.sourceUrl, j.inputDesc, j.billable ? 1 : 0, j.batchId],
       );
     }
+    if (within) await within(tx);
     return { created: true, queued: queued + jobs.length };
   });
 }
