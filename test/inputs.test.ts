@@ -50,7 +50,9 @@ t.test('a glob through a symlink to a parent folder takes each file once', async
 
 /**
  * Root reads every folder, so as root (CI containers) the scan runs in a child process as the
- * unprivileged user 65534 (setpriv, util-linux), on the built dist/ that npm install makes.
+ * unprivileged user 65534 (setpriv, util-linux), on a copy of the built dist/ that npm install
+ * makes (the repository itself may sit where that user cannot read; inputs.js imports only
+ * node: modules and its neighbours), without the test runner's NODE_OPTIONS hooks.
  */
 const asRoot = process.getuid?.() === 0;
 const hasSetpriv = spawnSync('setpriv', ['--version']).status === 0;
@@ -62,9 +64,17 @@ t.test('an unreadable sub-folder fails on its own; the rest of the scan goes on'
   t.teardown(() => fs.chmodSync(path.join(dir, 'photos', 'sub'), 0o755));
   let r: ExpandedInputs;
   if (asRoot) {
-    const script = `import { expandInputs } from ${JSON.stringify(path.join(ROOT, 'dist', 'commands', 'inputs.js'))};
+    const dist = path.join(dir, 'dist');
+    fs.cpSync(path.join(ROOT, 'dist'), dist, { recursive: true });
+    fs.writeFileSync(path.join(dist, 'package.json'), '{"type":"module"}');
+    const script = `import { expandInputs } from ${JSON.stringify(path.join(dist, 'commands', 'inputs.js'))};
       process.stdout.write(JSON.stringify(await expandInputs([${JSON.stringify(path.join(dir, 'photos'))}], { recursive: true })));`;
-    const child = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--input-type=module', '-e', script], { encoding: 'utf8' });
+    // `env -u`: the test runner puts its hooks back into any child's NODE_OPTIONS.
+    const child = spawnSync(
+      'setpriv',
+      ['--reuid=65534', '--regid=65534', '--clear-groups', 'env', '-u', 'NODE_OPTIONS', process.execPath, '--input-type=module', '-e', script],
+      { encoding: 'utf8', cwd: dir },
+    );
     t.equal(child.status, 0, child.stderr);
     r = JSON.parse(child.stdout) as ExpandedInputs;
   } else {
