@@ -5,7 +5,7 @@
  */
 import os from 'node:os';
 import path from 'node:path';
-import { CutoutError } from './errors.js';
+import { CutoutError, isPermissionError } from './errors.js';
 import { LIMITS } from './limits.js';
 import { parseEnum, QUALITIES, type Quality } from './options.js';
 
@@ -155,10 +155,9 @@ async function readConfigFile(configFile?: string): Promise<{ config: Record<str
     return { config: found.config as Record<string, unknown>, filepath: found.filepath };
   } catch (err) {
     if (err instanceof CutoutError) throw err;
-    const code = (err as NodeJS.ErrnoException).code;
     // A folder on the search path that this user may not read (a HOME of another user) holds no
     // config for them: the search goes on without it, as git does. A file given is another matter.
-    if (!configFile && (code === 'EACCES' || code === 'EPERM')) return null;
+    if (!configFile && isPermissionError(err)) return null;
     // One line: a parser's message can carry a header ("JSON Error in <file>:") and a code frame.
     const lines = String((err as Error).message).split('\n').map((l) => l.trim()).filter(Boolean);
     const reason = lines[0]?.endsWith(':') && lines[1] ? lines[1] : (lines[0] ?? 'unknown error');

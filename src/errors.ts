@@ -63,11 +63,16 @@ export function toCutoutError(err: unknown): CutoutError {
   return new CutoutError('processing_failed', undefined, { cause: err });
 }
 
+/** A file-system refusal for lack of rights (EACCES, EPERM). */
+export function isPermissionError(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  return code === 'EACCES' || code === 'EPERM';
+}
+
 /** A file-system error in a few words for a one-line message ("permission denied", "ENOTDIR"). */
 export function fsReason(err: unknown): string {
-  const code = (err as NodeJS.ErrnoException)?.code;
-  if (code === 'EACCES' || code === 'EPERM') return 'permission denied';
-  return code ?? String((err as Error)?.message ?? err).split('\n')[0];
+  if (isPermissionError(err)) return 'permission denied';
+  return (err as NodeJS.ErrnoException)?.code ?? String((err as Error)?.message ?? err).split('\n')[0];
 }
 
 /**

@@ -192,8 +192,13 @@ export class Idempotency {
       }
       const promise = (async () => {
         try {
-          const value = await work((tx, sealed) => this.store.completeIdempotencyKey(ref, sealed, tx));
-          await this.store.completeIdempotencyKey(ref, value); // for work with nothing to commit
+          let sealed = false;
+          const value = await work(async (tx, answer) => {
+            await this.store.completeIdempotencyKey(ref, answer, tx);
+            sealed = true;
+          });
+          // Work with no transaction of its own to seal in is marked done now.
+          if (!sealed) await this.store.completeIdempotencyKey(ref, value);
           return value;
         } catch (err) {
           await this.store.releaseIdempotencyKey(ref);

@@ -95,16 +95,17 @@ export class Store {
   close(): Promise<void> { return this.db.close(); }
 }
 
-/**
- * Opens the store of a data directory, creating the directory and the database and bringing the
- * schema up to date. `now` replaces the clock (tests).
- */
 /** SQLite's error in words: "SQLITE_NOTADB: file is not a database" -> "file is not a database". */
 function sqliteReason(err: unknown): string {
   const message = String((err as Error)?.message ?? err);
   return message.replace(/^SQLITE_[A-Z_]+: /, '').split('\n')[0];
 }
 
+/**
+ * Opens the store of a data directory, creating the directory and the database and bringing the
+ * schema up to date. `now` replaces the clock (tests). A file that is not a database, or a
+ * damaged one, is named in the error and left as it is for the operator to look at.
+ */
 export async function openStore(dataDir: string, options: { now?: () => number } = {}): Promise<Store> {
   const dir = path.resolve(dataDir);
   const file = path.join(dir, DB_FILE);
@@ -113,17 +114,12 @@ export async function openStore(dataDir: string, options: { now?: () => number }
   } catch (err) {
     throw new Error(`Cannot use ${dir} as the data directory: ${(err as NodeJS.ErrnoException).code === 'EEXIST' ? 'it is a file' : fsReason(err)}`);
   }
-  let db: SqliteDb;
+  let db: SqliteDb | undefined;
   try {
     db = await SqliteDb.open(file);
-  } catch (err) {
-    throw new Error(`Cannot open the store ${file}: ${sqliteReason(err)}`);
-  }
-  try {
     await migrate(db);
   } catch (err) {
-    await db.close().catch(() => undefined);
-    // A file that is not a database, or a damaged one, is left as it is for the operator to look at.
+    await db?.close().catch(() => undefined);
     throw new Error(`Cannot open the store ${file}: ${sqliteReason(err)}`);
   }
   return new Store(db, dir, options.now);
