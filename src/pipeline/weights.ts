@@ -43,20 +43,15 @@ export async function sha256File(file: string): Promise<string> {
   return hash.digest('hex');
 }
 
-/** Finds an installed npm package's root directory. */
+/**
+ * Finds an installed npm package's root directory through its package.json (data-only packages
+ * such as @imgly/background-removal-data have no main entry to resolve).
+ */
 function packageRoot(name: string): string {
-  let dir: string;
   try {
-    dir = path.dirname(require.resolve(name));
+    return path.dirname(require.resolve(`${name}/package.json`));
   } catch {
     throw new CutoutError('processing_failed', `Model package ${name} is not installed; run npm install`);
-  }
-  for (;;) {
-    const pj = path.join(dir, 'package.json');
-    if (fs.existsSync(pj) && JSON.parse(fs.readFileSync(pj, 'utf8')).name === name) return dir;
-    const up = path.dirname(dir);
-    if (up === dir) throw new CutoutError('processing_failed', `Cannot locate package ${name}`);
-    dir = up;
   }
 }
 
