@@ -2,14 +2,18 @@
  * The web playground at GET /, driven in headless Chromium (Debian's `chromium` at
  * /usr/bin/chromium, through playwright-core; no browser download). The real `cutout serve` runs
  * with a fresh data directory and key; the page uploads a fixture, and the cutout is checked
- * through the page itself (the result <img> drawn on a canvas). If the browser cannot start, the
- * test fails: it never passes or skips silently.
+ * through the page itself (the result <img> drawn on a canvas).
+ *
+ * Without Chromium (a fresh machine), the file is skipped with a message naming the package. Under
+ * CI (CI=true, where .ci/run installs it) a missing or broken browser fails instead, so CI can
+ * never skip it silently; a browser that is installed but cannot start always fails.
  *
  * Screenshots go to .tap/playground/. docs/playground.png (the README's) is written when it is
  * missing or when CUTOUT_UPDATE_SCREENSHOT=1, so a plain `npm test` leaves the checkout clean.
  */
 import t from 'tap';
 import fs from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -21,6 +25,12 @@ const ASTRONAUT = path.join(FIXTURES, 'astronaut.jpg'); // 512x512
 const OUT_DIR = path.join(ROOT, '.tap', 'playground');
 const DOCS_SCREENSHOT = path.join(ROOT, 'docs', 'playground.png');
 
+const INSTALL_HINT = 'install it with: apt-get install -y --no-install-recommends chromium';
+if (!existsSync(CHROMIUM) && process.env.CI !== 'true') {
+  t.plan(0, `Chromium is not installed at ${CHROMIUM}, so the browser test is skipped (${INSTALL_HINT}); under CI=true this fails instead`);
+  process.exit(0);
+}
+
 let browser: Browser;
 try {
   browser = await chromium.launch({
@@ -29,7 +39,7 @@ try {
   });
 } catch (err) {
   // Fail loudly, with the fix: this test must never pass without a browser.
-  t.fail(`Chromium could not start from ${CHROMIUM} (install it with: apt-get install -y --no-install-recommends chromium): ${(err as Error).message}`);
+  t.fail(`Chromium could not start from ${CHROMIUM} (${INSTALL_HINT}): ${(err as Error).message}`);
   t.end();
   process.exit(1);
 }

@@ -4,12 +4,15 @@
  */
 import ora, { type Ora } from 'ora';
 import { oneLine } from '../errors.js';
+import type { PreparationEvent } from '../pipeline/weights.js';
 import type { ItemReport } from './remove.js';
 
 export interface Reporter {
   start(input: string): void;
   done(report: ItemReport): void;
   finish(): void;
+  /** A model file being built on first use: one line once, and the step on the spinner. */
+  preparation(event: PreparationEvent): void;
 }
 
 export function createReporter(opts: { total: number; json: boolean; quiet: boolean }): Reporter {
@@ -20,7 +23,10 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
   let failed = 0;
   const active = new Set<string>();
   const spinner: Ora | null = tty ? ora({ stream: process.stderr, text: `0/${opts.total}` }).start() : null;
-  const label = () => oneLine(`${completed}/${opts.total} ${[...active].map((a) => a.split('/').pop()).join(', ')}`);
+  let preparingStep: string | null = null;
+  let announced = false;
+  const label = () =>
+    oneLine(preparingStep ?? `${completed}/${opts.total} ${[...active].map((a) => a.split('/').pop()).join(', ')}`);
 
   const line = (text: string) => {
     if (spinner) spinner.clear();
@@ -43,6 +49,14 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
       } else if (!opts.quiet && !spinner) {
         line(r.skipped ? `skipped ${r.input} (output exists)` : `done ${r.input} -> ${r.output ?? 'stdout'} (${r.width}x${r.height}, ${r.ms} ms)`);
       }
+      if (spinner) spinner.text = label();
+    },
+    preparation(event) {
+      if (event.state === 'start' && !announced && !opts.quiet) {
+        announced = true;
+        line(`cutout: preparing model ${event.model} for its first use, from the installed package (nothing is downloaded); this is done once`);
+      }
+      preparingStep = event.state === 'start' ? `preparing model ${event.model}: ${event.step}` : null;
       if (spinner) spinner.text = label();
     },
     finish() {

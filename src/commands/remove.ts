@@ -177,7 +177,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   }
 
   // Heavy modules load only now: --help and usage errors stay fast.
-  const [{ removeBackground, resolveModel, setDefaultModel, setModelDataDir }, { openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
+  const [{ removeBackground, resolveModel, setDefaultModel, setModelDataDir, onModelPreparation }, { openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
     import('../pipeline/index.js'),
     import('../store/db.js'),
     import('p-limit'),
@@ -203,6 +203,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     json: Boolean(flags.json),
     quiet: Boolean(flags.quiet) || flags.progress === false,
   });
+  onModelPreparation((event) => reporter.preparation(event));
   let failures = 0;
   // Set at the first failure, not at the end: a reader that closes stdout early ends the run
   // with the exit code so far (cli.ts), which must already say 1.

@@ -19,7 +19,7 @@ import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
 export { probeImage } from './decode.js';
 export { loadModel, stopModels } from './model.js';
 export { resolveModel, listManifests } from './manifest.js';
-export { setModelDataDir } from './weights.js';
+export { onModelPreparation, setModelDataDir } from './weights.js';
 export type * from './types.js';
 
 let defaultModel = 'isnet-medium';

@@ -15,6 +15,34 @@ const require = createRequire(import.meta.url);
 
 let dataDirForModels: string | null = null;
 
+/**
+ * Told when a model file has to be built rather than read from the cache (the first use after an
+ * install whose postinstall did not run, or a cache that was cleared): a command shows it, so a
+ * first run that spends half a minute assembling and converting says why.
+ */
+export interface PreparationEvent {
+  state: 'start' | 'done';
+  model: string;
+  /** What is being built, e.g. "assembling and checking the weights", "fp32 copy", "512 px variant". */
+  step: string;
+}
+let preparationListener: (event: PreparationEvent) => void = () => {};
+
+/** Sets the one listener for model preparation (the CLI's progress display, or the server's log). */
+export function onModelPreparation(listener: (event: PreparationEvent) => void): void {
+  preparationListener = listener;
+}
+
+/** Runs `build` between a start and a done event. */
+async function preparing<T>(model: string, step: string, build: () => Promise<T>): Promise<T> {
+  preparationListener({ state: 'start', model, step });
+  try {
+    return await build();
+  } finally {
+    preparationListener({ state: 'done', model, step });
+  }
+}
+
 /** The data directory the commands resolved (--data > CUTOUT_HOME > config > ~/.cutout). */
 export function setModelDataDir(dir: string): void {
   dataDirForModels = dir;
@@ -143,13 +171,19 @@ function once(cache: Map<string, Promise<string>>, key: string, make: () => Prom
  * checked on first use in a process; rewritten when missing or damaged. Written through a
  * temporary name, so a killed process never leaves a half file under the final one.
  */
-async function derivedFile(target: string, source: () => Promise<string>, transform: (bytes: Buffer) => Promise<Buffer>): Promise<string> {
+async function derivedFile(
+  target: string,
+  label: { model: string; step: string },
+  source: () => Promise<string>,
+  transform: (bytes: Buffer) => Promise<Buffer>,
+): Promise<string> {
   const sidecar = `${target}.sha256`;
   if (fs.existsSync(target) && fs.existsSync(sidecar)) {
     if ((await sha256File(target)) === fs.readFileSync(sidecar, 'utf8').trim()) return target;
     fs.rmSync(target, { force: true });
   }
-  const bytes = await transform(fs.readFileSync(await source()));
+  const input = fs.readFileSync(await source());
+  const bytes = await preparing(label.model, label.step, () => transform(input));
   const tmp = `${target}.${process.pid}.tmp`;
   fs.writeFileSync(tmp, bytes);
   fs.writeFileSync(sidecar, crypto.createHash('sha256').update(bytes).digest('hex') + '\n');
@@ -169,7 +203,7 @@ export function ensureRunnableModel(manifest: ModelManifest): Promise<string> {
   if (!manifest.convert) return ensureModelFile(manifest);
   const target = cachedModelPath(manifest).replace(/\.onnx$/, `.${manifest.convert}.onnx`);
   return once(runnable, `${manifest.name}:${manifest.sha256}:${manifest.convert}`, () =>
-    derivedFile(target, () => ensureModelFile(manifest), async (bytes) => {
+    derivedFile(target, { model: manifest.name, step: 'fp32 copy' }, () => ensureModelFile(manifest), async (bytes) => {
       const { convertFp16ToFp32 } = await import('./convert.js');
       return convertFp16ToFp32(bytes);
     }),
@@ -193,7 +227,7 @@ export function ensureVariant(manifest: ModelManifest, side: number): Promise<st
   }
   const key = `${manifest.name}:${manifest.sha256}:${manifest.convert ?? ''}:${manifest.source.type === 'file' ? manifest.source.path : ''}:${side}`;
   return once(variants, key, () =>
-    derivedFile(variantModelPath(manifest, side), () => ensureRunnableModel(manifest), async (bytes) => {
+    derivedFile(variantModelPath(manifest, side), { model: manifest.name, step: `${side} px variant` }, () => ensureRunnableModel(manifest), async (bytes) => {
       const { rewriteInputSide } = await import('./variants.js');
       return rewriteInputSide(bytes, side, manifest.input.width);
     }),
@@ -220,7 +254,9 @@ async function assembleAndVerify(manifest: ModelManifest): Promise<string> {
       if (manifest.source.type === 'url') {
         throw new CutoutError('processing_failed', `Model ${manifest.name} has not been downloaded; run: cutout models pull ${manifest.name}`);
       }
-      await writeAtomic(file, npmChunkFiles(manifest.source));
+      const source = manifest.source;
+      const target = file;
+      await preparing(manifest.name, `weights from ${source.package}`, () => writeAtomic(target, npmChunkFiles(source)));
     }
   }
   const actual = await sha256File(file);

@@ -213,6 +213,9 @@ let pipelineModule: typeof import('../pipeline/index.js') | null = null;
 async function loadPipeline(model: string, dataDir: string): Promise<Pipeline> {
   pipelineModule ??= await import('../pipeline/index.js');
   pipelineModule.setModelDataDir(dataDir);
+  pipelineModule.onModelPreparation((event) => {
+    if (event.state === 'start') process.stderr.write(`cutout serve: preparing model ${event.model} (${event.step}) for its first use; nothing is downloaded\n`);
+  });
   pipelineModule.setDefaultModel(model);
   pipelineModule.resolveModel(model);
   return pipelineModule;
