@@ -98,7 +98,7 @@ async function zoomPass(
   const region = scaleBox(box, out.width, out.height, src.probe.width, src.probe.height);
   const { tensor, rgb: modelRgb } = await modelInput(src, manifest, plan, region);
   timings.preprocess += performance.now() - t;
-  const inference = await runModel(manifest, tensor, plan.width, plan.height);
+  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height);
   timings.inference += inference.ms;
   checkAborted(signal);
   t = performance.now();
@@ -157,7 +157,7 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   timings.preprocess = performance.now() - tp;
   checkAborted(opts.signal);
 
-  const inference = await runModel(manifest, tensor, plan.width, plan.height);
+  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height);
   timings.inference = inference.ms;
   checkAborted(opts.signal);
 
