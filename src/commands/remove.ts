@@ -15,6 +15,8 @@ import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, QUALITIES } fro
 import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
 import { commitOutput, discardStaged, isInputItself, removeStagedOnSignals, stageOutput } from './output-files.js';
 import { UsageError } from './usage-error.js';
+import type { Reporter } from './progress.js';
+import type { PreparationEvent } from '../pipeline/weights.js';
 
 export interface RemoveFlags {
   out?: string;
@@ -177,7 +179,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   }
 
   // Heavy modules load only now: --help and usage errors stay fast.
-  const [{ removeBackground, resolveModel, setDefaultModel, setModelDataDir, onModelPreparation }, { openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
+  const [{ removeBackground, resolveModel, setDefaultModel, setModelDataDir, onModelPreparation, loadModel, modelSide }, { openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
     import('../pipeline/index.js'),
     import('../store/db.js'),
     import('p-limit'),
@@ -185,11 +187,20 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   ]);
   setModelDataDir(config.dataDir);
   setDefaultModel(config.model);
+  let manifest;
   try {
-    resolveModel(config.model);
+    manifest = resolveModel(config.model);
   } catch (err) {
     usage((err as Error).message);
   }
+  // The session is created in the worker thread while this thread opens the store and reads and
+  // decodes the first image (cold start: about 0.4 s of session creation overlapped). A failure
+  // here is left to the first image's run, which reports it. Preparation events that come before
+  // the progress display exists are held for it.
+  let reporterForPreparation: Reporter | null = null;
+  const earlyPreparation: PreparationEvent[] = [];
+  onModelPreparation((event) => (reporterForPreparation ? reporterForPreparation.preparation(event) : earlyPreparation.push(event)));
+  if (items.length) loadModel(manifest!, modelSide(manifest!, options.quality)).catch(() => undefined);
   const store = await openStore(config.dataDir);
   let account: { accountId: string; keyId: string; test: boolean } | null = null;
   if (flags.key) {
@@ -203,7 +214,8 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     json: Boolean(flags.json),
     quiet: Boolean(flags.quiet) || flags.progress === false,
   });
-  onModelPreparation((event) => reporter.preparation(event));
+  reporterForPreparation = reporter;
+  for (const event of earlyPreparation) reporter.preparation(event);
   let failures = 0;
   // Set at the first failure, not at the end: a reader that closes stdout early ends the run
   // with the exit code so far (cli.ts), which must already say 1.

