@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { callbackBackoffMs, deliveryDecision, queueRetryAfterSeconds } from '../src/queue/backoff.js';
 import { loadCallbackSecret, signBody } from '../src/queue/secret.js';
-import { chooseNext, WorkPool } from '../src/server/pool.js';
+import { chooseNext, WorkPool } from '../src/queue/pool.js';
 import { openStore } from '../src/store/db.js';
 import type { NewJob } from '../src/store/db.js';
 

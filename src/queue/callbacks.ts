@@ -7,7 +7,7 @@
  * they were. Delivery is at least once: an attempt cut by a crash is made again.
  */
 import { LIMITS } from '../limits.js';
-import { postJson } from '../server/fetch-url.js';
+import { postJson } from '../net/fetch-url.js';
 import type { Delivery, Store } from '../store/db.js';
 import { deliveryDecision, type AttemptOutcome } from './backoff.js';
 import { signBody } from './secret.js';

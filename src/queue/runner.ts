@@ -19,9 +19,9 @@ import fs from 'node:fs/promises';
 import type { CutoutConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { fetchImageUrl } from '../server/fetch-url.js';
-import type { Pipeline } from '../server/app.js';
-import type { WorkPool } from '../server/pool.js';
+import { fetchImageUrl } from '../net/fetch-url.js';
+import type { Pipeline } from '../pipeline/types.js';
+import type { WorkPool } from './pool.js';
 import type { JobError, JobRow, Store } from '../store/db.js';
 import { queueRetryAfterSeconds } from './backoff.js';
 

@@ -7,12 +7,13 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import polka from 'polka';
 import type { CutoutConfig } from '../config.js';
+import type { Pipeline } from '../pipeline/types.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { openStore, type Store } from '../store/db.js';
 import { Idempotency, RateLimiter } from './guards.js';
 import { answerClientError, sendError } from './http.js';
-import { WorkPool } from './pool.js';
+import { WorkPool } from '../queue/pool.js';
 import { handleAccount, handleUsage } from './routes-account.js';
 import { handleHealth, handleOpenapi } from './routes-meta.js';
 import { handleRemove } from './routes-remove.js';
@@ -23,7 +24,6 @@ import { JobRunner } from '../queue/runner.js';
 import { loadCallbackSecret } from '../queue/secret.js';
 import { registerPlayground } from './routes-playground.js';
 
-export type Pipeline = Pick<typeof import('../pipeline/index.js'), 'removeBackground' | 'probeImage'>;
 
 /** Everything a handler needs; one per running server. */
 export interface AppContext {

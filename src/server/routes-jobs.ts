@@ -14,7 +14,7 @@ import { formatMB, LIMITS, MB } from '../limits.js';
 import { API_DEFAULTS, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
 import type { JobRow, NewJob } from '../store/db.js';
 import type { Queryable } from '../store/sqlite.js';
-import { assertPublicUrl } from './fetch-url.js';
+import { assertPublicUrl } from '../net/fetch-url.js';
 import { fingerprint, guard, type Caller } from './guards.js';
 import { mediaType, OPTION_PARAMS, parseImageParams, readImageRequest, readJsonObject, sendJson, SOURCE_PARAMS, type ImageRequest } from './http.js';
 import { paysWithCredits } from './routes-remove.js';

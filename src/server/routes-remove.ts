@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
-import { fetchImageUrl } from './fetch-url.js';
+import { fetchImageUrl } from '../net/fetch-url.js';
 import { fingerprint, guard, type Caller, type Seal } from './guards.js';
 import { readImageRequest, sendBytes, sendJson, wantsJson, type ImageSource } from './http.js';
 import type { AppContext } from './app.js';
