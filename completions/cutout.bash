@@ -33,11 +33,11 @@ _cutout() {
         --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
         -q --quiet --no-progress --recursive'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --allow-private-network --no-playground'
+        --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --log-level'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
         --quality --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --name --account '
+        --result-ttl --callback-backoff --log-level --name --account '
 
     # Values of the option before the cursor
     case $prev in
@@ -45,6 +45,7 @@ _cutout() {
         --format) COMPREPLY=($(compgen -W 'png webp jpg' -- "$cur")); return ;;
         --quality) COMPREPLY=($(compgen -W 'fast balanced best max' -- "$cur")); return ;;
         --alpha) COMPREPLY=($(compgen -W 'soft hard' -- "$cur")); return ;;
+        --log-level) COMPREPLY=($(compgen -W 'trace debug info warn error fatal silent' -- "$cur")); return ;;
         --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")); return ;;
         --data) _cutout_compgen_files directory; return ;;
         --config | -o | --out | --model) _cutout_compgen_files file; return ;;

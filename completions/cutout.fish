@@ -103,6 +103,8 @@ complete -c cutout -n $serve -l result-ttl -x -d 'Result retention (seconds)'
 complete -c cutout -n $serve -l callback-backoff -x -d 'First callback retry delay (ms)'
 complete -c cutout -n $serve -l allow-private-network -d 'Let URLs reach private addresses'
 complete -c cutout -n $serve -l no-playground -d 'Do not serve the playground page'
+complete -c cutout -n $serve -l no-metrics -d 'Do not serve /metrics'
+complete -c cutout -n $serve -l log-level -x -a 'trace debug info warn error fatal silent' -d 'Request log level'
 complete -c cutout -n $serve -f
 
 # keys create|list|revoke

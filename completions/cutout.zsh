@@ -85,7 +85,9 @@ _cutout() {
             '--result-ttl=[result retention]:seconds: ' \
             '--callback-backoff=[first callback retry delay]:milliseconds: ' \
             '--allow-private-network[let URLs reach private addresses]' \
-            '--no-playground[do not serve the playground page]' && ret=0
+            '--no-playground[do not serve the playground page]' \
+            '--no-metrics[do not serve /metrics]' \
+            '--log-level=[lowest level of the request log]:level:(trace debug info warn error fatal silent)' && ret=0
           ;;
         keys)
           state=

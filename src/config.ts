@@ -40,11 +40,18 @@ export interface CutoutConfig {
   allowPrivateNetwork: boolean;
   /** serve: serve the playground page at `/`. */
   playground: boolean;
+  /** serve: serve Prometheus metrics at `/metrics`. */
+  metrics: boolean;
+  /** serve: the lowest level of the JSON request log on stdout (`silent` turns it off). */
+  logLevel: LogLevel;
   /** HMAC key for callbacks; null: generated once and kept in the data directory. */
   callbackSecret: string | null;
   /** Shared secret of a marketplace proxy; null: marketplace headers are ignored. */
   marketplaceSecret: string | null;
 }
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 export type ConfigInput = { [K in keyof CutoutConfig]?: unknown };
 
@@ -67,6 +74,8 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   callbackBackoffMs: 2000,
   allowPrivateNetwork: false,
   playground: true,
+  metrics: true,
+  logLevel: 'info',
   callbackSecret: null,
   marketplaceSecret: null,
 });
@@ -81,6 +90,7 @@ export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = O
   marketplaceSecret: 'CUTOUT_MARKETPLACE_SECRET',
   model: 'CUTOUT_MODEL',
   quality: 'CUTOUT_QUALITY',
+  logLevel: 'CUTOUT_LOG_LEVEL',
 });
 
 function fail(field: string, what: string, got: unknown): never {
@@ -130,6 +140,11 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   callbackBackoffMs: (v) => int('callbackBackoffMs', v, 1, 3_600_000),
   allowPrivateNetwork: (v) => bool('allowPrivateNetwork', v),
   playground: (v) => bool('playground', v),
+  metrics: (v) => bool('metrics', v),
+  logLevel: (v) => {
+    if (typeof v !== 'string' || !(LOG_LEVELS as readonly string[]).includes(v)) fail('logLevel', `one of ${LOG_LEVELS.join(', ')}`, v);
+    return v as LogLevel;
+  },
   callbackSecret: (v) => nullableStr('callbackSecret', v),
   marketplaceSecret: (v) => nullableStr('marketplaceSecret', v),
 };

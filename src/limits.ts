@@ -66,4 +66,6 @@ export const LIMITS = Object.freeze({
   maxRedirects: 3,
   /** Time allowed to fetch an `image_url` in ms. */
   fetchTimeoutMs: 15_000,
+  /** Longest caller `X-Request-Id` kept as the request's id (longer ones are replaced). */
+  maxRequestIdLength: 128,
 });

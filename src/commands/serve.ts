@@ -4,6 +4,8 @@
  * requests in flight finish, running jobs get a grace period (then go back to the queue), queued
  * jobs and pending callbacks stay in the store for the next start, then the store closes. A
  * second signal (SIGINT or SIGTERM) stops at once (the queue is durable: the next start carries on).
+ * After the listening line, stdout carries the request log: one JSON line per request (the
+ * listening line stays first and plain, for scripts that wait for it); other messages go to stderr.
  */
 import type { Command } from 'commander';
 import { loadConfig, type ConfigInput } from '../config.js';
@@ -20,6 +22,8 @@ interface ServeFlags {
   callbackBackoff?: string;
   allowPrivateNetwork?: boolean;
   playground?: boolean;
+  metrics?: boolean;
+  logLevel?: string;
   model?: string;
   data?: string;
   config?: string;
@@ -30,6 +34,7 @@ const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   host: 'host', port: 'port', baseUrl: 'baseUrl', workers: 'workers', queueLimit: 'queueLimit',
   syncTimeout: 'syncTimeoutMs', rateLimit: 'rateLimit', resultTtl: 'resultTtlSeconds',
   callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground',
+  metrics: 'metrics', logLevel: 'logLevel',
   model: 'model', data: 'dataDir',
 };
 
@@ -60,6 +65,8 @@ export function registerServe(program: Command): void {
     .option('--callback-backoff <ms>', 'first callback retry delay, doubling each retry (default 2000); callbacks are signed with $CUTOUT_CALLBACK_SECRET or a secret kept in the data directory')
     .option('--allow-private-network', 'let image_url and callback URLs reach loopback and private addresses (development and tests only)')
     .option('--no-playground', 'do not serve the web playground page at /')
+    .option('--no-metrics', 'do not serve Prometheus metrics at /metrics')
+    .option('--log-level <level>', 'lowest level of the JSON request log on stdout: trace, debug, info, warn, error, fatal or silent (env CUTOUT_LOG_LEVEL; default info)')
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')

@@ -23,6 +23,8 @@ export interface CallbackDispatcherOptions {
   /** Attempts in flight at once. */
   concurrency?: number;
   log?: (line: string) => void;
+  /** Told each attempt's outcome once it is recorded (the server's metrics count them). */
+  onAttempt?: (outcome: 'delivered' | 'retry' | 'gave_up') => void;
 }
 
 /** Longest sleep between two looks at the table, so rows written by another process are seen. */
@@ -130,6 +132,7 @@ export class CallbackDispatcher {
       await store.recordDeliveryAttempt(d.id, { state: 'gave_up', attempts: attemptsMade, lastError: decision.reason });
       this.log(`cutout serve: callback for job ${d.jobId} not delivered: ${decision.reason}`);
     }
+    this.opts.onAttempt?.(decision.state);
   }
 
   /**

@@ -89,6 +89,9 @@ export class Store {
   recordDeliveryAttempt(id: number, update: jobs.DeliveryUpdate) { return jobs.recordDeliveryAttempt(this.ctx, id, update); }
   deliveriesOf(jobId: string) { return jobs.deliveriesOf(this.ctx, jobId); }
 
+  /** Which engine holds the state (health and metrics name it). */
+  get kind(): 'sqlite' | 'postgres' { return 'sqlite'; }
+
   /** Milliseconds since the epoch, by the store's clock. */
   now(): number { return this.ctx.now(); }
 
