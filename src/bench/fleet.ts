@@ -156,7 +156,7 @@ async function endToEnd(store: Store, n: number): Promise<JobsResult> {
     await sleep(200);
     const probesAfter = sumProbes(await Promise.all(servers.map((s) => s.probe())));
     const bytesAfter = await store.bytes();
-    const byKind = Object.fromEntries(Object.entries(probesAfter.byKind).map(([k, v]) => [k, round((v - (probesBefore.byKind[k] ?? 0)) / jobCount)]));
+    const byKind = Object.fromEntries(Object.entries(probesAfter.byKind).map(([k, v]) => [k, round((v - (probesBefore.byKind[k] ?? 0)) / jobCount)]).filter(([, v]) => v !== 0));
     const bytes = Object.fromEntries(Object.keys(bytesAfter).map((k) => [`${k}PerJob`, Math.round((bytesAfter[k] - bytesBefore[k]) / jobCount)]));
     return {
       jobs: jobCount, seconds: round(elapsed), jobsPerSecond: round(jobCount / elapsed),
