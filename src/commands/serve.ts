@@ -7,6 +7,7 @@
  */
 import type { Command } from 'commander';
 import { loadConfig, type ConfigInput } from '../config.js';
+import { STORE_FLAG_HELP } from './keys.js';
 
 interface ServeFlags {
   host?: string;
@@ -23,6 +24,8 @@ interface ServeFlags {
   model?: string;
   data?: string;
   config?: string;
+  store?: string;
+  leaseMs?: string;
 }
 
 /** Flag name (commander's camelCase) -> config field. */
@@ -30,7 +33,7 @@ const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   host: 'host', port: 'port', baseUrl: 'baseUrl', workers: 'workers', queueLimit: 'queueLimit',
   syncTimeout: 'syncTimeoutMs', rateLimit: 'rateLimit', resultTtl: 'resultTtlSeconds',
   callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground',
-  model: 'model', data: 'dataDir',
+  model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs',
 };
 
 /**
@@ -63,6 +66,8 @@ export function registerServe(program: Command): void {
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
+    .option('--store <url>', STORE_FLAG_HELP)
+    .option('--lease-ms <ms>', 'how long a claimed job stays with its server without a renewal; a dead server\'s jobs are taken over after it (default 30000)')
     .action(async (flags: ServeFlags, command: Command) => {
       const config = await loadConfig(flagsGiven(command, flags as Record<string, unknown>), { configFile: flags.config });
       const { startServer } = await import('../server/app.js');
