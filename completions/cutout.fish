@@ -19,7 +19,7 @@ function __cutout_command
         switch $word
             case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
-                --callback-backoff --name --account
+                --callback-backoff --name --account --store --lease-ms
                 set skip 1
             case '-*'
             case remove serve keys credits account usage models openapi completion help
@@ -105,6 +105,8 @@ complete -c cutout -n $serve -l allow-private-network -d 'Let URLs reach private
 complete -c cutout -n $serve -l no-playground -d 'Do not serve the playground page'
 complete -c cutout -n $serve -l no-metrics -d 'Do not serve /metrics'
 complete -c cutout -n $serve -l log-level -x -a 'trace debug info warn error fatal silent' -d 'Request log level'
+complete -c cutout -n $serve -l lease-ms -x -d 'How long a claimed job stays with a silent server (ms)'
+complete -c cutout -n '__cutout_is remove serve keys credits account usage' -l store -x -d 'PostgreSQL URL shared by a fleet'
 complete -c cutout -n $serve -f
 
 # keys create|list|revoke

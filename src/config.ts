@@ -48,6 +48,10 @@ export interface CutoutConfig {
   callbackSecret: string | null;
   /** Shared secret of a marketplace proxy; null: marketplace headers are ignored. */
   marketplaceSecret: string | null;
+  /** Where state lives: a postgres:// URL shared by a fleet; null: SQLite in the data directory. */
+  store: string | null;
+  /** serve: how long a claimed job stays with its server without a renewal. */
+  leaseMs: number;
 }
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -78,6 +82,8 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   logLevel: 'info',
   callbackSecret: null,
   marketplaceSecret: null,
+  store: null,
+  leaseMs: LIMITS.jobLeaseMs,
 });
 
 /** Environment variables of cli-contract.md, mapped to config fields. */
@@ -91,6 +97,7 @@ export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = O
   model: 'CUTOUT_MODEL',
   quality: 'CUTOUT_QUALITY',
   logLevel: 'CUTOUT_LOG_LEVEL',
+  store: 'CUTOUT_STORE',
 });
 
 function fail(field: string, what: string, got: unknown): never {
@@ -147,6 +154,12 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   },
   callbackSecret: (v) => nullableStr('callbackSecret', v),
   marketplaceSecret: (v) => nullableStr('marketplaceSecret', v),
+  store: (v) => {
+    const s = nullableStr('store', v);
+    if (s !== null && !/^postgres(ql)?:\/\/\S+$/i.test(s)) fail('store', 'a postgres:// or postgresql:// URL', v);
+    return s;
+  },
+  leaseMs: (v) => int('leaseMs', v, 100, 3_600_000),
 };
 
 function expandHome(p: string): string {

@@ -68,4 +68,12 @@ export const LIMITS = Object.freeze({
   fetchTimeoutMs: 15_000,
   /** Longest caller `X-Request-Id` kept as the request's id (longer ones are replaced). */
   maxRequestIdLength: 128,
+  /** PostgreSQL connections per server process (100 servers x 10 fits a max_connections of 1000+). */
+  postgresPoolSize: 10,
+  /** Time allowed to open a PostgreSQL connection in ms. */
+  postgresConnectTimeoutMs: 10_000,
+  /** Default `--lease-ms`: how long a claimed job stays with a silent server. */
+  jobLeaseMs: 30_000,
+  /** How long a claimed callback attempt stays with its server (longer than one attempt's 10 s timeout). */
+  callbackLeaseMs: 60_000,
 });

@@ -9,6 +9,7 @@
  */
 import type { Command } from 'commander';
 import { loadConfig, type ConfigInput } from '../config.js';
+import { STORE_FLAG_HELP } from './keys.js';
 
 interface ServeFlags {
   host?: string;
@@ -27,6 +28,8 @@ interface ServeFlags {
   model?: string;
   data?: string;
   config?: string;
+  store?: string;
+  leaseMs?: string;
 }
 
 /** Flag name (commander's camelCase) -> config field. */
@@ -35,7 +38,7 @@ const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   syncTimeout: 'syncTimeoutMs', rateLimit: 'rateLimit', resultTtl: 'resultTtlSeconds',
   callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground',
   metrics: 'metrics', logLevel: 'logLevel',
-  model: 'model', data: 'dataDir',
+  model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs',
 };
 
 /**
@@ -70,6 +73,8 @@ export function registerServe(program: Command): void {
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
+    .option('--store <url>', STORE_FLAG_HELP)
+    .option('--lease-ms <ms>', 'how long a claimed job stays with its server without a renewal; a dead server\'s jobs are taken over after it (default 30000)')
     .action(async (flags: ServeFlags, command: Command) => {
       const config = await loadConfig(flagsGiven(command, flags as Record<string, unknown>), { configFile: flags.config });
       const { startServer } = await import('../server/app.js');

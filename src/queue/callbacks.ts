@@ -77,9 +77,13 @@ export class CallbackDispatcher {
   private async pass(): Promise<void> {
     const room = this.concurrency - this.inflight.size;
     if (room <= 0) return;
-    const due = await this.opts.store.dueDeliveries(room + this.inflight.size);
+    // Claimed under a lease: with several servers, each attempt is made by exactly one of them.
+    const due = await this.opts.store.claimDueDeliveries(room, LIMITS.callbackLeaseMs);
+    if (this.stopped) {
+      await this.opts.store.releaseDeliveries(due.map((d) => d.id));
+      return;
+    }
     for (const d of due) {
-      if (this.stopped || this.inflight.size >= this.concurrency) break;
       if (this.inflight.has(d.id)) continue;
       const attempt = this.attempt(d).catch((err: unknown) => {
         if (!this.stopped) this.log(`cutout serve: callback delivery for job ${d.jobId}: ${(err as Error).message}`);
@@ -145,5 +149,7 @@ export class CallbackDispatcher {
     this.timer = null;
     const all = Promise.allSettled([this.passing, ...this.inflight.values()]);
     await Promise.race([all, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+    // Attempts still in flight are handed back, so another server retries them without waiting for the lease.
+    if (this.inflight.size > 0) await this.opts.store.releaseDeliveries([...this.inflight.keys()]).catch(() => undefined);
   }
 }

@@ -129,7 +129,9 @@ function delay(ms: number): Promise<void> {
 
 export async function startServer(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline } = {}): Promise<RunningServer> {
   const loaded = options.pipeline ?? (await loadPipeline(config.model, config.dataDir));
-  const store = await openStore(config.dataDir);
+  const store = await openStore(config.dataDir, { url: config.store });
+  // The heartbeat tells the other servers of a fleet that this one runs (its claims stay its own).
+  await store.startHeartbeat(config.leaseMs);
   // Replays need their stored result: the window is the shorter of 24 h and the result retention.
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
   await store.resetIdempotencyKeys(idempotencyTtl);
@@ -150,12 +152,13 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
     store, pool, pipeline, config,
     resultUrl: (id) => `${context.baseUrl}/api/v1/results/${id}`,
     onFinished: () => callbacks.kick(),
+    leaseMs: config.leaseMs,
   });
 
   const server = http.createServer();
   const context: AppContext = {
     config, store, pipeline, pool, jobs, callbacks,
-    limiter: new RateLimiter(config.rateLimit),
+    limiter: new RateLimiter(store, config.rateLimit),
     // A request holds its key at most the sync deadline (which covers an image_url fetch) plus its
     // commit: 15 s of margin for that.
     idempotency: new Idempotency(store, idempotencyTtl, config.syncTimeoutMs + LIMITS.fetchTimeoutMs),
@@ -196,7 +199,7 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
       await store.purgeIdempotencyKeys(idempotencyTtl);
       await store.purgeJobs(config.resultTtlSeconds);
       await store.removeOrphanJobInputs();
-      context.limiter.sweep();
+      await context.limiter.sweep();
     } catch (err) {
       process.stderr.write(`cutout serve: purge failed: ${(err as Error).message}\n`);
     }
