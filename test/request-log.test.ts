@@ -46,7 +46,7 @@ t.test('chooseRequestId keeps sane ids and replaces the rest', async (t) => {
 });
 
 t.test('X-Request-Id on every answer, one JSON line per request, no key, no body, no raw URL', async (t) => {
-  const srv = await startServe(t, ['--rate-limit', '100000']);
+  const srv = await startServe(t, ['--rate-limit', '100000', '--allow-private-network']);
   const lines = captureStdout(srv);
   const { key } = await createKey(srv.dataDir);
 
@@ -89,6 +89,19 @@ t.test('X-Request-Id on every answer, one JSON line per request, no key, no body
     t.match(logged[0], { status, route, level: 'info' }, `logged as ${status} on ${route}`);
   }
 
+  // A replay of an Idempotency-Key answers with the new request's id, not the first one's.
+  const createWith = (requestId: string) => fetch(`${srv.url}/api/v1/jobs`, {
+    method: 'POST',
+    headers: bearer(key, { 'Content-Type': 'application/json', 'Idempotency-Key': 'log-test-1', 'X-Request-Id': requestId }),
+    body: JSON.stringify({ image_url: 'http://127.0.0.1:9/never.jpg' }),
+  });
+  const original = await createWith('first-request');
+  const replay = await createWith('second-request');
+  t.same([original.status, replay.status], [202, 202]);
+  t.equal(replay.headers.get('idempotent-replayed'), 'true', 'a replay');
+  t.equal(replay.headers.get('x-request-id'), 'second-request', "with the replay's own id");
+  t.match((await linesOf(lines, 'second-request'))[0], { route: '/api/v1/jobs', status: 202 });
+
   // A result URL is a capability: its id stays out of the log (the route pattern stands for it).
   const resultId = crypto.randomUUID();
   const result = await fetch(`${srv.url}/api/v1/results/${resultId}?x=query-marker`);
@@ -103,7 +116,7 @@ t.test('X-Request-Id on every answer, one JSON line per request, no key, no body
   t.notOk(all.includes('query-marker'), 'no query string');
   t.notOk(/authorization/i.test(all), 'no headers');
   // (The listening line came before, and startServe found it: it stays plain.)
-  t.ok(lines().length >= 9, `${lines().length} lines after the listening line`);
+  t.ok(lines().length >= 11, `${lines().length} lines after the listening line`);
   for (const l of lines()) t.doesNotThrow(() => JSON.parse(l), 'every line after the listening line is JSON');
 });
 
