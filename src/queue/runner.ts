@@ -95,7 +95,7 @@ export class JobRunner {
   /** Recovers what a previous process left, then starts taking jobs. */
   async start(): Promise<void> {
     const requeued = await this.reclaim();
-    if (requeued > 0) this.log(`cutout serve: ${requeued} job(s) interrupted by a stopped server went back to the queue`);
+    if (requeued > 0) this.log(`cutout serve: ${requeued} job(s) interrupted by the last stop went back to the queue`);
     await this.store.removeOrphanJobInputs();
     this.sweepTimer = setInterval(() => void this.sweep(), this.sweepMs);
     this.sweepTimer.unref();
