@@ -27,7 +27,6 @@ import { ServerMetrics, setRoutePattern } from './metrics.js';
 import { assignRequestId, createLogger, createRequestLogger } from './request-log.js';
 import { registerPlayground } from './routes-playground.js';
 
-
 /** Everything a handler needs; one per running server. */
 export interface AppContext {
   config: Readonly<CutoutConfig>;
