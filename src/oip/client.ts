@@ -28,6 +28,8 @@ export interface UpstreamOptions {
   maxInFlight: number;
   /** The input sides the quality settings use besides the model's own (fast 512, balanced 768). */
   otherSides: number[];
+  /** JSON tensors even when the server offers the binary extension (the bench compares both). */
+  forceJson?: boolean;
 }
 
 export interface UpstreamHealth {
@@ -137,7 +139,7 @@ export class UpstreamInference implements RemoteInference {
     }
     if (server.status !== 200) throw new CutoutError('invalid_request', `${this.shownUrl} is not an Open Inference Protocol server: GET /v2 answered ${server.status}`);
     const extensions = (server.body as { extensions?: unknown })?.extensions;
-    this.binary = Array.isArray(extensions) && extensions.includes(BINARY_EXTENSION);
+    this.binary = !this.opts.forceJson && Array.isArray(extensions) && extensions.includes(BINARY_EXTENSION);
 
     const check = async (name: string, side: number, required: boolean): Promise<boolean> => {
       let meta: { status: number; body: unknown };
@@ -167,6 +169,8 @@ export class UpstreamInference implements RemoteInference {
     if (!model) {
       throw new CutoutError('invalid_request', `This quality needs the model at a ${width} px input; the inference server has no "${this.opts.model}-${width}" (served sides: ${[...this.models.keys()].join(', ')}). Use quality=best, or add that model to the inference server.`);
     }
+    // The round trip counts the encoding and decoding of the tensors: they are the protocol's cost.
+    const started = performance.now();
     const { input, output } = expectedTensors(manifest, width);
     const shape = [1, 3, height, width];
     const request: InferenceRequest = this.binary
@@ -188,7 +192,6 @@ export class UpstreamInference implements RemoteInference {
     }
 
     const release = await this.slots.take();
-    const started = performance.now();
     let res: Response;
     let bytes: Buffer;
     try {
@@ -207,7 +210,6 @@ export class UpstreamInference implements RemoteInference {
     } finally {
       release();
     }
-    const ms = performance.now() - started;
     if (res.status >= 500) {
       this.noteDown();
       throw unavailable(`the inference server answered ${res.status}: ${errorText(bytes)}`);
@@ -228,6 +230,7 @@ export class UpstreamInference implements RemoteInference {
     if (tensorOut.shape.length !== 4 || tensorOut.shape[1] !== 1 || tensorOut.shape[2] !== height || tensorOut.shape[3] !== width) {
       throw new CutoutError('processing_failed', `The inference server's output has shape [${tensorOut.shape.join(', ')}], expected [1, 1, ${height}, ${width}]`);
     }
+    const ms = performance.now() - started;
     const serverMs = parsed.parameters?.[SERVER_MS_PARAMETER];
     this.lastServerMs = typeof serverMs === 'number' ? serverMs : null;
     this.readyValue = true;
