@@ -78,10 +78,14 @@ t.test('serve --upstream a cutout model-server: binary tensors, the same cutout 
 
 t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one output asked for, the same cutout', async (t) => {
   const minimal = await startMinimalOip(t);
-  const srv = await startServe(t, ['--upstream', minimal.url, '--workers', '1']);
+  // Credentials in the URL travel as Basic authentication and never show in health.
+  const withCredentials = minimal.url.replace('http://', 'http://ops:s%40cret@');
+  const srv = await startServe(t, ['--upstream', withCredentials, '--workers', '1']);
   const key = await createKey(srv.dataDir);
   const health = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
   t.equal(health.inference, 'upstream');
+  t.equal(health.upstream.url, minimal.url, 'the URL without credentials');
+  t.equal(health.upstream.ready, true);
   t.equal(health.upstream.binary, false, 'no binary extension listed: JSON tensors');
   t.same(health.upstream.sides, [1024], 'no NAME-SIDE models on this server');
 
@@ -94,6 +98,10 @@ t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one 
   t.equal(request.headerLength, undefined, 'no Inference-Header-Content-Length');
   t.same(request.inputs, [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', hasParameters: false }]);
   t.same(request.outputs, [{ name: 'output' }], 'only the output the pipeline reads');
+  const basic = `Basic ${Buffer.from('ops:s@cret').toString('base64')}`;
+  t.ok(minimal.requests.length >= 3 && minimal.requests.every((r) => r.authorization === basic), 'every request authenticated');
+  const connections = new Set(minimal.requests.map((r) => r.clientPort));
+  t.ok(connections.size < minimal.requests.length, `keep-alive: ${minimal.requests.length} requests on ${connections.size} connection(s)`);
 
   // The quality's side is not on the upstream: refused, nothing charged.
   const before = await balanceOf(srv.url, key.key);

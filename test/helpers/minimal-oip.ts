@@ -30,6 +30,8 @@ export interface SeenInference {
 export interface MinimalOip {
   url: string;
   seen: SeenInference[];
+  /** Every request: its Authorization header and the client's port (one port per connection). */
+  requests: { path: string; authorization: string | undefined; clientPort: number | undefined }[];
   close(): Promise<void>;
 }
 
@@ -43,6 +45,7 @@ export async function startMinimalOip(t: Tap.Test, opts: MinimalOipOptions = {})
     { name: '1890', datatype: 'FP32', shape: [1, 1, 1024, 1024] },
   ];
   const seen: SeenInference[] = [];
+  const requests: MinimalOip['requests'] = [];
 
   const reply = (res: http.ServerResponse, status: number, body: unknown) => {
     const text = JSON.stringify(body);
@@ -53,6 +56,7 @@ export async function startMinimalOip(t: Tap.Test, opts: MinimalOipOptions = {})
   const server = http.createServer(async (req, res) => {
     try {
       const url = req.url ?? '/';
+      requests.push({ path: url, authorization: req.headers.authorization, clientPort: req.socket.remotePort });
       if (req.method === 'GET' && url === '/v2') return reply(res, 200, { name: 'minimal', version: '0', extensions: [] });
       if (req.method === 'GET' && (url === '/v2/health/ready' || url === '/v2/health/live')) return reply(res, 200, {});
       const m = /^\/v2\/models\/([^/]+)(\/ready|\/infer)?$/.exec(url);
@@ -93,5 +97,5 @@ export async function startMinimalOip(t: Tap.Test, opts: MinimalOipOptions = {})
     await close();
     await session.release();
   });
-  return { url: `http://127.0.0.1:${port}`, seen, close };
+  return { url: `http://127.0.0.1:${port}`, seen, requests, close };
 }
