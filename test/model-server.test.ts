@@ -27,8 +27,11 @@ function testTensor(): Float32Array {
   return data;
 }
 
-function binaryRequest(header: unknown, tensor: Float32Array): { body: Buffer; headers: Record<string, string> } {
-  const json = Buffer.from(JSON.stringify(header));
+/** `align`: pad the JSON header with spaces so that the binary part starts at this offset modulo 4. */
+function binaryRequest(header: unknown, tensor: Float32Array, align?: number): { body: Buffer; headers: Record<string, string> } {
+  let text = JSON.stringify(header);
+  if (align !== undefined) while (text.length % 4 !== align) text += ' ';
+  const json = Buffer.from(text);
   return {
     body: Buffer.concat([json, Buffer.from(tensor.buffer, tensor.byteOffset, tensor.byteLength)]),
     headers: { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': String(json.length) },
@@ -97,11 +100,12 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
   });
 
   await t.test('binary request, binary output per output and by binary_data_output', async (t) => {
-    for (const header of [
-      { inputs: [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', parameters: { binary_data_size: INPUT_ELEMENTS * 4 } }], outputs: [{ name: 'output', parameters: { binary_data: true } }] },
-      { id: 'r1', parameters: { binary_data_output: true }, inputs: [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', parameters: { binary_data_size: INPUT_ELEMENTS * 4 } }] },
-    ]) {
-      const { body, headers } = binaryRequest(header, testTensor());
+    // The binary part once 4-byte aligned in the body, once not: both are read right.
+    for (const [align, header] of [
+      [0, { inputs: [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', parameters: { binary_data_size: INPUT_ELEMENTS * 4 } }], outputs: [{ name: 'output', parameters: { binary_data: true } }] }],
+      [1, { id: 'r1', parameters: { binary_data_output: true }, inputs: [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', parameters: { binary_data_size: INPUT_ELEMENTS * 4 } }] }],
+    ] as const) {
+      const { body, headers } = binaryRequest(header, testTensor(), align);
       const res = await infer(body, headers);
       t.equal(res.status, 200);
       const length = Number(res.headers.get('inference-header-content-length'));

@@ -148,7 +148,8 @@ export class UpstreamInference implements RemoteInference {
       } catch (err) {
         throw unavailable(`GET /v2/models/${name}: ${networkReason(err)}`, err);
       }
-      if (meta.status === 404 || (meta.status === 400 && !required)) {
+      // Triton answers 400 for a model it does not have, KServe and ours 404.
+      if (meta.status === 404 || meta.status === 400) {
         if (!required) return false;
         throw new CutoutError('invalid_request', `The upstream ${this.shownUrl} has no model "${name}" (GET /v2/models/${name} answered ${meta.status}); name it with --upstream-model`);
       }

@@ -122,6 +122,9 @@ export async function startModelServer(opts: { host: string; port: number; manif
     } catch (err) {
       throw new ProtocolError(400, (err as Error).message);
     }
+    // runModel transfers the tensor's whole ArrayBuffer to the worker thread: a view into the
+    // request body becomes a tensor of its own (a 12.6 MB copy, about 3 ms).
+    if (tensor.byteOffset !== 0 || tensor.byteLength !== tensor.buffer.byteLength) tensor = tensor.slice();
     // The outputs asked for (all of them when the list is absent), each binary or JSON.
     const asked = request.outputs ?? [{ name: want.output.name }];
     if (!Array.isArray(asked)) throw new ProtocolError(400, '"outputs" must be an array');
