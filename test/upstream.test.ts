@@ -112,3 +112,32 @@ t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one 
   t.equal(await balanceOf(srv.url, key.key), before, 'nothing charged');
   t.equal(minimal.seen.length, 1, 'nothing sent upstream for it');
 });
+
+t.test('an upstream answering 5xx gives 503 gpu_unavailable, a 4xx 500 processing_failed, a slow one the sync 504; none charged', async (t) => {
+  const minimal = await startMinimalOip(t);
+  const srv = await startServe(t, ['--upstream', minimal.url, '--workers', '1', '--sync-timeout', '3000']);
+  const key = await createKey(srv.dataDir);
+
+  minimal.failure.status = 503;
+  const res503 = await removeFull(srv.url, key.key);
+  const retryAfter = res503.headers.get('retry-after');
+  const e503 = await errorCode(res503);
+  t.same([e503.status, e503.code], [503, 'gpu_unavailable']);
+  t.match(e503.message, /answered 503/);
+  t.equal(retryAfter, '5', 'Retry-After');
+  const health = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
+  t.equal(health.upstream.ready, false, 'a failed call marks the upstream not ready until the next probe');
+
+  minimal.failure.status = 400;
+  const e400 = await errorCode(await removeFull(srv.url, key.key));
+  t.same([e400.status, e400.code], [500, 'processing_failed'], 'our request did not fit the model: not retried');
+
+  minimal.failure.status = undefined;
+  minimal.failure.delayMs = 6000;
+  const started = Date.now();
+  const slow = await errorCode(await removeFull(srv.url, key.key));
+  const ms = Date.now() - started;
+  t.same([slow.status, slow.code], [504, 'processing_failed'], 'the upstream time counts against the sync deadline');
+  t.ok(ms < 5500, `answered at the 3 s deadline, not after the upstream (${ms} ms)`);
+  t.equal(await balanceOf(srv.url, key.key), 10, 'nothing charged');
+});

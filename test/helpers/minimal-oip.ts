@@ -29,6 +29,8 @@ export interface SeenInference {
 
 export interface MinimalOip {
   url: string;
+  /** Set by a test: answer every inference with this status (and an error body), after this delay. */
+  failure: { status?: number; delayMs?: number };
   seen: SeenInference[];
   /** Every request: its Authorization header and the client's port (one port per connection). */
   requests: { path: string; authorization: string | undefined; clientPort: number | undefined }[];
@@ -46,6 +48,7 @@ export async function startMinimalOip(t: Tap.Test, opts: MinimalOipOptions = {})
   ];
   const seen: SeenInference[] = [];
   const requests: MinimalOip['requests'] = [];
+  const failure: MinimalOip['failure'] = {};
 
   const reply = (res: http.ServerResponse, status: number, body: unknown) => {
     const text = JSON.stringify(body);
@@ -64,6 +67,11 @@ export async function startMinimalOip(t: Tap.Test, opts: MinimalOipOptions = {})
       if (req.method === 'GET' && !m[2]) return reply(res, 200, { name: modelName, versions: ['1'], platform: 'onnxruntime_onnx', inputs: [inputMeta], outputs: outputsMeta });
       if (req.method === 'GET' && m[2] === '/ready') return reply(res, 200, {});
       if (req.method !== 'POST' || m[2] !== '/infer') return reply(res, 404, { error: 'not found' });
+      if (failure.delayMs) await new Promise((r) => setTimeout(r, failure.delayMs));
+      if (failure.status) {
+        req.resume();
+        return reply(res, failure.status, { error: `failing on purpose with ${failure.status}` });
+      }
       const chunks: Buffer[] = [];
       for await (const c of req) chunks.push(c as Buffer);
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
@@ -97,5 +105,5 @@ export async function startMinimalOip(t: Tap.Test, opts: MinimalOipOptions = {})
     await close();
     await session.release();
   });
-  return { url: `http://127.0.0.1:${port}`, seen, requests, close };
+  return { url: `http://127.0.0.1:${port}`, seen, requests, failure, close };
 }
