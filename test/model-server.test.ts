@@ -131,6 +131,10 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
     t.equal(body.outputs[0].data.length, 1024 * 1024);
     t.ok(body.outputs[0].data[512 * 1024 + 512] > 0.5);
   });
+
+  const end = await server.stop('SIGTERM');
+  t.same(end, { code: 0, signal: null }, 'SIGTERM stops it cleanly, exit code 0');
+  t.match(server.stderr(), /SIGTERM, finishing inferences in flight/);
 });
 
 t.test('serve --upstream refuses at start an upstream whose model does not fit', async (t) => {
