@@ -44,6 +44,10 @@ export interface CutoutConfig {
   callbackSecret: string | null;
   /** Shared secret of a marketplace proxy; null: marketplace headers are ignored. */
   marketplaceSecret: string | null;
+  /** serve: an Open Inference Protocol server that runs the model; null: the local worker thread. */
+  upstream: string | null;
+  /** serve: the model's name on the upstream; null: the manifest's name. */
+  upstreamModel: string | null;
 }
 
 export type ConfigInput = { [K in keyof CutoutConfig]?: unknown };
@@ -69,6 +73,8 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   playground: true,
   callbackSecret: null,
   marketplaceSecret: null,
+  upstream: null,
+  upstreamModel: null,
 });
 
 /** Environment variables of cli-contract.md, mapped to config fields. */
@@ -81,6 +87,7 @@ export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = O
   marketplaceSecret: 'CUTOUT_MARKETPLACE_SECRET',
   model: 'CUTOUT_MODEL',
   quality: 'CUTOUT_QUALITY',
+  upstream: 'CUTOUT_UPSTREAM',
 });
 
 function fail(field: string, what: string, got: unknown): never {
@@ -132,6 +139,12 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   playground: (v) => bool('playground', v),
   callbackSecret: (v) => nullableStr('callbackSecret', v),
   marketplaceSecret: (v) => nullableStr('marketplaceSecret', v),
+  upstream: (v) => {
+    const s = nullableStr('upstream', v);
+    if (s !== null && !/^https?:\/\/[^/]/i.test(s)) fail('upstream', 'an http(s) URL', v);
+    return s === null ? null : s.replace(/\/+$/, '');
+  },
+  upstreamModel: (v) => nullableStr('upstreamModel', v),
 };
 
 function expandHome(p: string): string {

@@ -23,6 +23,8 @@ interface ServeFlags {
   model?: string;
   data?: string;
   config?: string;
+  upstream?: string;
+  upstreamModel?: string;
 }
 
 /** Flag name (commander's camelCase) -> config field. */
@@ -30,7 +32,7 @@ const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   host: 'host', port: 'port', baseUrl: 'baseUrl', workers: 'workers', queueLimit: 'queueLimit',
   syncTimeout: 'syncTimeoutMs', rateLimit: 'rateLimit', resultTtl: 'resultTtlSeconds',
   callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground',
-  model: 'model', data: 'dataDir',
+  model: 'model', data: 'dataDir', upstream: 'upstream', upstreamModel: 'upstreamModel',
 };
 
 /**
@@ -61,6 +63,8 @@ export function registerServe(program: Command): void {
     .option('--allow-private-network', 'let image_url and callback URLs reach loopback and private addresses (development and tests only)')
     .option('--no-playground', 'do not serve the web playground page at /')
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
+    .option('--upstream <url>', 'run the model on an Open Inference Protocol v2 server (Triton, KServe, cutout model-server) (env CUTOUT_UPSTREAM)')
+    .option('--upstream-model <name>', "the model's name on the upstream (default: the local model's name)")
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .action(async (flags: ServeFlags, command: Command) => {

@@ -41,6 +41,8 @@ export interface AppContext {
   baseUrl: string;
   version: string;
   marketplaceSecret: string | null;
+  /** The Open Inference Protocol server that runs the model (`--upstream`); null: local. */
+  upstream: { health(): Promise<import('../oip/client.js').UpstreamHealth> } | null;
 }
 
 const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -107,6 +109,8 @@ function delay(ms: number): Promise<void> {
 
 export async function startServer(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline } = {}): Promise<RunningServer> {
   const pipeline = options.pipeline ?? (await loadPipeline(config.model, config.dataDir));
+  // The model call is chosen once, here: an upstream is checked before the port opens.
+  const upstream = config.upstream ? await (await import('../oip/client.js')).useUpstream({ ...config, upstream: config.upstream }) : null;
   const store = await openStore(config.dataDir);
   // Replays need their stored result: the window is the shorter of 24 h and the result retention.
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
@@ -136,6 +140,7 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
     baseUrl: '',
     version: VERSION,
     marketplaceSecret: config.marketplaceSecret,
+    upstream,
   };
   const app = createApp(context);
   server.on('request', app.handler);

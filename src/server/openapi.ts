@@ -563,6 +563,17 @@ export const openapiDocument: Record<string, any> = deepFreeze({
           version: { type: 'string' },
           model: { type: 'string' },
           workers: { type: 'integer', minimum: 0 },
+          upstream: {
+            type: 'object',
+            description: 'Only with `inference: "upstream"`: the Open Inference Protocol server that runs the model.',
+            properties: {
+              url: { type: 'string', description: 'Its base URL, without credentials.' },
+              model: { type: 'string', description: "The model's name there." },
+              binary: { type: 'boolean', description: 'Tensors travel with the binary tensor data extension (else as JSON).' },
+              ready: { type: 'boolean', description: 'Whether /v2/health/ready answered 200 (probed at most every 2 s).' },
+              sides: { type: 'array', items: { type: 'integer' }, description: 'Model input sides served there (quality settings on other sides are refused).' },
+            },
+          },
           queue: {
             type: 'object',
             description: 'Jobs (from the store) and sync requests, waiting and running.',
