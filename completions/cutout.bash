@@ -27,17 +27,19 @@ _cutout() {
         prev=${COMP_WORDS[COMP_CWORD - 2]}
     fi
 
-    local commands='remove serve keys credits account usage models openapi completion help'
+    local commands='remove serve model-server keys credits account usage models openapi completion help'
     local global_opts='--data --config -h --help'
     local remove_opts='-o --out --size --format --bg-color --crop --mask --alpha --no-refine
         --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
         -q --quiet --no-progress --recursive --store'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --log-level --store --lease-ms'
+        --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --log-level --store --lease-ms
+        --model --upstream --upstream-model'
+    local model_server_opts='--host --port --model'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
         --quality --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --log-level --name --account --store --lease-ms '
+        --result-ttl --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton '
 
     # Values of the option before the cursor
     case $prev in
@@ -47,10 +49,11 @@ _cutout() {
         --alpha) COMPREPLY=($(compgen -W 'soft hard' -- "$cur")); return ;;
         --log-level) COMPREPLY=($(compgen -W 'trace debug info warn error fatal silent' -- "$cur")); return ;;
         --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")); return ;;
-        --data) _cutout_compgen_files directory; return ;;
+        --data | --triton) _cutout_compgen_files directory; return ;;
         --config | -o | --out | --model) _cutout_compgen_files file; return ;;
         -c | --concurrency | --key | --host | --port | --base-url | --workers | --queue-limit | \
-            --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | --store | --lease-ms)
+            --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | --store | --lease-ms | \
+            --upstream | --upstream-model)
             return ;;
     esac
 
@@ -100,6 +103,7 @@ _cutout() {
             return
             ;;
         serve) opts=$serve_opts ;;
+        model-server) opts=$model_server_opts ;;
         keys)
             case $sub in
                 '') [[ $cur != -* ]] && COMPREPLY=($(compgen -W 'create list revoke' -- "$cur")) ;;
@@ -112,9 +116,10 @@ _cutout() {
         account | usage) opts='--key --json --store' ;;
         models)
             case $sub in
-                '') [[ $cur != -* ]] && COMPREPLY=($(compgen -W 'list verify pull' -- "$cur")) ;;
+                '') [[ $cur != -* ]] && COMPREPLY=($(compgen -W 'list verify pull export' -- "$cur")) ;;
                 list | verify) opts='--json' ;;
                 pull) opts='--no-variants' ;;
+                export) opts='--triton --no-variants' ;;
             esac
             ;;
         completion) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'bash zsh fish' -- "$cur")) ;;

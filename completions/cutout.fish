@@ -3,7 +3,7 @@
 # Install: copy this file to ~/.config/fish/completions/cutout.fish, or run:
 #   cutout completion fish | source
 
-set -l __cutout_commands remove serve keys credits account usage models openapi completion help
+set -l __cutout_commands remove serve model-server keys credits account usage models openapi completion help
 
 # Prints the command being completed: nothing before one is typed, `remove` when the first word
 # is an input (`cutout photo.jpg` means `cutout remove photo.jpg`). Values of options are skipped.
@@ -19,10 +19,10 @@ function __cutout_command
         switch $word
             case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
-                --callback-backoff --name --account --store --lease-ms
+                --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton
                 set skip 1
             case '-*'
-            case remove serve keys credits account usage models openapi completion help
+            case remove serve model-server keys credits account usage models openapi completion help
                 echo $word
                 return
             case '*'
@@ -59,6 +59,7 @@ complete -c cutout -n __cutout_no_command -s V -l version -d 'Show the version'
 # Commands
 complete -c cutout -n __cutout_no_command -a remove -d 'Remove backgrounds locally (default)'
 complete -c cutout -n __cutout_no_command -a serve -d 'Run the v1 HTTP API'
+complete -c cutout -n __cutout_no_command -a model-server -d 'Serve the model over the Open Inference Protocol v2'
 complete -c cutout -n __cutout_no_command -a keys -d 'Create, list and revoke API keys'
 complete -c cutout -n __cutout_no_command -a credits -d 'Add purchased credits'
 complete -c cutout -n __cutout_no_command -a account -d 'Credit balance and plan'
@@ -107,7 +108,17 @@ complete -c cutout -n $serve -l no-metrics -d 'Do not serve /metrics'
 complete -c cutout -n $serve -l log-level -x -a 'trace debug info warn error fatal silent' -d 'Request log level'
 complete -c cutout -n $serve -l lease-ms -x -d 'How long a claimed job stays with a silent server (ms)'
 complete -c cutout -n '__cutout_is remove serve keys credits account usage' -l store -x -d 'PostgreSQL URL shared by a fleet'
+complete -c cutout -n $serve -l model -r -F -d 'Model name or .onnx file'
+complete -c cutout -n $serve -l upstream -x -d 'Open Inference Protocol server that runs the model'
+complete -c cutout -n $serve -l upstream-model -x -d "The model's name on the upstream"
 complete -c cutout -n $serve -f
+
+# model-server
+set -l mserver '__cutout_is model-server'
+complete -c cutout -n $mserver -l host -x -a '(__fish_print_hostnames)' -d 'Bind address'
+complete -c cutout -n $mserver -l port -x -d 'Port; 0 picks a free one'
+complete -c cutout -n $mserver -l model -r -F -d 'Model name or .onnx file'
+complete -c cutout -n $mserver -f
 
 # keys create|list|revoke
 set -l keys '__cutout_is keys'
@@ -130,13 +141,15 @@ complete -c cutout -n $acct -l key -x -d 'API key'
 complete -c cutout -n $acct -l json -d 'Print JSON'
 complete -c cutout -n $acct -f
 
-# models list|verify|pull
+# models list|verify|pull|export
 set -l models '__cutout_is models'
-complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull" -f -a list -d 'Known models'
-complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull" -f -a verify -d 'Check presence and checksums'
-complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull" -f -a pull -d 'Assemble a model and build its quality variants'
+complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull export" -f -a list -d 'Known models'
+complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull export" -f -a verify -d 'Check presence and checksums'
+complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull export" -f -a pull -d 'Assemble a model and build its quality variants'
+complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull export" -f -a export -d 'Write a Triton model repository'
 complete -c cutout -n "$models; and __fish_seen_subcommand_from list verify" -l json -d 'Print JSON'
-complete -c cutout -n "$models; and __fish_seen_subcommand_from pull" -l no-variants -d 'Skip the quality variants'
+complete -c cutout -n "$models; and __fish_seen_subcommand_from pull export" -l no-variants -d 'Skip the quality variants'
+complete -c cutout -n "$models; and __fish_seen_subcommand_from export" -l triton -x -a '(__fish_complete_directories)' -d 'The Triton model repository to write'
 complete -c cutout -n $models -f
 
 # openapi

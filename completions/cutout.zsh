@@ -39,6 +39,7 @@ _cutout_commands() {
   commands=(
     'remove:remove backgrounds locally (the default command)'
     'serve:run the v1 HTTP API'
+    'model-server:serve the model over the Open Inference Protocol v2'
     'keys:create, list and revoke API keys'
     'credits:add purchased credits'
     'account:credit balance and plan'
@@ -90,7 +91,16 @@ _cutout() {
             '--no-metrics[do not serve /metrics]' \
             '--log-level=[lowest level of the request log]:level:(trace debug info warn error fatal silent)' \
             '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' \
-            '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' && ret=0
+            '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' \
+            '--model=[model name or .onnx file]:model:_files' \
+            '--upstream=[Open Inference Protocol server that runs the model]:URL:_urls' \
+            '--upstream-model=[the model'"'"'s name on the upstream]:name: ' && ret=0
+          ;;
+        model-server)
+          _arguments -S $_cutout_global_opts \
+            '--host=[bind address]:host:_hosts' \
+            '--port=[port; 0 picks a free one]:port: ' \
+            '--model=[model name or .onnx file]:model:_files' && ret=0
           ;;
         keys)
           state=
@@ -118,8 +128,9 @@ _cutout() {
           ;;
         models)
           _arguments -S $_cutout_global_opts \
-            '1:models command:((list\:"known models" verify\:"check presence and checksums" pull\:"assemble a model and build its quality variants"))' \
-            '--json[print JSON (list, verify)]' '--no-variants[pull: skip the quality variants]' && ret=0
+            '1:models command:((list\:"known models" verify\:"check presence and checksums" pull\:"assemble a model and build its quality variants" export\:"write a Triton model repository"))' \
+            '--json[print JSON (list, verify)]' '--no-variants[pull, export: skip the quality variants]' \
+            '--triton=[export: the Triton model repository to write]:directory:_directories' && ret=0
           ;;
         openapi)
           _arguments -S $_cutout_global_opts && ret=0

@@ -52,6 +52,10 @@ export interface CutoutConfig {
   store: string | null;
   /** serve: how long a claimed job stays with its server without a renewal. */
   leaseMs: number;
+  /** serve: an Open Inference Protocol server that runs the model; null: the local worker thread. */
+  upstream: string | null;
+  /** serve: the model's name on the upstream; null: the manifest's name. */
+  upstreamModel: string | null;
 }
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -84,6 +88,8 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   marketplaceSecret: null,
   store: null,
   leaseMs: LIMITS.jobLeaseMs,
+  upstream: null,
+  upstreamModel: null,
 });
 
 /** Environment variables of cli-contract.md, mapped to config fields. */
@@ -98,6 +104,7 @@ export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = O
   quality: 'CUTOUT_QUALITY',
   logLevel: 'CUTOUT_LOG_LEVEL',
   store: 'CUTOUT_STORE',
+  upstream: 'CUTOUT_UPSTREAM',
 });
 
 function fail(field: string, what: string, got: unknown): never {
@@ -160,6 +167,12 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
     return s;
   },
   leaseMs: (v) => int('leaseMs', v, 100, 3_600_000),
+  upstream: (v) => {
+    const s = nullableStr('upstream', v);
+    if (s !== null && !/^https?:\/\/[^/]/i.test(s)) fail('upstream', 'an http(s) URL', v);
+    return s === null ? null : s.replace(/\/+$/, '');
+  },
+  upstreamModel: (v) => nullableStr('upstreamModel', v),
 };
 
 function expandHome(p: string): string {

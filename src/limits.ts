@@ -76,4 +76,21 @@ export const LIMITS = Object.freeze({
   jobLeaseMs: 30_000,
   /** How long a claimed callback attempt stays with its server (longer than one attempt's 10 s timeout). */
   callbackLeaseMs: 60_000,
+  /**
+   * Body of an Open Inference Protocol request or response (model server and upstream client):
+   * a 1024x1024 RGB FP32 tensor is 12.6 MB in binary and about 40 MB as JSON numbers.
+   */
+  maxInferBodyBytes: 128 * MB,
+  /** One model call to an upstream (a sync request is also bounded by its own deadline). */
+  upstreamTimeoutMs: 60_000,
+  /** Reading an upstream's metadata at start. */
+  upstreamStartTimeoutMs: 10_000,
+  /** Health's probe of the upstream's /v2/health/ready, and how long its answer is reused. */
+  upstreamProbeTimeoutMs: 1_000,
+  upstreamReadyCacheMs: 2_000,
+  /** Retry-After of a 503 gpu_unavailable when the upstream is unreachable or failing. */
+  upstreamRetryAfterSeconds: 5,
+  /** A job put back by an upstream outage waits this long, doubling per outage in a row, up to the max. */
+  upstreamOutageFirstDelayMs: 1_000,
+  upstreamOutageMaxDelayMs: 15_000,
 });

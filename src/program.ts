@@ -8,6 +8,7 @@ import { Command } from 'commander';
 import { registerRemove } from './commands/remove.js';
 import { registerModels } from './commands/models.js';
 import { registerServe } from './commands/serve.js';
+import { registerModelServer } from './commands/model-server.js';
 import { registerKeys } from './commands/keys.js';
 import { registerCredits } from './commands/credits.js';
 import { registerAccount } from './commands/account.js';
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   registerRemove(program);
   registerModels(program);
   registerServe(program);
+  registerModelServer(program);
   registerKeys(program);
   registerCredits(program);
   registerAccount(program);

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best]`: per-stage time of the pipeline on a folder of
+ * `npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best] [--upstream URL]`: per-stage time of the pipeline on a folder of
  * images (default: test/fixtures), images per second at concurrency 1 and 2, peak RSS, and beside
  * them the raw session run on the same tensor, so the pipeline's overhead ratio is visible.
  * `--large` adds 12 MP and 50 MP inputs (the first image enlarged), each measured in its own child process so the
@@ -118,6 +118,8 @@ const fmt = (n: number) => n.toFixed(0).padStart(7);
 
 async function main(): Promise<void> {
   if (args[0] === '--one') return single(args[1]);
+  // `--upstream URL`: the model over the Open Inference Protocol, binary against JSON (upstream.ts).
+  if (flag('--upstream')) return (await import('./upstream.js')).benchUpstream(args);
   const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
   const files = listImages(dir);
   if (!files.length) throw new Error(`no images in ${dir}`);

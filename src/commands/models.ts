@@ -109,4 +109,27 @@ export function registerModels(program: Command): void {
         process.stdout.write(`ok   ${m.name} ${v.quality} (${v.side}px): ${variant}\n`);
       }
     });
+
+  addStoreOptions(models
+    .command('export'))
+    .description('write a Triton model repository: DIR/NAME/config.pbtxt and DIR/NAME/1/model.onnx (the verified fp32 weights), and NAME-SIDE for the quality variants')
+    .argument('[name]', 'model name (default: the default model)')
+    .requiredOption('--triton <dir>', 'the model repository to write (for tritonserver --model-repository DIR)')
+    .option('--no-variants', 'skip the smaller-input models for --quality fast and balanced (NAME-512, NAME-768)')
+    .action(async (name: string | undefined, flags: { triton: string; variants: boolean } & StoreFlags) => {
+      await useDataDir(flags);
+      const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
+      const { ensureRunnableModel, ensureVariant } = await import('../pipeline/weights.js');
+      const { exportTriton } = await import('../oip/triton.js');
+      const m = name ? resolveModel(name) : listManifests().find((x) => x.default);
+      if (!m) throw new UsageError('no default model in models/');
+      const written = await exportTriton(flags.triton, m, await ensureRunnableModel(m));
+      process.stdout.write(`ok   ${m.name}: ${written.config}, ${written.model}\n`);
+      if (!flags.variants) return;
+      // The names `serve --upstream` looks for to run --quality fast and balanced on the upstream.
+      for (const v of await qualityVariants(m)) {
+        const variant = await exportTriton(flags.triton, { ...m, input: { ...m.input, width: v.side, height: v.side } }, await ensureVariant(m, v.side), `${m.name}-${v.side}`);
+        process.stdout.write(`ok   ${m.name}-${v.side} (${v.quality}): ${variant.config}, ${variant.model}\n`);
+      }
+    });
 }

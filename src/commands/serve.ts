@@ -30,6 +30,8 @@ interface ServeFlags {
   config?: string;
   store?: string;
   leaseMs?: string;
+  upstream?: string;
+  upstreamModel?: string;
 }
 
 /** Flag name (commander's camelCase) -> config field. */
@@ -38,7 +40,7 @@ const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   syncTimeout: 'syncTimeoutMs', rateLimit: 'rateLimit', resultTtl: 'resultTtlSeconds',
   callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground',
   metrics: 'metrics', logLevel: 'logLevel',
-  model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs',
+  model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs', upstream: 'upstream', upstreamModel: 'upstreamModel',
 };
 
 /**
@@ -71,6 +73,8 @@ export function registerServe(program: Command): void {
     .option('--no-metrics', 'do not serve Prometheus metrics at /metrics')
     .option('--log-level <level>', 'lowest level of the JSON request log on stdout: trace, debug, info, warn, error, fatal or silent (env CUTOUT_LOG_LEVEL; default info)')
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
+    .option('--upstream <url>', 'run the model on an Open Inference Protocol v2 server (Triton, KServe, cutout model-server) (env CUTOUT_UPSTREAM)')
+    .option('--upstream-model <name>', "the model's name on the upstream (default: the local model's name)")
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .option('--store <url>', STORE_FLAG_HELP)

@@ -17,7 +17,7 @@ import { pasteMatte, scaleBox, zoomBox } from './zoom.js';
 import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
 
 export { probeImage } from './decode.js';
-export { loadModel, stopModels } from './model.js';
+export { loadModel, stopModels, useRemoteInference, type RemoteInference } from './model.js';
 export { resolveModel, listManifests } from './manifest.js';
 export { modelSide } from './variants.js';
 export { onModelPreparation, setModelDataDir } from './weights.js';
@@ -99,7 +99,7 @@ async function zoomPass(
   const region = scaleBox(box, out.width, out.height, src.probe.width, src.probe.height);
   const { tensor, rgb: modelRgb } = await modelInput(src, manifest, plan, region);
   timings.preprocess += performance.now() - t;
-  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height);
+  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height, signal);
   timings.inference += inference.ms;
   checkAborted(signal);
   t = performance.now();
@@ -158,7 +158,7 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   timings.preprocess = performance.now() - tp;
   checkAborted(opts.signal);
 
-  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height);
+  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height, opts.signal);
   timings.inference = inference.ms;
   checkAborted(opts.signal);
 

@@ -92,20 +92,45 @@ export interface InferenceOutput {
  * Runs the model on a prepared NCHW tensor; the tensor's buffer is transferred (unusable afterwards).
  * A square tensor of another side than the manifest's input runs on that side's variant.
  */
-export async function runModel(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, sourcePixels = 0): Promise<InferenceOutput> {
+export async function runModel(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, sourcePixels = 0, signal?: AbortSignal): Promise<InferenceOutput> {
   const native = width === manifest.input.width && height === manifest.input.height;
   if (!native && width !== height) throw new CutoutError('processing_failed', `Model input ${width}x${height} is neither the model's size nor square`);
-  const modelPath = await ensureVariant(manifest, width);
-  const r = await send(
-    { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(sourcePixels) },
-    [tensor.buffer as ArrayBuffer],
-  );
-  const dims = r.dims!;
+  let dims: number[];
+  let out: { data: Float32Array; ms: number };
+  if (remote) {
+    const r = await remote.run(manifest, tensor, width, height, signal);
+    dims = r.dims;
+    out = r;
+  } else {
+    const modelPath = await ensureVariant(manifest, width);
+    const r = await send(
+      { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(sourcePixels) },
+      [tensor.buffer as ArrayBuffer],
+    );
+    dims = r.dims!;
+    out = { data: r.data!, ms: r.ms };
+  }
   // A variant's rewrite is checked on every run: its output must have the side asked for.
   if (!native && (dims[dims.length - 1] !== width || dims[dims.length - 2] !== height)) {
     throw new CutoutError('processing_failed', `Model output is ${dims.join('x')}, expected ${width}x${height}`);
   }
-  return { data: r.data!, width: dims[dims.length - 1], height: dims[dims.length - 2], ms: r.ms };
+  return { data: out.data, width: dims[dims.length - 1], height: dims[dims.length - 2], ms: out.ms };
+}
+
+/**
+ * The model call when it runs elsewhere (`serve --upstream`): set once at start, before the
+ * first image. The pipeline above runModel does not know which one runs.
+ */
+export interface RemoteInference {
+  /** The matte for an NCHW tensor, with its dims ([1, 1, H, W]); `ms`: the round trip. */
+  run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, signal?: AbortSignal): Promise<{ data: Float32Array; dims: number[]; ms: number }>;
+}
+
+let remote: RemoteInference | null = null;
+
+/** Sends every model call to `inference` (null: back to the local worker thread). */
+export function useRemoteInference(inference: RemoteInference | null): void {
+  remote = inference;
 }
 
 /** How long stopModels waits for inferences in flight before it stops the worker anyway. */

@@ -22,7 +22,7 @@ import { fetchImageUrl } from '../net/fetch-url.js';
 import type { Pipeline } from '../pipeline/types.js';
 import type { WorkPool } from './pool.js';
 import type { JobError, JobRow, Store } from '../store/db.js';
-import { queueRetryAfterSeconds } from './backoff.js';
+import { callbackBackoffMs, queueRetryAfterSeconds } from './backoff.js';
 
 export interface JobRunnerOptions {
   store: Store;
@@ -81,6 +81,10 @@ export class JobRunner {
   private readonly abandoned = new Set<string>();
   /** Recent mean time of a job, for Retry-After. */
   private meanMs = 3000;
+  /** Inference outages in a row (gpu_unavailable from the model call); no claims until `pausedUntil`. */
+  private outages = 0;
+  private pausedUntil = 0;
+  private resumeTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly opts: JobRunnerOptions) {
     this.store = opts.store;
@@ -121,6 +125,7 @@ export class JobRunner {
 
   private pump(): void {
     if (this.stopping || !this.more || this.probing || this.active >= this.pool.size || this.pool.draining) return;
+    if (Date.now() < this.pausedUntil) return; // resumeTimer wakes the queue
     this.probing = true;
     this.active++;
     const wake = this.wakeups;
@@ -198,6 +203,7 @@ export class JobRunner {
       this.running.delete(job.id);
     }
     if (final) {
+      this.outages = 0;
       this.meanMs = this.meanMs * 0.8 + (performance.now() - started) * 0.2;
       await this.finished(job);
     }
@@ -257,8 +263,30 @@ export class JobRunner {
       return true;
     } catch (err) {
       if (this.abandoned.has(job.id) || (this.stopping && signal.aborted)) return false;
+      if (err instanceof CutoutError && err.code === 'gpu_unavailable') {
+        await this.putBackAfterOutage(job, err);
+        return false;
+      }
       return this.fail(job, err);
     }
+  }
+
+  /**
+   * The model call is unavailable (an upstream inference server down, timing out or failing with
+   * 5xx): the job goes back to `queued`, uncharged, and no job is claimed for a delay that doubles
+   * with each outage in a row. It runs again once the inference is back; an outage never fails it.
+   */
+  private async putBackAfterOutage(job: JobRow, err: CutoutError): Promise<void> {
+    this.outages++;
+    const delayMs = callbackBackoffMs(this.outages, LIMITS.upstreamOutageFirstDelayMs, LIMITS.upstreamOutageMaxDelayMs);
+    this.pausedUntil = Date.now() + delayMs;
+    await this.store.requeueJobs([{ id: job.id, attempt: job.attempts }]);
+    this.log(`cutout serve: job ${job.id} back in the queue, retried in ${delayMs} ms: ${err.message}`);
+    if (this.resumeTimer) clearTimeout(this.resumeTimer);
+    this.resumeTimer = setTimeout(() => {
+      this.resumeTimer = null;
+      this.notify();
+    }, delayMs);
   }
 
   /** Commits `failed` with the error (never a charge). False when the claim was lost. */
@@ -278,6 +306,7 @@ export class JobRunner {
    */
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
+    if (this.resumeTimer) clearTimeout(this.resumeTimer);
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.sweepTimer = null;
     if (this.tasks.size > 0) {

@@ -45,6 +45,8 @@ export interface AppContext {
   marketplaceSecret: string | null;
   /** Null under --no-metrics. */
   metrics: ServerMetrics | null;
+  /** The Open Inference Protocol server that runs the model (`--upstream`); null: local. */
+  upstream: { health(): Promise<import('../oip/client.js').UpstreamHealth> } | null;
 }
 
 const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -128,6 +130,8 @@ function delay(ms: number): Promise<void> {
 
 export async function startServer(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline } = {}): Promise<RunningServer> {
   const loaded = options.pipeline ?? (await loadPipeline(config.model, config.dataDir));
+  // The model call is chosen once, here: an upstream is checked before the port opens.
+  const upstream = config.upstream ? await (await import('../oip/client.js')).useUpstream({ ...config, upstream: config.upstream }) : null;
   const store = await openStore(config.dataDir, { url: config.store });
   // The heartbeat tells the other servers of a fleet that this one runs (its claims stay its own).
   await store.startHeartbeat(config.leaseMs);
@@ -165,6 +169,7 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
     version: VERSION,
     marketplaceSecret: config.marketplaceSecret,
     metrics,
+    upstream,
   };
   const app = createApp(context);
   const requestLog = createRequestLogger(createLogger(config.logLevel, serverIdentity()));

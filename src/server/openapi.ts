@@ -643,6 +643,17 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
               pid: { type: 'integer', minimum: 1 },
               startedAt: { type: 'string', format: 'date-time' },
               id: { type: 'string', description: '`host:pid:startMillis:random`, unique across the fleet and restarts.' },
+              },
+            },
+          upstream: {
+            type: 'object',
+            description: 'Only with `inference: "upstream"`: the Open Inference Protocol server that runs the model.',
+            properties: {
+              url: { type: 'string', description: 'Its base URL, without credentials.' },
+              model: { type: 'string', description: "The model's name there." },
+              binary: { type: 'boolean', description: 'Tensors travel with the binary tensor data extension (else as JSON).' },
+              ready: { type: 'boolean', description: 'Whether /v2/health/ready answered 200 (probed at most every 2 s).' },
+              sides: { type: 'array', items: { type: 'integer' }, description: 'Model input sides served there (quality settings on other sides are refused).' },
             },
           },
           queue: {

@@ -27,7 +27,9 @@ export async function handleHealth(ctx: AppContext, res: ServerResponse): Promis
   sendJson(res, 200, {
     status: 'ok',
     // The model loads on the first request, so a cold process still serves: "local" is ready.
-    inference: 'local',
+    inference: ctx.upstream ? 'upstream' : 'local',
+    // The upstream's URL (no credentials) and whether /v2/health/ready answered 200 (cached briefly).
+    ...(ctx.upstream ? { upstream: await ctx.upstream.health() } : {}),
     version: ctx.version,
     model: ctx.config.model,
     workers: ctx.pool.size,

@@ -1,0 +1,50 @@
+/**
+ * `cutout model-server`: the local model over the Open Inference Protocol v2 (src/oip/server.ts).
+ * Prints `listening on http://HOST:PORT` once the model is loaded; stops on SIGINT/SIGTERM after
+ * the inferences in flight.
+ */
+import fs from 'node:fs';
+import type { Command } from 'commander';
+import { loadConfig } from '../config.js';
+
+interface ModelServerFlags {
+  host?: string;
+  port?: string;
+  model?: string;
+  data?: string;
+  config?: string;
+}
+
+export function registerModelServer(program: Command): void {
+  program
+    .command('model-server')
+    .description('serve the model over the Open Inference Protocol v2 (KServe v2 / Triton), for serve --upstream')
+    .option('--host <host>', 'bind address (env CUTOUT_HOST; default 127.0.0.1)')
+    .option('--port <port>', 'port; 0 picks a free one (env CUTOUT_PORT; default 8000, as Triton)')
+    .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
+    .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
+    .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
+    .action(async (flags: ModelServerFlags) => {
+      // Triton's HTTP port is the default, unless a flag, the environment or the config says otherwise.
+      const given = { host: flags.host, port: flags.port ?? (process.env.CUTOUT_PORT ? undefined : 8000), model: flags.model, dataDir: flags.data };
+      const config = await loadConfig(given, { configFile: flags.config });
+      const pipeline = await import('../pipeline/index.js');
+      const { loadModel, runModel } = await import('../pipeline/model.js');
+      const { startModelServer } = await import('../oip/server.js');
+      pipeline.setModelDataDir(config.dataDir);
+      const manifest = pipeline.resolveModel(config.model);
+      const version = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+      const server = await startModelServer({ host: config.host, port: config.port, manifest, model: { loadModel, runModel }, version });
+      process.stdout.write(`listening on ${server.url}\n`);
+      await new Promise<void>((resolve) => {
+        const stop = (signal: NodeJS.Signals) => {
+          process.stderr.write(`cutout model-server: ${signal}, finishing inferences in flight\n`);
+          void server.close().then(resolve);
+        };
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+      });
+      await pipeline.stopModels();
+      setTimeout(() => process.exit(), 2000).unref();
+    });
+}

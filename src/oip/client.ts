@@ -1,0 +1,298 @@
+/**
+ * `cutout serve --upstream URL`: the model call over the Open Inference Protocol v2 to Triton,
+ * KServe, MLServer or `cutout model-server`. Chosen once at start (see `connectUpstream`); the
+ * pipeline runs here and hands over only the input tensor.
+ *
+ * - Binary tensors (Triton's extension) when `GET /v2` lists `binary_tensor_data`, JSON otherwise.
+ * - Only the output the pipeline reads is asked for: ISNet has twelve.
+ * - fetch (undici) keeps its connections alive; at most `maxInFlight` requests run at once.
+ * - Unreachable, timed out or 5xx: `gpu_unavailable` with Retry-After (the sync route answers 503,
+ *   the job runner puts the job back in the queue). A 4xx means our request was wrong for the
+ *   model: `processing_failed`.
+ */
+import { CutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import type { ModelManifest } from '../pipeline/manifest.js';
+import type { RemoteInference } from '../pipeline/model.js';
+import {
+  BINARY_EXTENSION, HEADER_LENGTH, SERVER_MS_PARAMETER, expectedTensors, fp32Bytes, metadataMismatch, readTensors, splitBody, withoutCredentials,
+  type InferenceRequest, type InferenceResponse, type ModelMetadata,
+} from './protocol.js';
+
+export interface UpstreamOptions {
+  /** The upstream's base URL (what `--upstream` gave). */
+  url: string;
+  /** The model's name there (`--upstream-model`, default the manifest's name). */
+  model: string;
+  /** Requests in flight at most (`--workers`). */
+  maxInFlight: number;
+  /** The input sides the quality settings use besides the model's own (fast 512, balanced 768). */
+  otherSides: number[];
+  /** JSON tensors even when the server offers the binary extension (the bench compares both). */
+  forceJson?: boolean;
+}
+
+export interface UpstreamHealth {
+  url: string;
+  model: string;
+  binary: boolean;
+  /** Whether /v2/health/ready answered 200 at the last probe (at most LIMITS.upstreamReadyCacheMs ago). */
+  ready: boolean;
+  /** Input sides served on the upstream (the model's own, and `NAME-SIDE` models found at start). */
+  sides: number[];
+}
+
+/** Why an upstream call failed in a way that retrying later can fix. */
+function unavailable(what: string, cause?: unknown): CutoutError {
+  return new CutoutError('gpu_unavailable', `The inference server is unavailable (${what}); nothing was charged. Retry shortly.`, {
+    headers: { 'Retry-After': String(LIMITS.upstreamRetryAfterSeconds) }, cause,
+  });
+}
+
+function networkReason(err: unknown): string {
+  const e = err as Error & { cause?: { code?: string; message?: string } };
+  if (e?.name === 'TimeoutError') return 'timed out';
+  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err);
+}
+
+/** A counting semaphore: at most `size` holders. */
+class Slots {
+  private free: number;
+  private readonly waiting: (() => void)[] = [];
+  constructor(size: number) {
+    this.free = size;
+  }
+  async take(): Promise<() => void> {
+    if (this.free > 0) this.free--;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free++;
+    };
+  }
+}
+
+export class UpstreamInference implements RemoteInference {
+  readonly baseUrl: string;
+  readonly shownUrl: string;
+  private readonly authorization: string | null;
+  private readonly slots: Slots;
+  private binary = false;
+  /** Input side -> the upstream's model name for it. */
+  private readonly models = new Map<number, string>();
+  private readyAt = 0;
+  private readyValue = false;
+  private probing: Promise<void> | null = null;
+  /** The model server's own inference time of the last call, when it reports one (bench). */
+  lastServerMs: number | null = null;
+
+  constructor(private readonly opts: UpstreamOptions) {
+    let url: URL;
+    try {
+      url = new URL(opts.url);
+    } catch {
+      throw new CutoutError('invalid_request', `--upstream must be an http(s) URL, got "${opts.url}"`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CutoutError('invalid_request', `--upstream must be an http(s) URL, got "${opts.url}"`);
+    // fetch refuses URLs with credentials: they travel as Basic authentication instead.
+    this.authorization = url.username || url.password
+      ? `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`
+      : null;
+    this.shownUrl = withoutCredentials(url);
+    url.username = '';
+    url.password = '';
+    this.baseUrl = url.href.replace(/\/+$/, '');
+    this.slots = new Slots(Math.max(1, opts.maxInFlight));
+  }
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    return this.authorization ? { Authorization: this.authorization, ...extra } : extra;
+  }
+
+  private async getJson(path: string, timeoutMs: number): Promise<{ status: number; body: unknown }> {
+    const res = await fetch(`${this.baseUrl}${path}`, { headers: this.headers(), signal: AbortSignal.timeout(timeoutMs) });
+    const text = await res.text();
+    let body: unknown = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = text;
+    }
+    return { status: res.status, body };
+  }
+
+  /**
+   * Reads the server's extensions and the model's metadata and checks them against the manifest.
+   * Unreachable: gpu_unavailable (exit 1). A missing model or a mismatch: invalid_request (exit 2).
+   */
+  async connect(manifest: ModelManifest): Promise<void> {
+    const timeout = LIMITS.upstreamStartTimeoutMs;
+    let server: { status: number; body: unknown };
+    try {
+      server = await this.getJson('/v2', timeout);
+    } catch (err) {
+      throw unavailable(`GET ${this.shownUrl}/v2: ${networkReason(err)}`, err);
+    }
+    if (server.status !== 200) throw new CutoutError('invalid_request', `${this.shownUrl} is not an Open Inference Protocol server: GET /v2 answered ${server.status}`);
+    const extensions = (server.body as { extensions?: unknown })?.extensions;
+    this.binary = !this.opts.forceJson && Array.isArray(extensions) && extensions.includes(BINARY_EXTENSION);
+
+    const check = async (name: string, side: number, required: boolean): Promise<boolean> => {
+      let meta: { status: number; body: unknown };
+      try {
+        meta = await this.getJson(`/v2/models/${encodeURIComponent(name)}`, timeout);
+      } catch (err) {
+        throw unavailable(`GET /v2/models/${name}: ${networkReason(err)}`, err);
+      }
+      // Triton answers 400 for a model it does not have, KServe and ours 404.
+      if (meta.status === 404 || meta.status === 400) {
+        if (!required) return false;
+        throw new CutoutError('invalid_request', `The upstream ${this.shownUrl} has no model "${name}" (GET /v2/models/${name} answered ${meta.status}); name it with --upstream-model`);
+      }
+      if (meta.status !== 200) throw unavailable(`GET /v2/models/${name} answered ${meta.status}`);
+      const mismatch = metadataMismatch(meta.body as Partial<ModelMetadata>, expectedTensors(manifest, side));
+      if (mismatch) throw new CutoutError('invalid_request', `The upstream model "${name}" does not fit ${manifest.name}: ${mismatch}`);
+      this.models.set(side, name);
+      return true;
+    };
+    await check(this.opts.model, manifest.input.width, true);
+    for (const side of this.opts.otherSides) await check(`${this.opts.model}-${side}`, side, false);
+    this.readyValue = true;
+    this.readyAt = Date.now();
+  }
+
+  async run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, signal?: AbortSignal): Promise<{ data: Float32Array; dims: number[]; ms: number }> {
+    const model = this.models.get(width);
+    if (!model) {
+      throw new CutoutError('invalid_request', `This quality needs the model at a ${width} px input; the inference server has no "${this.opts.model}-${width}" (served sides: ${[...this.models.keys()].join(', ')}). Use quality=best, or add that model to the inference server.`);
+    }
+    // The round trip counts the encoding and decoding of the tensors: they are the protocol's cost.
+    const started = performance.now();
+    const { input, output } = expectedTensors(manifest, width);
+    const shape = [1, 3, height, width];
+    const request: InferenceRequest = this.binary
+      ? {
+          inputs: [{ name: input.name, shape, datatype: 'FP32', parameters: { binary_data_size: tensor.byteLength } }],
+          outputs: [{ name: output.name, parameters: { binary_data: true } }],
+        }
+      : { inputs: [{ name: input.name, shape, datatype: 'FP32', data: Array.from(tensor) }], outputs: [{ name: output.name }] };
+    let body: Buffer;
+    const headers: Record<string, string> = {};
+    if (this.binary) {
+      const json = Buffer.from(JSON.stringify(request));
+      body = Buffer.concat([json, fp32Bytes(tensor)]);
+      headers['Content-Type'] = 'application/octet-stream';
+      headers['Inference-Header-Content-Length'] = String(json.length);
+    } else {
+      body = Buffer.from(JSON.stringify(request));
+      headers['Content-Type'] = 'application/json';
+    }
+
+    const release = await this.slots.take();
+    let res: Response;
+    let bytes: Buffer;
+    try {
+      if (signal?.aborted) throw signal.reason;
+      const timeout = AbortSignal.timeout(LIMITS.upstreamTimeoutMs);
+      try {
+        res = await fetch(`${this.baseUrl}/v2/models/${encodeURIComponent(model)}/infer`, {
+          method: 'POST', headers: this.headers(headers), body, signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+        });
+        bytes = Buffer.from(await res.arrayBuffer());
+      } catch (err) {
+        if (signal?.aborted) throw signal.reason;
+        this.noteDown();
+        throw unavailable(`POST /v2/models/${model}/infer: ${networkReason(err)}`, err);
+      }
+    } finally {
+      release();
+    }
+    if (res.status >= 500) {
+      this.noteDown();
+      throw unavailable(`the inference server answered ${res.status}: ${errorText(bytes)}`);
+    }
+    if (res.status !== 200) throw new CutoutError('processing_failed', `The inference server refused the request (${res.status}): ${errorText(bytes)}`);
+    let tensorOut;
+    let parsed: InferenceResponse;
+    try {
+      const { json, binary } = splitBody(bytes, res.headers.get(HEADER_LENGTH));
+      parsed = json as InferenceResponse;
+      const found = parsed.outputs?.find((o) => o.name === output.name);
+      if (!found) throw new Error(`no output "${output.name}" in the response`);
+      // Binary parts follow in the order of `outputs`: read them all, keep ours.
+      tensorOut = readTensors(parsed.outputs, binary).find((t) => t.name === output.name)!;
+    } catch (err) {
+      throw new CutoutError('processing_failed', `Unreadable answer from the inference server: ${(err as Error).message}`, { cause: err });
+    }
+    if (tensorOut.shape.length !== 4 || tensorOut.shape[1] !== 1 || tensorOut.shape[2] !== height || tensorOut.shape[3] !== width) {
+      throw new CutoutError('processing_failed', `The inference server's output has shape [${tensorOut.shape.join(', ')}], expected [1, 1, ${height}, ${width}]`);
+    }
+    const ms = performance.now() - started;
+    const serverMs = parsed.parameters?.[SERVER_MS_PARAMETER];
+    this.lastServerMs = typeof serverMs === 'number' ? serverMs : null;
+    this.readyValue = true;
+    this.readyAt = Date.now();
+    return { data: tensorOut.data, dims: tensorOut.shape, ms };
+  }
+
+  private noteDown(): void {
+    this.readyValue = false;
+    this.readyAt = Date.now();
+  }
+
+  /** For health: quick, cached, never throws. */
+  async health(): Promise<UpstreamHealth> {
+    if (Date.now() - this.readyAt > LIMITS.upstreamReadyCacheMs) {
+      this.probing ??= this.getJson('/v2/health/ready', LIMITS.upstreamProbeTimeoutMs)
+        .then((r) => { this.readyValue = r.status === 200; }, () => { this.readyValue = false; })
+        .finally(() => {
+          this.readyAt = Date.now();
+          this.probing = null;
+        });
+      await this.probing;
+    }
+    return { url: this.shownUrl, model: this.opts.model, binary: this.binary, ready: this.readyValue, sides: [...this.models.keys()].sort((a, b) => a - b) };
+  }
+
+  get usesBinary(): boolean {
+    return this.binary;
+  }
+}
+
+/** The `{"error": "..."}` of a protocol error body, or its first characters. */
+function errorText(bytes: Buffer): string {
+  const text = bytes.subarray(0, 2000).toString('utf8');
+  try {
+    const e = (JSON.parse(text) as { error?: unknown }).error;
+    if (typeof e === 'string') return e;
+  } catch {
+    // not JSON
+  }
+  return text.slice(0, 200) || '(empty body)';
+}
+
+/** Connects to the upstream and checks its model; the caller then hands it to the pipeline. */
+export async function connectUpstream(manifest: ModelManifest, opts: UpstreamOptions): Promise<UpstreamInference> {
+  const upstream = new UpstreamInference(opts);
+  await upstream.connect(manifest);
+  return upstream;
+}
+
+/**
+ * `serve --upstream`: connects to the configured upstream, checks its model(s), and makes it the
+ * pipeline's model call. The quality settings' other sides run on `NAME-SIDE` models when the
+ * upstream has them; otherwise those settings are refused with invalid_request.
+ */
+export async function useUpstream(config: { upstream: string; upstreamModel: string | null; model: string; workers: number }): Promise<UpstreamInference> {
+  const { resolveModel, modelSide, useRemoteInference } = await import('../pipeline/index.js');
+  const { QUALITIES } = await import('../options.js');
+  const manifest = resolveModel(config.model);
+  const otherSides = [...new Set(QUALITIES.map((q) => modelSide(manifest, q)))].filter((s) => s !== manifest.input.width);
+  const upstream = await connectUpstream(manifest, { url: config.upstream, model: config.upstreamModel ?? manifest.name, maxInFlight: config.workers, otherSides });
+  useRemoteInference(upstream);
+  return upstream;
+}

@@ -1,0 +1,58 @@
+/** The pure parts of the Open Inference Protocol code: metadata checks, tensor encodings, the Triton config. */
+import t from 'tap';
+import { resolveModel } from '../src/pipeline/manifest.js';
+import { expectedTensors, fp32Bytes, metadataMismatch, readTensors, shapeAdmits, splitBody, withoutCredentials } from '../src/oip/protocol.js';
+import { tritonConfig } from '../src/oip/triton.js';
+
+const manifest = resolveModel('isnet-medium');
+
+t.test('shapes: -1 is a wildcard, ranks must agree', async (t) => {
+  t.ok(shapeAdmits([-1, 3, -1, -1], [1, 3, 1024, 1024]));
+  t.ok(shapeAdmits([1, 3, 1024, 1024], [1, 3, 1024, 1024]));
+  t.notOk(shapeAdmits([1, 3, 512, 512], [1, 3, 1024, 1024]));
+  t.notOk(shapeAdmits([3, 1024, 1024], [1, 3, 1024, 1024]));
+});
+
+t.test('metadata: names, datatypes and shapes against the manifest', async (t) => {
+  const want = expectedTensors(manifest, 1024);
+  t.same(want.input, { name: 'input', datatype: 'FP32', shape: [1, 3, 1024, 1024] });
+  t.same(expectedTensors(manifest, 512).output.shape, [1, 1, 512, 512]);
+  const good = { inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 3, 1024, 1024] }], outputs: [{ name: 'output', datatype: 'FP32', shape: [1, 1, 1024, 1024] }, { name: '1890', datatype: 'FP32', shape: [1, 1, 1024, 1024] }] };
+  t.equal(metadataMismatch(good, want), null, 'extra outputs and wildcards are fine');
+  t.match(metadataMismatch({ ...good, inputs: [{ name: 'images', datatype: 'FP32', shape: [1, 3, 1024, 1024] }] }, want), /no input named "input" \(it has: images\)/);
+  t.match(metadataMismatch({ ...good, outputs: [{ name: 'output', datatype: 'FP16', shape: [1, 1, 1024, 1024] }] }, want), /output "output" is FP16, expected FP32/);
+  t.match(metadataMismatch({ ...good, outputs: [{ name: 'output', datatype: 'FP32', shape: [1, 1, 320, 320] }] }, want), /output "output" has shape/);
+  t.match(metadataMismatch({}, want), /no input named "input" \(it has: none\)/);
+});
+
+t.test('tensors: binary parts in order after the JSON header, JSON data flat or nested', async (t) => {
+  const a = new Float32Array([1, 2, 3, 4]);
+  const b = new Float32Array([0.5, -0.5]);
+  const header = { outputs: [
+    { name: 'a', datatype: 'FP32', shape: [2, 2], parameters: { binary_data_size: 16 } },
+    { name: 'j', datatype: 'FP32', shape: [2, 1], data: [[7], [8]] },
+    { name: 'b', datatype: 'FP32', shape: [2], parameters: { binary_data_size: 8 } },
+  ] };
+  const json = Buffer.from(JSON.stringify(header)); // an odd length: the binary part is unaligned
+  const body = Buffer.concat([json, Buffer.from(' '), fp32Bytes(a), fp32Bytes(b)]);
+  const split = splitBody(body, String(json.length + 1));
+  const tensors = readTensors((split.json as typeof header).outputs, split.binary);
+  t.same(tensors.map((x) => [x.name, Array.from(x.data)]), [['a', [1, 2, 3, 4]], ['j', [7, 8]], ['b', [0.5, -0.5]]]);
+  t.throws(() => readTensors([{ name: 'a', datatype: 'FP32', shape: [2, 2], parameters: { binary_data_size: 12 } }], fp32Bytes(a)), /does not match shape/);
+  t.throws(() => readTensors([{ name: 'a', datatype: 'FP32', shape: [2], parameters: { binary_data_size: 8 } }], fp32Bytes(a)), /no tensor claims/);
+  t.throws(() => readTensors([{ name: 'x', datatype: 'INT64', shape: [1], data: [1] }], Buffer.alloc(0)), /only FP32/);
+  t.throws(() => splitBody(Buffer.from('{}'), '10'), /does not fit/);
+  t.same(splitBody(Buffer.from('{"a":1}'), null).json, { a: 1 }, 'no header length: all JSON');
+});
+
+t.test('URLs lose their credentials for display', async (t) => {
+  t.equal(withoutCredentials(new URL('http://user:pw@gpu-host:8000/')), 'http://gpu-host:8000');
+  t.equal(withoutCredentials(new URL('https://gpu-host/kserve/')), 'https://gpu-host/kserve');
+});
+
+t.test('Triton config: variants take their side', async (t) => {
+  const side = tritonConfig({ ...manifest, input: { ...manifest.input, width: 512, height: 512 } }, 'isnet-medium-512');
+  t.match(side, /name: "isnet-medium-512"/);
+  t.match(side, /dims: \[ 1, 3, 512, 512 \]/);
+  t.match(side, /dims: \[ 1, 1, 512, 512 \]/);
+});

@@ -1,0 +1,143 @@
+/**
+ * `cutout serve --upstream`: the pipeline runs in serve, the model call goes over the Open
+ * Inference Protocol v2. Real processes on loopback: the real model in `cutout model-server`
+ * (binary tensors) and in a minimal JSON-only protocol server (test/helpers/minimal-oip.ts).
+ * The cutout through either matches the local one within 1/255 of alpha.
+ */
+import t from 'tap';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import { balanceOf, bearer, createKey, errorCode, startServe, upload } from './helpers/api-server.js';
+import { FIXTURES, runCli } from './helpers/cli.js';
+import { startMinimalOip } from './helpers/minimal-oip.js';
+import { startModelServer } from './helpers/model-server.js';
+
+const FIXTURE = path.join(FIXTURES, 'chelsea.jpg');
+
+async function alphaChannel(png: Buffer | string): Promise<{ alpha: Uint8Array; width: number; height: number }> {
+  const { data, info } = await sharp(png).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+  const alpha = new Uint8Array(info.width * info.height);
+  for (let i = 0; i < alpha.length; i++) alpha[i] = data[i * info.channels + info.channels - 1];
+  return { alpha, width: info.width, height: info.height };
+}
+
+/** The local cutout, once: the CLI on the same pipeline and worker thread as a local serve. */
+let localPng: Promise<Buffer> | null = null;
+function localCutout(t: Tap.Test): Promise<Buffer> {
+  localPng ??= (async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-upstream-'));
+    t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+    const out = path.join(dir, 'local.png');
+    const r = await runCli([FIXTURE, '-o', out, '--size', 'full', '--quality', 'best', '--format', 'png', '--data', path.join(dir, 'home')]);
+    if (r.code !== 0) throw new Error(`local run failed: ${r.stderr}`);
+    return fs.readFile(out);
+  })();
+  return localPng;
+}
+
+async function compareWithLocal(t: Tap.Test, remotePng: Buffer): Promise<void> {
+  const local = await alphaChannel(await localCutout(t));
+  const remote = await alphaChannel(remotePng);
+  t.same([remote.width, remote.height], [local.width, local.height], 'same size');
+  let maxDiff = 0;
+  for (let i = 0; i < local.alpha.length; i++) maxDiff = Math.max(maxDiff, Math.abs(local.alpha[i] - remote.alpha[i]));
+  t.ok(maxDiff <= 1, `alpha within 1/255 of the local cutout (max difference ${maxDiff})`);
+  const opaque = remote.alpha.filter((a) => a === 255).length;
+  const clear = remote.alpha.filter((a) => a === 0).length;
+  t.ok(opaque > remote.alpha.length * 0.05 && clear > remote.alpha.length * 0.05, `a real cutout: ${opaque} opaque and ${clear} clear pixels`);
+}
+
+async function removeFull(url: string, key: string, fields: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${url}/api/v1/remove`, {
+    method: 'POST', headers: bearer(key), body: upload(await fs.readFile(FIXTURE), { size: 'full', quality: 'best', format: 'png', ...fields }),
+  });
+}
+
+t.test('serve --upstream a cutout model-server: binary tensors, the same cutout as local, health says upstream', async (t) => {
+  const upstream = await startModelServer(t);
+  const v2 = (await (await fetch(`${upstream.url}/v2`)).json()) as any;
+  t.ok(v2.extensions.includes('binary_tensor_data'), 'the model server offers the binary extension');
+  const srv = await startServe(t, ['--upstream', upstream.url, '--workers', '1']);
+  const key = await createKey(srv.dataDir);
+
+  const health = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
+  t.equal(health.inference, 'upstream');
+  t.same({ url: health.upstream.url, binary: health.upstream.binary, ready: health.upstream.ready }, { url: upstream.url, binary: true, ready: true });
+  t.same(health.upstream.sides, [512, 768, 1024], 'the quality variants are served as NAME-SIDE');
+
+  const res = await removeFull(srv.url, key.key);
+  t.equal(res.status, 200, 'removed through the upstream');
+  t.equal(res.headers.get('x-credits-charged'), '1');
+  await compareWithLocal(t, Buffer.from(await res.arrayBuffer()));
+
+  const fast = await removeFull(srv.url, key.key, { quality: 'fast', size: 'preview' });
+  t.equal(fast.status, 200, 'quality=fast runs on isnet-medium-512 on the upstream');
+});
+
+t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one output asked for, the same cutout', async (t) => {
+  const minimal = await startMinimalOip(t);
+  // Credentials in the URL travel as Basic authentication and never show in health.
+  const withCredentials = minimal.url.replace('http://', 'http://ops:s%40cret@');
+  const srv = await startServe(t, ['--upstream', withCredentials, '--workers', '1']);
+  const key = await createKey(srv.dataDir);
+  const health = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
+  t.equal(health.inference, 'upstream');
+  t.equal(health.upstream.url, minimal.url, 'the URL without credentials');
+  t.equal(health.upstream.ready, true);
+  t.equal(health.upstream.binary, false, 'no binary extension listed: JSON tensors');
+  t.same(health.upstream.sides, [1024], 'no NAME-SIDE models on this server');
+
+  const res = await removeFull(srv.url, key.key);
+  t.equal(res.status, 200, 'removed through the JSON upstream');
+  await compareWithLocal(t, Buffer.from(await res.arrayBuffer()));
+  t.equal(minimal.seen.length, 1, 'one inference request');
+  const [request] = minimal.seen;
+  t.match(request.contentType, /^application\/json/);
+  t.equal(request.headerLength, undefined, 'no Inference-Header-Content-Length');
+  t.same(request.inputs, [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', hasParameters: false }]);
+  t.same(request.outputs, [{ name: 'output' }], 'only the output the pipeline reads');
+  const basic = `Basic ${Buffer.from('ops:s@cret').toString('base64')}`;
+  t.ok(minimal.requests.length >= 3 && minimal.requests.every((r) => r.authorization === basic), 'every request authenticated');
+  const connections = new Set(minimal.requests.map((r) => r.clientPort));
+  t.ok(connections.size < minimal.requests.length, `keep-alive: ${minimal.requests.length} requests on ${connections.size} connection(s)`);
+
+  // The quality's side is not on the upstream: refused, nothing charged.
+  const before = await balanceOf(srv.url, key.key);
+  const fast = await errorCode(await removeFull(srv.url, key.key, { quality: 'fast', size: 'preview' }));
+  t.equal(fast.status, 400);
+  t.equal(fast.code, 'invalid_request');
+  t.match(fast.message, /isnet-medium-512/);
+  t.equal(await balanceOf(srv.url, key.key), before, 'nothing charged');
+  t.equal(minimal.seen.length, 1, 'nothing sent upstream for it');
+});
+
+t.test('an upstream answering 5xx gives 503 gpu_unavailable, a 4xx 500 processing_failed, a slow one the sync 504; none charged', async (t) => {
+  const minimal = await startMinimalOip(t);
+  const srv = await startServe(t, ['--upstream', minimal.url, '--workers', '1', '--sync-timeout', '3000']);
+  const key = await createKey(srv.dataDir);
+
+  minimal.failure.status = 503;
+  const res503 = await removeFull(srv.url, key.key);
+  const retryAfter = res503.headers.get('retry-after');
+  const e503 = await errorCode(res503);
+  t.same([e503.status, e503.code], [503, 'gpu_unavailable']);
+  t.match(e503.message, /answered 503/);
+  t.equal(retryAfter, '5', 'Retry-After');
+  const health = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
+  t.equal(health.upstream.ready, false, 'a failed call marks the upstream not ready until the next probe');
+
+  minimal.failure.status = 400;
+  const e400 = await errorCode(await removeFull(srv.url, key.key));
+  t.same([e400.status, e400.code], [500, 'processing_failed'], 'our request did not fit the model: not retried');
+
+  minimal.failure.status = undefined;
+  minimal.failure.delayMs = 6000;
+  const started = Date.now();
+  const slow = await errorCode(await removeFull(srv.url, key.key));
+  const ms = Date.now() - started;
+  t.same([slow.status, slow.code], [504, 'processing_failed'], 'the upstream time counts against the sync deadline');
+  t.ok(ms < 5500, `answered at the 3 s deadline, not after the upstream (${ms} ms)`);
+  t.equal(await balanceOf(srv.url, key.key), 10, 'nothing charged');
+});
