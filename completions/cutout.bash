@@ -31,14 +31,15 @@ _cutout() {
     local global_opts='--data --config -h --help'
     local remove_opts='-o --out --size --format --bg-color --crop --mask --alpha --no-refine
         --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
-        -q --quiet --no-progress --recursive'
+        -q --quiet --no-progress --recursive --store'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --allow-private-network --no-playground --model --upstream --upstream-model'
+        --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --log-level --store --lease-ms
+        --model --upstream --upstream-model'
     local model_server_opts='--host --port --model'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
         --quality --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --name --account --upstream --upstream-model --triton '
+        --result-ttl --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton '
 
     # Values of the option before the cursor
     case $prev in
@@ -46,11 +47,12 @@ _cutout() {
         --format) COMPREPLY=($(compgen -W 'png webp jpg' -- "$cur")); return ;;
         --quality) COMPREPLY=($(compgen -W 'fast balanced best max' -- "$cur")); return ;;
         --alpha) COMPREPLY=($(compgen -W 'soft hard' -- "$cur")); return ;;
+        --log-level) COMPREPLY=($(compgen -W 'trace debug info warn error fatal silent' -- "$cur")); return ;;
         --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")); return ;;
         --data | --triton) _cutout_compgen_files directory; return ;;
         --config | -o | --out | --model) _cutout_compgen_files file; return ;;
         -c | --concurrency | --key | --host | --port | --base-url | --workers | --queue-limit | \
-            --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | \
+            --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | --store | --lease-ms | \
             --upstream | --upstream-model)
             return ;;
     esac
@@ -105,12 +107,13 @@ _cutout() {
         keys)
             case $sub in
                 '') [[ $cur != -* ]] && COMPREPLY=($(compgen -W 'create list revoke' -- "$cur")) ;;
-                create) opts='--name --test --account --json' ;;
-                list) opts='--json' ;;
+                create) opts='--name --test --account --json --store' ;;
+                list) opts='--json --store' ;;
+                revoke) opts='--store' ;;
             esac
             ;;
-        credits) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'add' -- "$cur")) ;;
-        account | usage) opts='--key --json' ;;
+        credits) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'add' -- "$cur")); opts='--store' ;;
+        account | usage) opts='--key --json --store' ;;
         models)
             case $sub in
                 '') [[ $cur != -* ]] && COMPREPLY=($(compgen -W 'list verify pull export' -- "$cur")) ;;

@@ -19,7 +19,7 @@ function __cutout_command
         switch $word
             case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
-                --callback-backoff --name --account --upstream --upstream-model --triton
+                --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton
                 set skip 1
             case '-*'
             case remove serve model-server keys credits account usage models openapi completion help
@@ -104,6 +104,10 @@ complete -c cutout -n $serve -l result-ttl -x -d 'Result retention (seconds)'
 complete -c cutout -n $serve -l callback-backoff -x -d 'First callback retry delay (ms)'
 complete -c cutout -n $serve -l allow-private-network -d 'Let URLs reach private addresses'
 complete -c cutout -n $serve -l no-playground -d 'Do not serve the playground page'
+complete -c cutout -n $serve -l no-metrics -d 'Do not serve /metrics'
+complete -c cutout -n $serve -l log-level -x -a 'trace debug info warn error fatal silent' -d 'Request log level'
+complete -c cutout -n $serve -l lease-ms -x -d 'How long a claimed job stays with a silent server (ms)'
+complete -c cutout -n '__cutout_is remove serve keys credits account usage' -l store -x -d 'PostgreSQL URL shared by a fleet'
 complete -c cutout -n $serve -l model -r -F -d 'Model name or .onnx file'
 complete -c cutout -n $serve -l upstream -x -d 'Open Inference Protocol server that runs the model'
 complete -c cutout -n $serve -l upstream-model -x -d "The model's name on the upstream"

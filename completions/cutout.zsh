@@ -31,6 +31,7 @@ _cutout_remove_opts=(
   '(-q --quiet)'{-q,--quiet}'[no spinner or progress bar]'
   '--no-progress[no spinner or progress bar]'
   '--recursive[descend into directories]'
+  '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: '
 )
 
 _cutout_commands() {
@@ -87,6 +88,10 @@ _cutout() {
             '--callback-backoff=[first callback retry delay]:milliseconds: ' \
             '--allow-private-network[let URLs reach private addresses]' \
             '--no-playground[do not serve the playground page]' \
+            '--no-metrics[do not serve /metrics]' \
+            '--log-level=[lowest level of the request log]:level:(trace debug info warn error fatal silent)' \
+            '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' \
+            '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' \
             '--model=[model name or .onnx file]:model:_files' \
             '--upstream=[Open Inference Protocol server that runs the model]:URL:_urls' \
             '--upstream-model=[the model'"'"'s name on the upstream]:name: ' && ret=0
@@ -107,18 +112,19 @@ _cutout() {
                 '--name=[name of the key]:name: ' \
                 '--test[create a test key]' \
                 '--account=[add the key to this account]:account id: ' \
+                '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' \
                 '--json[print JSON]' && ret=0
               ;;
-            list) _arguments -S $_cutout_global_opts '--json[print JSON]' && ret=0 ;;
-            revoke) _arguments -S $_cutout_global_opts '1:key id: ' && ret=0 ;;
+            list) _arguments -S $_cutout_global_opts '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' '--json[print JSON]' && ret=0 ;;
+            revoke) _arguments -S $_cutout_global_opts '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' '1:key id: ' && ret=0 ;;
           esac
           ;;
         credits)
-          _arguments -S $_cutout_global_opts '1:credits command:((add\:"add purchased credits"))' \
+          _arguments -S $_cutout_global_opts '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' '1:credits command:((add\:"add purchased credits"))' \
             '2:account or key id: ' '3:amount: ' && ret=0
           ;;
         account | usage)
-          _arguments -S $_cutout_global_opts '--key=[API key]:API key: ' '--json[print JSON]' && ret=0
+          _arguments -S $_cutout_global_opts '--key=[API key]:API key: ' '--json[print JSON]' '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' && ret=0
           ;;
         models)
           _arguments -S $_cutout_global_opts \

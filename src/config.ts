@@ -40,15 +40,26 @@ export interface CutoutConfig {
   allowPrivateNetwork: boolean;
   /** serve: serve the playground page at `/`. */
   playground: boolean;
+  /** serve: serve Prometheus metrics at `/metrics`. */
+  metrics: boolean;
+  /** serve: the lowest level of the JSON request log on stdout (`silent` turns it off). */
+  logLevel: LogLevel;
   /** HMAC key for callbacks; null: generated once and kept in the data directory. */
   callbackSecret: string | null;
   /** Shared secret of a marketplace proxy; null: marketplace headers are ignored. */
   marketplaceSecret: string | null;
+  /** Where state lives: a postgres:// URL shared by a fleet; null: SQLite in the data directory. */
+  store: string | null;
+  /** serve: how long a claimed job stays with its server without a renewal. */
+  leaseMs: number;
   /** serve: an Open Inference Protocol server that runs the model; null: the local worker thread. */
   upstream: string | null;
   /** serve: the model's name on the upstream; null: the manifest's name. */
   upstreamModel: string | null;
 }
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 export type ConfigInput = { [K in keyof CutoutConfig]?: unknown };
 
@@ -71,8 +82,12 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   callbackBackoffMs: 2000,
   allowPrivateNetwork: false,
   playground: true,
+  metrics: true,
+  logLevel: 'info',
   callbackSecret: null,
   marketplaceSecret: null,
+  store: null,
+  leaseMs: LIMITS.jobLeaseMs,
   upstream: null,
   upstreamModel: null,
 });
@@ -87,6 +102,8 @@ export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = O
   marketplaceSecret: 'CUTOUT_MARKETPLACE_SECRET',
   model: 'CUTOUT_MODEL',
   quality: 'CUTOUT_QUALITY',
+  logLevel: 'CUTOUT_LOG_LEVEL',
+  store: 'CUTOUT_STORE',
   upstream: 'CUTOUT_UPSTREAM',
 });
 
@@ -137,8 +154,19 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   callbackBackoffMs: (v) => int('callbackBackoffMs', v, 1, 3_600_000),
   allowPrivateNetwork: (v) => bool('allowPrivateNetwork', v),
   playground: (v) => bool('playground', v),
+  metrics: (v) => bool('metrics', v),
+  logLevel: (v) => {
+    if (typeof v !== 'string' || !(LOG_LEVELS as readonly string[]).includes(v)) fail('logLevel', `one of ${LOG_LEVELS.join(', ')}`, v);
+    return v as LogLevel;
+  },
   callbackSecret: (v) => nullableStr('callbackSecret', v),
   marketplaceSecret: (v) => nullableStr('marketplaceSecret', v),
+  store: (v) => {
+    const s = nullableStr('store', v);
+    if (s !== null && !/^postgres(ql)?:\/\/\S+$/i.test(s)) fail('store', 'a postgres:// or postgresql:// URL', v);
+    return s;
+  },
+  leaseMs: (v) => int('leaseMs', v, 100, 3_600_000),
   upstream: (v) => {
     const s = nullableStr('upstream', v);
     if (s !== null && !/^https?:\/\/[^/]/i.test(s)) fail('upstream', 'an http(s) URL', v);

@@ -66,6 +66,16 @@ export const LIMITS = Object.freeze({
   maxRedirects: 3,
   /** Time allowed to fetch an `image_url` in ms. */
   fetchTimeoutMs: 15_000,
+  /** Longest caller `X-Request-Id` kept as the request's id (longer ones are replaced). */
+  maxRequestIdLength: 128,
+  /** PostgreSQL connections per server process (100 servers x 10 fits a max_connections of 1000+). */
+  postgresPoolSize: 10,
+  /** Time allowed to open a PostgreSQL connection in ms. */
+  postgresConnectTimeoutMs: 10_000,
+  /** Default `--lease-ms`: how long a claimed job stays with a silent server. */
+  jobLeaseMs: 30_000,
+  /** How long a claimed callback attempt stays with its server (longer than one attempt's 10 s timeout). */
+  callbackLeaseMs: 60_000,
   /**
    * Body of an Open Inference Protocol request or response (model server and upstream client):
    * a 1024x1024 RGB FP32 tensor is 12.6 MB in binary and about 40 MB as JSON numbers.

@@ -23,7 +23,7 @@ import {
   type AddressClassification,
   type NetworkSeams,
   type ResolvedAddress,
-} from '../src/server/fetch-url.js';
+} from '../src/net/fetch-url.js';
 import { CutoutError, type ErrorCode } from '../src/errors.js';
 import { LIMITS } from '../src/limits.js';
 

@@ -3,18 +3,16 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { openStore } from '../src/store/db.js';
+import { openStore, type StoreKind } from '../src/store/db.js';
 import { Idempotency, type Caller } from '../src/server/guards.js';
+import { forEachEngine, openTestStore } from './helpers/stores.js';
 
-/** A fresh data directory with one store and one account, removed after the test. */
-async function storeWithAccount(t: Tap.Test | any) {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-idem-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const store = await openStore(dir);
-  t.teardown(() => store.close());
+/** A fresh store of `kind` with one account, removed after the test. */
+async function storeWithAccount(t: Tap.Test | any, kind: StoreKind) {
+  const { store, url } = await openTestStore(t, kind);
   const { account } = await store.createKey({});
   const caller: Caller = { accountId: account, keyId: null, test: false, channel: 'key', rateKey: 'k' };
-  return { store, account, caller };
+  return { store, account, caller, url };
 }
 
 /**
@@ -22,12 +20,10 @@ async function storeWithAccount(t: Tap.Test | any) {
  * file, each with its own Idempotency. A repeat on the second while the first runs must wait and
  * replay, never run the work twice nor answer a status api-spec part 7 does not list.
  */
-t.test('a repeat in another process waits for the first request, then replays it', async (t) => {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-idem-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const first = await openStore(dir);
-  const second = await openStore(dir);
-  t.teardown(async () => { await first.close(); await second.close(); });
+forEachEngine('a repeat in another process waits for the first request, then replays it', async (t, kind) => {
+  const { store: first, dir, url } = await openTestStore(t, kind);
+  const second = await openStore(dir, { url });
+  t.teardown(async () => { await second.close(); });
   const { account } = await first.createKey({});
   const caller: Caller = { accountId: account, keyId: null, test: false, channel: 'key', rateKey: 'k' };
 
@@ -48,8 +44,8 @@ t.test('a repeat in another process waits for the first request, then replays it
   t.equal(runs, 1, 'the work ran once');
 });
 
-t.test('a claim older than the longest request is taken over (its server stopped mid-request)', async (t) => {
-  const { store, account, caller } = await storeWithAccount(t);
+forEachEngine('a claim older than the longest request is taken over (its server stopped mid-request)', async (t, kind) => {
+  const { store, account, caller } = await storeWithAccount(t, kind);
   // A pending claim with nobody in this process running it, as a killed server leaves.
   await store.claimIdempotencyKey({ accountId: account, endpoint: 'jobs', key: 'order-2' }, 'fp', 3600);
   const started = Date.now();
@@ -64,11 +60,18 @@ function deadPid(): number {
   return child.pid as number;
 }
 
-t.test('a claim whose process died is taken over at once; a live one is not', async (t) => {
-  const { store, account, caller } = await storeWithAccount(t);
+/** The identity of a server of this host that has exited (and, for PostgreSQL, has no heartbeat). */
+function deadServer(): { owner: string; pid: number } {
+  const pid = deadPid();
+  return { owner: `${os.hostname()}:${pid}:${Date.now() - 60_000}:dead00`, pid };
+}
+
+forEachEngine('a claim whose process died is taken over at once; a live one is not', async (t, kind) => {
+  const { store, account, caller } = await storeWithAccount(t, kind);
   const ref = { accountId: account, endpoint: 'remove', key: 'order-4' };
   await store.claimIdempotencyKey(ref, 'fp', 3600);
-  await store.db.run('UPDATE idempotency_keys SET owner_pid = ? WHERE key = ?', [deadPid(), 'order-4']);
+  const dead = deadServer();
+  await store.db.run('UPDATE idempotency_keys SET owner_pid = ?, owner = ? WHERE key = ?', [dead.pid, dead.owner, 'order-4']);
   t.same(await store.pendingIdempotencyClaim(ref).then((p) => p?.ownerAlive), false);
   const started = Date.now();
   const result = await new Idempotency(store, 3600, 60_000).run(caller, 'remove', 'order-4', 'fp', async () => ({ id: 'job-4' }));
@@ -81,19 +84,20 @@ t.test('a claim whose process died is taken over at once; a live one is not', as
   t.same(await store.claimIdempotencyKey({ ...ref, key: 'order-5' }, 'fp', 3600), { state: 'pending' });
 });
 
-t.test('server start drops the claims of dead processes and keeps those of live ones', async (t) => {
-  const { store, account } = await storeWithAccount(t);
+forEachEngine('server start drops the claims of dead processes and keeps those of live ones', async (t, kind) => {
+  const { store, account } = await storeWithAccount(t, kind);
   for (const key of ['live', 'dead', 'old']) await store.claimIdempotencyKey({ accountId: account, endpoint: 'jobs', key }, 'fp', 3600);
-  await store.db.run('UPDATE idempotency_keys SET owner_pid = ? WHERE key = ?', [deadPid(), 'dead']);
-  await store.db.run('UPDATE idempotency_keys SET owner_pid = NULL WHERE key = ?', ['old']); // made before owners were recorded
+  const dead = deadServer();
+  await store.db.run('UPDATE idempotency_keys SET owner_pid = ?, owner = ? WHERE key = ?', [dead.pid, dead.owner, 'dead']);
+  await store.db.run('UPDATE idempotency_keys SET owner_pid = NULL, owner = NULL WHERE key = ?', ['old']); // made before owners were recorded
   await store.resetIdempotencyKeys(3600);
   const left = await store.db.all<{ key: string }>('SELECT key FROM idempotency_keys ORDER BY key');
   t.same(left.map((r) => r.key), ['live']);
 });
 
-t.test('the key is done in the same commit as the charge: a crash right after it cannot charge twice', async (t) => {
-  const { store, account, caller } = await storeWithAccount(t);
-  const observer = await openStore(store.dataDir); // another connection, as a restarted server
+forEachEngine('the key is done in the same commit as the charge: a crash right after it cannot charge twice', async (t, kind) => {
+  const { store, account, caller, url } = await storeWithAccount(t, kind);
+  const observer = await openStore(store.dataDir, { url }); // another connection, as a restarted server
   t.teardown(() => observer.close());
   let seenAfterCommit: unknown;
   const value = { id: 'run-6', credits_charged: 1 };
@@ -108,4 +112,17 @@ t.test('the key is done in the same commit as the charge: a crash right after it
   });
   t.same(seenAfterCommit, { state: 'done', response: JSON.stringify(value) });
   t.equal(await observer.balance(account), 9, 'one charge');
+});
+
+t.test('[postgres] a claim of another server is kept while its heartbeat runs, taken over once it stops', async (t) => {
+  const { store, account } = await storeWithAccount(t, 'postgres');
+  const other = 'other-host:4242:1700000000000:abcdef';
+  const ref = { accountId: account, endpoint: 'jobs', key: 'order-9' };
+  await store.claimIdempotencyKey(ref, 'fp', 3600);
+  await store.db.run('UPDATE idempotency_keys SET owner = ?, owner_pid = 4242 WHERE key = ?', [other, 'order-9']);
+  await store.db.run('INSERT INTO servers (id, host, pid, started_at, heartbeat_at, lease_ms) VALUES (?, ?, 4242, 0, ?, 1000)', [other, 'other-host', Date.now()]);
+  t.same(await store.claimIdempotencyKey(ref, 'fp', 3600), { state: 'pending' }, 'a live server keeps its claim');
+  await store.db.run('UPDATE servers SET heartbeat_at = ? WHERE id = ?', [Date.now() - 1001, other]);
+  t.same(await store.pendingIdempotencyClaim(ref).then((p) => p?.ownerAlive), false);
+  t.same(await store.claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' }, 'its heartbeat stopped: the claim is taken over');
 });

@@ -29,6 +29,7 @@ const PATHS: Record<string, string[]> = {
   '/api/v1/usage': ['get'],
   '/api/v1/health': ['get'],
   '/api/v1/openapi.json': ['get'],
+  '/metrics': ['get'],
 };
 
 t.test('the document is a valid OpenAPI 3.1.0 document', async (t) => {
@@ -101,7 +102,7 @@ t.test('operations carry their headers, responses and auth', async (t) => {
   t.same(Object.keys(remove.responses['200'].content).sort(), ['application/json', 'image/jpeg', 'image/png', 'image/webp']);
   t.same(
     Object.keys(remove.responses['200'].headers).sort(),
-    ['X-Credits-Charged', 'X-Credits-Remaining', 'X-Job-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'],
+    ['X-Credits-Charged', 'X-Credits-Remaining', 'X-Job-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Request-Id'],
   );
   for (const h of ['header:Authorization', 'header:Accept', 'header:Idempotency-Key']) t.ok(params(remove).includes(h), h);
   t.equal(remove.parameters.find((p: any) => p.name === 'Authorization').required, false, 'Authorization declared optional (5.6)');
@@ -131,6 +132,16 @@ t.test('operations carry their headers, responses and auth', async (t) => {
   t.equal(result.parameters[0].schema.format, 'uuid');
   t.same(op('/api/v1/health').security, [], 'health needs no auth');
   t.same(op('/api/v1/openapi.json').security, [], 'the document needs no auth');
+  t.same(op('/metrics').security, [], 'metrics need no auth');
+  // Every operation takes an X-Request-Id and every answer (errors too) carries one.
+  for (const [path, item] of Object.entries<any>(doc.paths)) {
+    for (const [m, operation] of Object.entries<any>(item)) {
+      t.ok(params(operation).includes('header:X-Request-Id'), `${m} ${path} takes X-Request-Id`);
+      for (const [status, response] of Object.entries<any>(operation.responses)) {
+        t.ok(response.headers?.['X-Request-Id'], `${m} ${path} ${status} carries X-Request-Id`);
+      }
+    }
+  }
   t.same(doc.security, [{ bearerAuth: [] }], 'bearer auth everywhere else');
   t.equal(doc.components.securitySchemes.bearerAuth.scheme, 'bearer');
 

@@ -10,9 +10,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { callbackBackoffMs, deliveryDecision, queueRetryAfterSeconds } from '../src/queue/backoff.js';
 import { loadCallbackSecret, signBody } from '../src/queue/secret.js';
-import { chooseNext, WorkPool } from '../src/server/pool.js';
-import { openStore } from '../src/store/db.js';
-import type { NewJob } from '../src/store/db.js';
+import { chooseNext, WorkPool } from '../src/queue/pool.js';
+import type { NewJob, StoreKind } from '../src/store/db.js';
+import { forEachEngine, openTestStore } from './helpers/stores.js';
 
 t.test('callback backoff: the first delay, doubling', async (t) => {
   t.same([1, 2, 3].map((r) => callbackBackoffMs(r, 50)), [50, 100, 200]);
@@ -97,36 +97,34 @@ t.test('WorkPool: an aborted waiter leaves the queue', async (t) => {
   await running;
 });
 
-async function tempStore(t: Tap.Test, now?: () => number) {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-queue-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const store = await openStore(dir, { now });
-  t.teardown(() => store.close());
-  return { dir, store };
+async function tempStore(t: Tap.Test, kind: StoreKind, now?: () => number) {
+  return openTestStore(t, kind, { now });
 }
 
 function newJob(accountId: string, extra: Partial<NewJob> = {}): NewJob {
   return {
     id: crypto.randomUUID(), accountId, keyId: null, options: { size: 'preview', format: 'png', bgColor: null, crop: false },
-    sourceKind: 'image_file_b64', sourceUrl: null, inputPath: null, inputDesc: 'base64', callbackUrl: null, billable: true, batchId: null, ...extra,
+    sourceKind: 'image_file_b64', sourceUrl: null, input: null, inputDesc: 'base64', callbackUrl: null, billable: true, batchId: null, ...extra,
   };
 }
 
-t.test('job table: queue limit, FIFO claims, tokens, done in the charge transaction, recovery', async (t) => {
+forEachEngine('job table: queue limit, FIFO claims, tokens, done in the charge transaction, recovery', async (t, kind) => {
   let clock = 1_000_000;
-  const { store, dir } = await tempStore(t, () => clock);
+  const { store, dir } = await tempStore(t, kind, () => clock);
   const key = await store.createKey();
-  const [a, b, c] = [newJob(key.account), newJob(key.account, { callbackUrl: 'http://127.0.0.1:9/cb' }), newJob(key.account)];
-  a.inputPath = await store.writeJobInput(a.id, Buffer.from('bytes of a'));
-  t.equal(path.dirname(a.inputPath), path.join(dir, 'jobs'));
-  t.equal((await fs.stat(a.inputPath)).mode & 0o777, 0o600);
+  const [a, b, c] = [newJob(key.account, { input: Buffer.from('bytes of a') }), newJob(key.account, { callbackUrl: 'http://127.0.0.1:9/cb' }), newJob(key.account)];
   t.same(await store.createJobs([a, b], 2), { created: true, queued: 2 });
+  if (kind === 'sqlite') {
+    // SQLite keeps a job's input as a private file in the data directory; PostgreSQL in the database.
+    t.equal((await fs.stat(path.join(dir, 'jobs', `${a.id}.input`))).mode & 0o777, 0o600);
+  }
   t.same(await store.createJobs([c], 2), { created: false, queued: 2 }, 'past the limit nothing is written');
   t.equal(await store.getJobById(c.id), null);
   t.same(await store.jobCounts(), { queued: 2, processing: 0 });
 
   const claimA = (await store.claimNextJob(60_000))!;
-  t.match(claimA, { id: a.id, status: 'processing', attempts: 1, leaseUntil: clock + 60_000, inputPath: a.inputPath });
+  t.match(claimA, { id: a.id, status: 'processing', attempts: 1, leaseUntil: clock + 60_000 });
+  t.same(await store.readJobInput(a.id), Buffer.from('bytes of a'));
   t.same(claimA.options, a.options);
   const claimB = (await store.claimNextJob(60_000))!;
   t.equal(claimB.id, b.id, 'oldest first');
@@ -149,8 +147,10 @@ t.test('job table: queue limit, FIFO claims, tokens, done in the charge transact
   ), { message: 'claim lost' });
   t.equal(await store.balance(key.account), 9, 'not charged');
 
-  // A crash: b is left processing; recovery requeues it, and a stale token can no longer finish it.
-  t.same(await store.recoverJobs(3), { requeued: 1, exhausted: [] });
+  // A crash: b is left processing; once its lease ran out it is requeued, and a stale token can no longer finish it.
+  t.same(await store.reclaimAbandonedJobs(3), { requeued: 0, exhausted: [] }, 'not while its lease runs and its server lives');
+  clock += 60_001;
+  t.same(await store.reclaimAbandonedJobs(3), { requeued: 1, exhausted: [] });
   t.equal(await store.failJob(b.id, 1, { code: 'processing_failed', message: 'late' }, null), false, 'the old claim is void');
   const again = (await store.claimNextJob(60_000))!;
   t.match(again, { id: b.id, attempts: 2 });
@@ -161,13 +161,13 @@ t.test('job table: queue limit, FIFO claims, tokens, done in the charge transact
   t.match(await store.deliveriesOf(b.id), [{ attempts: 0, delivered: false, gaveUp: false }]);
 
   // Deliveries: due now, then rescheduled, then done.
-  const [due] = await store.dueDeliveries(10);
+  const [due] = await store.claimDueDeliveries(10, 60_000);
   t.equal(due.body, '{"job_id":"x"}');
   await store.recordDeliveryAttempt(due.id, { state: 'retry', attempts: 1, nextAttemptAt: clock + 500, lastError: 'HTTP 500' });
-  t.same(await store.dueDeliveries(10), [], 'not due before its time');
+  t.same(await store.claimDueDeliveries(10, 60_000), [], 'not due before its time');
   t.equal(await store.nextDeliveryAt(), clock + 500);
   clock += 500;
-  t.equal((await store.dueDeliveries(10)).length, 1);
+  t.equal((await store.claimDueDeliveries(10, 60_000)).length, 1);
   await store.recordDeliveryAttempt(due.id, { state: 'delivered', attempts: 2 });
   t.equal(await store.nextDeliveryAt(), null);
 
@@ -176,16 +176,16 @@ t.test('job table: queue limit, FIFO claims, tokens, done in the charge transact
   await store.createJobs([d], 10);
   await store.claimNextJob(1000);
   clock += 2000;
-  t.equal(await store.requeueExpiredLeases([d.id]), 0);
-  t.equal(await store.requeueExpiredLeases([]), 1);
+  t.equal((await store.reclaimAbandonedJobs(3, [d.id])).requeued, 0);
+  t.equal((await store.reclaimAbandonedJobs(3, [])).requeued, 1);
 
   // A job claimed maxAttempts times is reported, not requeued.
-  for (let i = 0; i < 2; i++) {
-    await store.claimNextJob(1000);
-    await store.recoverJobs(3);
-  }
   await store.claimNextJob(1000);
-  const recovered = await store.recoverJobs(3);
+  clock += 2000;
+  await store.reclaimAbandonedJobs(3);
+  await store.claimNextJob(1000);
+  clock += 2000;
+  const recovered = await store.reclaimAbandonedJobs(3);
   t.equal(recovered.requeued, 0);
   t.same(recovered.exhausted.map((j) => [j.id, j.attempts]), [[d.id, 3]]);
 

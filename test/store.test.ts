@@ -3,25 +3,19 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { openStore, type Store } from '../src/store/db.js';
+import { openStore, type NewJob, type Store, type StoreKind } from '../src/store/db.js';
 import { MIGRATIONS } from '../src/store/migrations.js';
+import { PG_MIGRATIONS } from '../src/store/migrations-postgres.js';
 import { CutoutError } from '../src/errors.js';
 import { LIMITS } from '../src/limits.js';
+import { forEachEngine, openTestStore, storeUrl, tempDir } from './helpers/stores.js';
 
 const DAY = 86_400_000;
 
-async function tempDir(t: Tap.Test): Promise<string> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-store-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** A store whose clock the test moves. */
-async function storeWithClock(t: Tap.Test, start = Date.UTC(2025, 5, 15, 12)): Promise<{ store: Store; clock: { now: number }; dir: string }> {
-  const dir = await tempDir(t);
+/** A store of `kind` whose clock the test moves. */
+async function storeWithClock(t: Tap.Test, kind: StoreKind, start = Date.UTC(2025, 5, 15, 12)): Promise<{ store: Store; clock: { now: number }; dir: string }> {
   const clock = { now: start };
-  const store = await openStore(dir, { now: () => clock.now });
-  t.teardown(() => store.close());
+  const { store, dir } = await openTestStore(t, kind, { now: () => clock.now });
   return { store, clock, dir };
 }
 
@@ -66,8 +60,8 @@ t.test('a data directory that is a file, or a store that is not a database, is n
   t.equal((await fs.readFile(path.join(notDb, 'cutout.db'), 'utf8')).slice(0, 12), 'this is not ', 'the file is left as it was');
 });
 
-t.test('a new key opens an account with the free grant; a charge takes one credit', async (t) => {
-  const { store } = await storeWithClock(t);
+forEachEngine('a new key opens an account with the free grant; a charge takes one credit', async (t, kind) => {
+  const { store } = await storeWithClock(t, kind);
   const created = await store.createKey({ name: 'shop' });
   t.match(created.key, /^cut_live_[A-Za-z0-9_-]{32}$/);
   t.equal(created.credits, 10);
@@ -93,8 +87,8 @@ t.test('a new key opens an account with the free grant; a charge takes one credi
   await t.rejects(store.addCredits('key_unknown', 3), /No account or API key/);
 });
 
-t.test('a charge at balance 0 is refused and writes nothing; previews still run', async (t) => {
-  const { store } = await storeWithClock(t);
+forEachEngine('a charge at balance 0 is refused and writes nothing; previews still run', async (t, kind) => {
+  const { store } = await storeWithClock(t, kind);
   const { account } = await store.createKey({});
   for (let i = 0; i < LIMITS.freeCredits; i++) await store.recordRun(run(account, 1));
   t.equal(await store.balance(account), 0);
@@ -107,32 +101,43 @@ t.test('a charge at balance 0 is refused and writes nothing; previews still run'
   t.same(await store.recordRun(run(account, 0)), { creditsCharged: 0, creditsRemaining: 0 });
 });
 
-t.test('concurrent charges never overdraw', async (t) => {
-  const { store } = await storeWithClock(t);
+forEachEngine('concurrent charges never overdraw, from one connection or two servers', async (t, kind) => {
+  const { store, dir, url } = await openTestStore(t, kind);
+  const other = await openStore(dir, { url });
+  t.teardown(() => other.close());
   const { account } = await store.createKey({});
-  const outcomes = await Promise.allSettled(Array.from({ length: 15 }, () => store.recordRun(run(account, 1))));
+  const outcomes = await Promise.allSettled(Array.from({ length: 15 }, (_, i) => (i % 2 ? other : store).recordRun(run(account, 1))));
   t.equal(outcomes.filter((o) => o.status === 'fulfilled').length, 10);
   t.equal(outcomes.filter((o) => o.status === 'rejected' && (o.reason as CutoutError).code === 'insufficient_credits').length, 5);
   t.equal(await store.balance(account), 0);
 });
 
-t.test('a failing insert inside the transaction leaves no charge and no result file', async (t) => {
-  const { store } = await storeWithClock(t);
+forEachEngine('a failing insert inside the transaction leaves no charge and no stored result', async (t, kind) => {
+  const { store, dir } = await storeWithClock(t, kind);
   const { account } = await store.createKey({});
   const id = crypto.randomUUID();
   await store.recordRun(run(account, 0, { id }));
   // Same run id again: the charge row goes in first, then the run insert violates the primary key.
-  const file = await store.writeResultFile(id, 'png', Buffer.from('not really a png'));
-  const retry = run(account, 1, { id, result: { path: file, contentType: 'image/png', width: 1, height: 1 } });
-  await t.rejects(store.recordRun(retry), /UNIQUE constraint failed: runs.id/);
+  const retry = run(account, 1, { id, result: { data: Buffer.from('not really a png'), ext: 'png', name: `${id}.2`, contentType: 'image/png', width: 1, height: 1 } });
+  await t.rejects(store.recordRun(retry), /UNIQUE constraint failed: runs.id|duplicate key value violates unique constraint "runs_pkey"/);
   t.equal(await store.balance(account), 10, 'the charge was rolled back');
   t.equal((await store.db.all("SELECT 1 FROM ledger WHERE reason = 'charge'")).length, 0);
-  await t.rejects(fs.stat(file), { code: 'ENOENT' }, 'the result file of the failed run is deleted');
+  t.same(await fs.readdir(path.join(dir, 'results')).catch(() => []), [], 'no result file of the failed run is left');
   t.equal(await store.getResult(id, 3600), null);
 });
 
-t.test('keys: malformed, unknown and revoked keys do not authenticate', async (t) => {
-  const { store } = await storeWithClock(t);
+forEachEngine('a run is charged at most once, whatever is retried above', async (t, kind) => {
+  const { store } = await storeWithClock(t, kind);
+  const { account } = await store.createKey({});
+  const id = crypto.randomUUID();
+  await store.recordRun(run(account, 1, { id }));
+  // A second charge with the same run id (another attempt of the same job) violates the ledger's unique charge.
+  await t.rejects(store.db.run("INSERT INTO ledger (account_id, delta, reason, ref, created_at) VALUES (?, -1, 'charge', ?, 0)", [account, id]));
+  t.equal(await store.balance(account), 9);
+});
+
+forEachEngine('keys: malformed, unknown and revoked keys do not authenticate', async (t, kind) => {
+  const { store } = await storeWithClock(t, kind);
   const live = await store.createKey({ name: 'live' });
   const test = await store.createKey({ name: 'test', test: true });
   t.match(test.key, /^cut_test_/);
@@ -154,8 +159,8 @@ t.test('keys: malformed, unknown and revoked keys do not authenticate', async (t
   t.notOk(stored.some((r) => r.hash.includes(live.key) || r.hash.includes(test.key)), 'only hashes are stored');
 });
 
-t.test('account and usage: this month, 30 UTC days newest first, local runs apart', async (t) => {
-  const { store, clock } = await storeWithClock(t, Date.UTC(2025, 5, 3, 10)); // 3 June
+forEachEngine('account and usage: this month, 30 UTC days newest first, local runs apart', async (t, kind) => {
+  const { store, clock } = await storeWithClock(t, kind, Date.UTC(2025, 5, 3, 10)); // 3 June
   const { account } = await store.createKey({});
   const at = async (ms: number, accountId: string | null, credits: 0 | 1) => { clock.now = ms; await store.recordRun(run(accountId, credits)); };
   await at(Date.UTC(2025, 5, 3, 9), account, 1);
@@ -184,28 +189,39 @@ t.test('account and usage: this month, 30 UTC days newest first, local runs apar
   await t.rejects(store.recordRun(run(null, 1)), /needs an account/);
 });
 
-t.test('results: served until the retention, then purged with their files; stray files too', async (t) => {
-  const { store, clock, dir } = await storeWithClock(t);
+forEachEngine('results: served with their bytes until the retention, then purged', async (t, kind) => {
+  const { store, clock, dir } = await storeWithClock(t, kind);
   const { account } = await store.createKey({});
   const id = crypto.randomUUID();
-  const file = await store.writeResultFile(id, 'png', Buffer.from([1, 2, 3]));
-  t.equal(path.dirname(file), path.join(dir, 'results'));
-  await store.recordRun(run(account, 1, { id, result: { path: file, contentType: 'image/png', width: 4, height: 3 } }));
-  const stray = path.join(dir, 'results', `${crypto.randomUUID()}.png`);
-  await fs.writeFile(stray, 'left by a crash');
-  await fs.utimes(stray, new Date(clock.now - 2 * DAY), new Date(clock.now - 2 * DAY));
-
-  t.match(await store.getResult(id, 3600), { jobId: id, path: file, contentType: 'image/png', width: 4, height: 3 });
+  const bytes = crypto.randomBytes(300_000);
+  await store.recordRun(run(account, 1, { id, result: { data: bytes, ext: 'png', contentType: 'image/png', width: 4, height: 3 } }));
+  const files = await fs.readdir(path.join(dir, 'results')).catch(() => [] as string[]);
+  // SQLite keeps the bytes as a file in the data directory; PostgreSQL in the database, none on disk.
+  t.same(files, kind === 'sqlite' ? [`${id}.png`] : []);
+  const stored = await store.getResult(id, 3600);
+  t.match(stored, { jobId: id, contentType: 'image/png', width: 4, height: 3 });
+  t.ok(stored?.data.equals(bytes), 'the same bytes come back');
   clock.now += 3600 * 1000;
   t.equal(await store.getResult(id, 3600), null, 'expired at the retention even before a purge');
-  t.equal(await store.purgeResults(3600), 1);
-  await t.rejects(fs.stat(file), { code: 'ENOENT' });
-  await t.rejects(fs.stat(stray), { code: 'ENOENT' });
+  // Every server of a fleet purges: at once, each result goes exactly once.
+  const purged = await Promise.all([store.purgeResults(3600), store.purgeResults(3600), store.purgeResults(3600)]);
+  t.equal(purged.reduce((a, b) => a + b, 0), 1);
+  t.same(await fs.readdir(path.join(dir, 'results')).catch(() => []), []);
   t.equal((await store.db.all('SELECT 1 FROM results')).length, 0);
 });
 
-t.test('idempotency keys: claim, pending, mismatch, replay, release, expiry', async (t) => {
-  const { store, clock } = await storeWithClock(t);
+t.test('[sqlite] stray result files older than the retention are purged', async (t) => {
+  const { store, clock, dir } = await storeWithClock(t, 'sqlite');
+  await fs.mkdir(path.join(dir, 'results'), { recursive: true });
+  const stray = path.join(dir, 'results', `${crypto.randomUUID()}.png`);
+  await fs.writeFile(stray, 'left by a crash');
+  await fs.utimes(stray, new Date(clock.now - 2 * DAY), new Date(clock.now - 2 * DAY));
+  t.equal(await store.purgeResults(3600), 0);
+  await t.rejects(fs.stat(stray), { code: 'ENOENT' });
+});
+
+forEachEngine('idempotency keys: claim, pending, mismatch, replay, release, expiry', async (t, kind) => {
+  const { store, clock } = await storeWithClock(t, kind);
   const { account } = await store.createKey({});
   const ref = { accountId: account, endpoint: 'remove', key: 'k1' };
   const ttl = 3600;
@@ -225,4 +241,151 @@ t.test('idempotency keys: claim, pending, mismatch, replay, release, expiry', as
     [{ endpoint: 'remove' }],
     'a reset drops the expired claim and keeps the fresh one of a live process',
   );
+});
+
+t.test('[postgres] migrations: versioned, a no-op on reopen, safe when several servers start at once', async (t) => {
+  const dir = await tempDir(t);
+  const url = (await storeUrl('postgres'))!;
+  const stores = await Promise.all([openStore(dir, { url }), openStore(dir, { url }), openStore(dir, { url })]);
+  t.teardown(() => Promise.all(stores.map((s) => s.close())));
+  t.equal(stores[0].kind, 'postgres');
+  const versions = await stores[0].db.all<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
+  t.same(versions.map((v) => v.version), PG_MIGRATIONS.map((_, i) => i + 1), 'each migration applied exactly once');
+  const { key, account } = await stores[1].createKey({});
+  t.equal((await stores[2].authenticate(key))?.accountId, account, 'one database behind every store');
+  await stores[0].db.run('INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)', [PG_MIGRATIONS.length + 1]);
+  await t.rejects(openStore(dir, { url }), /newer than this cutout/);
+  await t.rejects(openStore(dir, { url: url.replace(/\/[^/]+$/, '/no_such_db') }), /Cannot open the store postgres:\/\/postgres:\*\*\*@/, 'the password is not shown');
+});
+
+forEachEngine('rate limit: one sliding window per key across servers, refused requests not counted', async (t, kind) => {
+  const clock = { now: Date.UTC(2025, 5, 15, 12) };
+  const { store, dir, url } = await openTestStore(t, kind, { now: () => clock.now });
+  const other = await openStore(dir, { url, now: () => clock.now });
+  t.teardown(() => other.close());
+  const decisions = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? other : store).hitRateLimit('key:a', 5, 60_000)));
+  t.equal(decisions.filter((d) => d.allowed).length, 5, 'exactly the limit allowed, whichever server counted');
+  const refused = decisions.find((d) => !d.allowed)!;
+  t.same([refused.remaining, refused.limit, refused.retryAfter], [0, 5, 60]);
+  t.equal(refused.reset, Math.ceil((clock.now + 60_000) / 1000));
+  t.ok((await store.hitRateLimit('key:b', 5, 60_000)).allowed, 'another key has its own window');
+  clock.now += 30_000;
+  t.notOk((await other.hitRateLimit('key:a', 5, 60_000)).allowed);
+  clock.now += 30_001;
+  const after = await store.hitRateLimit('key:a', 5, 60_000);
+  t.same([after.allowed, after.remaining], [true, 4], 'the window slid: the old requests left it');
+  clock.now += 60_001;
+  t.equal(await store.purgeRateWindows(60_000), 2);
+});
+
+function newJob(accountId: string, extra: Partial<NewJob> = {}): NewJob {
+  return {
+    id: crypto.randomUUID(), accountId, keyId: null, options: { size: 'preview' } as NewJob['options'], sourceKind: 'image_file', sourceUrl: null,
+    input: Buffer.from('image bytes'), inputDesc: 'upload', callbackUrl: null, billable: true, batchId: null, ...extra,
+  };
+}
+
+forEachEngine('jobs: claimed by two servers at once, each job exactly once, in order', async (t, kind) => {
+  const { store, dir, url } = await openTestStore(t, kind);
+  const other = await openStore(dir, { url });
+  t.teardown(() => other.close());
+  const { account } = await store.createKey({});
+  const jobs = Array.from({ length: 30 }, () => newJob(account));
+  t.same(await store.createJobs(jobs, 100), { created: true, queued: 30 });
+  const claimed: string[] = [];
+  await Promise.all([store, other, store, other].map(async (s) => {
+    for (;;) {
+      const job = await s.claimNextJob(60_000);
+      if (!job) return;
+      claimed.push(job.id);
+      t.equal(job.attempts, 1);
+      t.ok((await s.readJobInput(job.id))?.equals(Buffer.from('image bytes')), 'its input is readable');
+    }
+  }));
+  t.equal(claimed.length, 30, 'every job claimed');
+  t.equal(new Set(claimed).size, 30, 'none claimed twice');
+  t.same(await store.jobCounts(), { queued: 0, processing: 30 });
+});
+
+forEachEngine('jobs: a refused or failed submission stores no input', async (t, kind) => {
+  const { store, dir } = await openTestStore(t, kind);
+  const { account } = await store.createKey({});
+  t.same(await store.createJobs([newJob(account), newJob(account)], 1), { created: false, queued: 0 });
+  await t.rejects(store.createJobs([newJob(account)], 10, async () => { throw new Error('seal failed'); }), /seal failed/);
+  t.same(await fs.readdir(path.join(dir, 'jobs')).catch(() => []), []);
+  t.equal((await store.db.all('SELECT 1 FROM jobs')).length, 0);
+});
+
+forEachEngine('jobs: a lease run out moves the job to another server; the late run cannot finish it or charge it', async (t, kind) => {
+  const clock = { now: Date.UTC(2025, 5, 15, 12) };
+  const { store: dead, dir, url } = await openTestStore(t, kind, { now: () => clock.now });
+  const live = await openStore(dir, { url, now: () => clock.now });
+  t.teardown(() => live.close());
+  const { account } = await dead.createKey({});
+  const job = newJob(account, { callbackUrl: 'http://example.test/hook' });
+  await dead.createJobs([job], 10);
+  const first = (await dead.claimNextJob(1000))!;
+  // The owner is this process in both stores, so only the lease tells them apart here.
+  t.same(await live.reclaimAbandonedJobs(3, [job.id]), { requeued: 0, exhausted: [] }, 'a job running here is never taken from itself');
+  clock.now += 1001;
+  t.same((await live.reclaimAbandonedJobs(3)).requeued, 1, 'the lease ran out: back to the queue');
+  const second = (await live.claimNextJob(1000))!;
+  t.equal(second.attempts, 2, 'the interrupted attempt is counted');
+  t.equal(await dead.renewJobLease(job.id, first.attempts, 1000), false, 'the first claim is lost');
+  const charge = (s: Store, attempt: number) => s.recordRun(
+    { id: job.id, accountId: account, keyId: null, channel: 'job', input: 'upload', size: 'full', credits: 1, ms: 5, result: { data: Buffer.from([attempt]), ext: 'png', name: `${job.id}.${attempt}`, contentType: 'image/png', width: 1, height: 1 } },
+    { within: async (tx, outcome) => { if (!(await s.markJobDoneIn(tx, job.id, attempt, outcome, { url: job.callbackUrl!, body: '{}' }))) throw new Error('claim lost'); } },
+  );
+  await t.rejects(charge(dead, first.attempts), /claim lost/, 'the late first run commits nothing');
+  t.equal(await dead.balance(account), 10);
+  await charge(live, second.attempts);
+  await t.rejects(charge(live, second.attempts), /claim lost|UNIQUE|duplicate key/, 'a repeat of the commit charges nothing');
+  t.equal(await live.balance(account), 9, 'charged exactly once');
+  t.same((await live.getResult(job.id, 3600))?.data, Buffer.from([2]), 'the committed attempt\'s result');
+  t.equal((await live.getJobById(job.id))?.status, 'done');
+  t.equal((await live.deliveriesOf(job.id)).length, 1, 'one callback delivery');
+});
+
+forEachEngine('jobs: a job interrupted maxAttempts times is handed over to fail, once', async (t, kind) => {
+  const clock = { now: Date.UTC(2025, 5, 15, 12) };
+  const { store, dir, url } = await openTestStore(t, kind, { now: () => clock.now });
+  const other = await openStore(dir, { url, now: () => clock.now });
+  t.teardown(() => other.close());
+  const { account } = await store.createKey({});
+  const job = newJob(account);
+  await store.createJobs([job], 10);
+  for (let i = 0; i < 2; i++) {
+    await store.claimNextJob(1000);
+    clock.now += 1001;
+    await store.reclaimAbandonedJobs(2);
+  }
+  const { exhausted } = await other.reclaimAbandonedJobs(2);
+  t.same(exhausted.map((j) => [j.id, j.attempts]), [[job.id, 2]]);
+  const adopted = await Promise.all([store.adoptAbandonedJob(exhausted[0], 1000), other.adoptAbandonedJob(exhausted[0], 1000)]);
+  t.same(adopted.filter(Boolean).length, 1, 'exactly one server adopts it');
+  t.equal(await store.failJob(job.id, 2, { code: 'processing_failed', message: 'x' }, null), true);
+  t.equal((await store.getJobById(job.id))?.status, 'failed');
+});
+
+forEachEngine('callback deliveries: each attempt claimed by exactly one server; a lost claim records nothing', async (t, kind) => {
+  const clock = { now: Date.UTC(2025, 5, 15, 12) };
+  const { store, dir, url } = await openTestStore(t, kind, { now: () => clock.now });
+  const other = await openStore(dir, { url, now: () => clock.now });
+  t.teardown(() => other.close());
+  const { account } = await store.createKey({});
+  const jobs = Array.from({ length: 6 }, () => newJob(account, { callbackUrl: 'http://example.test/hook' }));
+  await store.createJobs(jobs, 10);
+  for (const j of jobs) {
+    const c = (await store.claimNextJob(60_000))!;
+    await store.failJob(c.id, c.attempts, { code: 'processing_failed', message: 'x' }, { url: j.callbackUrl!, body: '{}' });
+  }
+  const [a, b] = await Promise.all([store.claimDueDeliveries(4, 1000), other.claimDueDeliveries(4, 1000)]);
+  t.equal(a.length + b.length, 6);
+  t.equal(new Set([...a, ...b].map((d) => d.id)).size, 6, 'no delivery claimed twice');
+  t.same(await store.claimDueDeliveries(10, 1000), [], 'nothing left to claim while the leases run');
+  t.equal(await store.recordDeliveryAttempt(a[0].id, { state: 'delivered', attempts: 1 }), true);
+  clock.now += 1001;
+  const retaken = await other.claimDueDeliveries(10, 1000);
+  t.equal(retaken.length, 5, 'leases run out: the undelivered ones are claimed again');
+  t.equal(await other.nextDeliveryAt(), clock.now + 1000);
 });

@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import type { Store } from '../store/db.js';
 import { accountBody } from '../store/ledger.js';
-import { addStoreOptions, withStore, type StoreFlags } from './keys.js';
+import { addStoreUrlOptions, withStore, type StoreFlags } from './keys.js';
 import { UsageError } from './usage-error.js';
 
 type KeyFlags = StoreFlags & { key?: string; json?: boolean };
@@ -19,7 +19,7 @@ async function callerOf(store: Store, key: string | undefined): Promise<{ accoun
 }
 
 export function registerAccount(program: Command): void {
-  addStoreOptions(
+  addStoreUrlOptions(
     program
       .command('account')
       .description('balance, plan and credits used this month (of --key\'s account, else of local runs)')
@@ -41,7 +41,7 @@ export function registerAccount(program: Command): void {
     );
   });
 
-  addStoreOptions(
+  addStoreUrlOptions(
     program
       .command('usage')
       .description('credits and requests per day for the last 30 days, newest first')

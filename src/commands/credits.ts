@@ -1,11 +1,11 @@
 /** `cutout credits add ACCOUNT_OR_KEY_ID AMOUNT`: purchased credits (they never expire). */
 import type { Command } from 'commander';
 import { UsageError } from './usage-error.js';
-import { addStoreOptions, withStore, type StoreFlags } from './keys.js';
+import { addStoreUrlOptions, withStore, type StoreFlags } from './keys.js';
 
 export function registerCredits(program: Command): void {
   const credits = program.command('credits').description('manage credits');
-  addStoreOptions(
+  addStoreUrlOptions(
     credits
       .command('add')
       .description('add purchased credits to an account (given its id or one of its keys\' ids)')

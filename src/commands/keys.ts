@@ -6,13 +6,13 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
 import type { Store } from '../store/db.js';
 
-export interface StoreFlags { data?: string; config?: string }
+export interface StoreFlags { data?: string; config?: string; store?: string }
 
-/** Opens the store of the configured data directory for one command, closing it afterwards. */
+/** Opens the configured store (SQLite in the data directory, or --store URL) for one command, closing it afterwards. */
 export async function withStore<T>(flags: StoreFlags, fn: (store: Store) => Promise<T>): Promise<T> {
-  const config = await loadConfig({ dataDir: flags.data }, { configFile: flags.config });
+  const config = await loadConfig({ dataDir: flags.data, store: flags.store }, { configFile: flags.config });
   const { openStore } = await import('../store/db.js');
-  const store = await openStore(config.dataDir);
+  const store = await openStore(config.dataDir, { url: config.store });
   try {
     return await fn(store);
   } finally {
@@ -26,12 +26,19 @@ function addStoreOptions(command: Command): Command {
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")');
 }
 
-export { addStoreOptions };
+/** `--store URL`, for the commands that read or write accounts, keys, credits, jobs or results. */
+export const STORE_FLAG_HELP = 'where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet (env CUTOUT_STORE; default: SQLite in the data directory)';
+
+function addStoreUrlOptions(command: Command): Command {
+  return addStoreOptions(command).option('--store <url>', STORE_FLAG_HELP);
+}
+
+export { addStoreOptions, addStoreUrlOptions };
 
 export function registerKeys(program: Command): void {
   const keys = program.command('keys').description('create, list and revoke API keys');
 
-  addStoreOptions(
+  addStoreUrlOptions(
     keys
       .command('create')
       .description('create an API key and print it once (a new account gets the free credits)')
@@ -49,7 +56,7 @@ export function registerKeys(program: Command): void {
     process.stderr.write(`key id ${created.id}, account ${created.account}, balance ${created.credits} credits. The key is shown only now: keep it safe.\n`);
   });
 
-  addStoreOptions(
+  addStoreUrlOptions(
     keys.command('list').description('list keys (ids, names, hints; never the keys)').option('--json', 'one JSON object per key'),
   ).action(async (flags: StoreFlags & { json?: boolean }) => {
     const list = await withStore(flags, (store) => store.listKeys());
@@ -63,7 +70,7 @@ export function registerKeys(program: Command): void {
     }
   });
 
-  addStoreOptions(keys.command('revoke').description('revoke a key by its id').argument('<id>', 'key id (key_...)')).action(
+  addStoreUrlOptions(keys.command('revoke').description('revoke a key by its id').argument('<id>', 'key id (key_...)')).action(
     async (id: string, flags: StoreFlags) => {
       const revoked = await withStore(flags, (store) => store.revokeKey(id));
       process.stdout.write(revoked ? `revoked ${id}\n` : `${id} was already revoked\n`);

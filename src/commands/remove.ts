@@ -9,6 +9,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
+import { STORE_FLAG_HELP } from './keys.js';
 import { CutoutError, fsReason, toCutoutError } from '../errors.js';
 import { formatMB, inputTooLargeMessage, LIMITS } from '../limits.js';
 import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, QUALITIES } from '../options.js';
@@ -40,6 +41,7 @@ export interface RemoveFlags {
   progress?: boolean;
   data?: string;
   config?: string;
+  store?: string;
 }
 
 export interface ItemReport {
@@ -79,6 +81,7 @@ export function registerRemove(program: Command): void {
     .option('--no-progress', 'no spinner or progress lines')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
+    .option('--store <url>', STORE_FLAG_HELP)
     .action(async (inputs: string[], flags: RemoveFlags) => {
       process.exitCode = await runRemove(inputs, flags);
     });
@@ -151,7 +154,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   try {
     // Checked here first so that the message names the flag, not the config key.
     if (flags.quality !== undefined) parseEnum('quality', QUALITIES, flags.quality, 'cli');
-    config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, quality: flags.quality }, { configFile: flags.config });
+    config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, quality: flags.quality, store: flags.store }, { configFile: flags.config });
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
     options = parseImageOptions(
       { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop, quality: config.quality },
@@ -201,7 +204,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   const earlyPreparation: PreparationEvent[] = [];
   onModelPreparation((event) => (reporterForPreparation ? reporterForPreparation.preparation(event) : earlyPreparation.push(event)));
   if (items.length) loadModel(manifest!, modelSide(manifest!, options.quality)).catch(() => undefined);
-  const store = await openStore(config.dataDir);
+  const store = await openStore(config.dataDir, { url: config.store });
   let account: { accountId: string; keyId: string; test: boolean } | null = null;
   if (flags.key) {
     account = await store.authenticate(flags.key);

@@ -4,9 +4,12 @@
  * requests in flight finish, running jobs get a grace period (then go back to the queue), queued
  * jobs and pending callbacks stay in the store for the next start, then the store closes. A
  * second signal (SIGINT or SIGTERM) stops at once (the queue is durable: the next start carries on).
+ * After the listening line, stdout carries the request log: one JSON line per request (the
+ * listening line stays first and plain, for scripts that wait for it); other messages go to stderr.
  */
 import type { Command } from 'commander';
 import { loadConfig, type ConfigInput } from '../config.js';
+import { STORE_FLAG_HELP } from './keys.js';
 
 interface ServeFlags {
   host?: string;
@@ -20,9 +23,13 @@ interface ServeFlags {
   callbackBackoff?: string;
   allowPrivateNetwork?: boolean;
   playground?: boolean;
+  metrics?: boolean;
+  logLevel?: string;
   model?: string;
   data?: string;
   config?: string;
+  store?: string;
+  leaseMs?: string;
   upstream?: string;
   upstreamModel?: string;
 }
@@ -32,7 +39,8 @@ const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   host: 'host', port: 'port', baseUrl: 'baseUrl', workers: 'workers', queueLimit: 'queueLimit',
   syncTimeout: 'syncTimeoutMs', rateLimit: 'rateLimit', resultTtl: 'resultTtlSeconds',
   callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground',
-  model: 'model', data: 'dataDir', upstream: 'upstream', upstreamModel: 'upstreamModel',
+  metrics: 'metrics', logLevel: 'logLevel',
+  model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs', upstream: 'upstream', upstreamModel: 'upstreamModel',
 };
 
 /**
@@ -62,11 +70,15 @@ export function registerServe(program: Command): void {
     .option('--callback-backoff <ms>', 'first callback retry delay, doubling each retry (default 2000); callbacks are signed with $CUTOUT_CALLBACK_SECRET or a secret kept in the data directory')
     .option('--allow-private-network', 'let image_url and callback URLs reach loopback and private addresses (development and tests only)')
     .option('--no-playground', 'do not serve the web playground page at /')
+    .option('--no-metrics', 'do not serve Prometheus metrics at /metrics')
+    .option('--log-level <level>', 'lowest level of the JSON request log on stdout: trace, debug, info, warn, error, fatal or silent (env CUTOUT_LOG_LEVEL; default info)')
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
     .option('--upstream <url>', 'run the model on an Open Inference Protocol v2 server (Triton, KServe, cutout model-server) (env CUTOUT_UPSTREAM)')
     .option('--upstream-model <name>', "the model's name on the upstream (default: the local model's name)")
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
+    .option('--store <url>', STORE_FLAG_HELP)
+    .option('--lease-ms <ms>', 'how long a claimed job stays with its server without a renewal; a dead server\'s jobs are taken over after it (default 30000)')
     .action(async (flags: ServeFlags, command: Command) => {
       const config = await loadConfig(flagsGiven(command, flags as Record<string, unknown>), { configFile: flags.config });
       const { startServer } = await import('../server/app.js');

@@ -1,6 +1,9 @@
 /** The public types of the one core pipeline (src/pipeline/index.ts). */
 import type { Format, ImageOptions } from '../options.js';
 
+/** What the server and the job workers call: the pipeline's two entry points (tests may pass their own). */
+export type Pipeline = Pick<typeof import('./index.js'), 'removeBackground' | 'probeImage'>;
+
 export type InputFormat = 'jpeg' | 'png' | 'webp' | 'gif' | 'bmp' | 'tiff';
 
 export interface RemoveRequest extends ImageOptions {

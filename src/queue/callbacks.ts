@@ -7,7 +7,7 @@
  * they were. Delivery is at least once: an attempt cut by a crash is made again.
  */
 import { LIMITS } from '../limits.js';
-import { postJson } from '../server/fetch-url.js';
+import { postJson } from '../net/fetch-url.js';
 import type { Delivery, Store } from '../store/db.js';
 import { deliveryDecision, type AttemptOutcome } from './backoff.js';
 import { signBody } from './secret.js';
@@ -23,6 +23,8 @@ export interface CallbackDispatcherOptions {
   /** Attempts in flight at once. */
   concurrency?: number;
   log?: (line: string) => void;
+  /** Told each attempt's outcome once it is recorded (the server's metrics count them). */
+  onAttempt?: (outcome: 'delivered' | 'retry' | 'gave_up') => void;
 }
 
 /** Longest sleep between two looks at the table, so rows written by another process are seen. */
@@ -75,9 +77,13 @@ export class CallbackDispatcher {
   private async pass(): Promise<void> {
     const room = this.concurrency - this.inflight.size;
     if (room <= 0) return;
-    const due = await this.opts.store.dueDeliveries(room + this.inflight.size);
+    // Claimed under a lease: with several servers, each attempt is made by exactly one of them.
+    const due = await this.opts.store.claimDueDeliveries(room, LIMITS.callbackLeaseMs);
+    if (this.stopped) {
+      await this.opts.store.releaseDeliveries(due.map((d) => d.id));
+      return;
+    }
     for (const d of due) {
-      if (this.stopped || this.inflight.size >= this.concurrency) break;
       if (this.inflight.has(d.id)) continue;
       const attempt = this.attempt(d).catch((err: unknown) => {
         if (!this.stopped) this.log(`cutout serve: callback delivery for job ${d.jobId}: ${(err as Error).message}`);
@@ -130,6 +136,7 @@ export class CallbackDispatcher {
       await store.recordDeliveryAttempt(d.id, { state: 'gave_up', attempts: attemptsMade, lastError: decision.reason });
       this.log(`cutout serve: callback for job ${d.jobId} not delivered: ${decision.reason}`);
     }
+    this.opts.onAttempt?.(decision.state);
   }
 
   /**
@@ -142,5 +149,7 @@ export class CallbackDispatcher {
     this.timer = null;
     const all = Promise.allSettled([this.passing, ...this.inflight.values()]);
     await Promise.race([all, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+    // Attempts still in flight are handed back, so another server retries them without waiting for the lease.
+    if (this.inflight.size > 0) await this.opts.store.releaseDeliveries([...this.inflight.keys()]).catch(() => undefined);
   }
 }

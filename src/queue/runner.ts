@@ -15,13 +15,12 @@
  * - Stop: no new claims; running jobs get `graceMs` to finish; those still running then go back
  *   to `queued` (their late end commits nothing) and run again at the next start.
  */
-import fs from 'node:fs/promises';
 import type { CutoutConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { fetchImageUrl } from '../server/fetch-url.js';
-import type { Pipeline } from '../server/app.js';
-import type { WorkPool } from '../server/pool.js';
+import { fetchImageUrl } from '../net/fetch-url.js';
+import type { Pipeline } from '../pipeline/types.js';
+import type { WorkPool } from './pool.js';
 import type { JobError, JobRow, Store } from '../store/db.js';
 import { callbackBackoffMs, queueRetryAfterSeconds } from './backoff.js';
 
@@ -90,20 +89,17 @@ export class JobRunner {
   constructor(private readonly opts: JobRunnerOptions) {
     this.store = opts.store;
     this.pool = opts.pool;
-    this.leaseMs = opts.leaseMs ?? 60_000;
+    this.leaseMs = opts.leaseMs ?? LIMITS.jobLeaseMs;
     this.maxAttempts = opts.maxAttempts ?? 3;
-    this.sweepMs = opts.sweepMs ?? 5_000;
+    // Often enough that a dead server's jobs move soon after its lease runs out.
+    this.sweepMs = opts.sweepMs ?? Math.min(5_000, Math.max(250, Math.floor(this.leaseMs / 2)));
     this.log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
   }
 
   /** Recovers what a previous process left, then starts taking jobs. */
   async start(): Promise<void> {
-    const { requeued, exhausted } = await this.store.recoverJobs(this.maxAttempts);
+    const requeued = await this.reclaim();
     if (requeued > 0) this.log(`cutout serve: ${requeued} job(s) interrupted by the last stop went back to the queue`);
-    for (const job of exhausted) {
-      const error = new CutoutError('processing_failed', `The job was interrupted ${job.attempts} times while it ran and is not tried again. Nothing was charged.`);
-      if (await this.fail(job, error)) await this.finished(job);
-    }
     await this.store.removeOrphanJobInputs();
     this.sweepTimer = setInterval(() => void this.sweep(), this.sweepMs);
     this.sweepTimer.unref();
@@ -166,10 +162,24 @@ export class JobRunner {
     this.tasks.add(task);
   }
 
+  /**
+   * Takes back the jobs of servers that are gone (lease run out, or known dead): they go back to
+   * the queue with their attempt counted; those interrupted `maxAttempts` times fail instead.
+   */
+  private async reclaim(): Promise<number> {
+    const { requeued, exhausted } = await this.store.reclaimAbandonedJobs(this.maxAttempts, [...this.running.keys()]);
+    for (const job of exhausted) {
+      if (!(await this.store.adoptAbandonedJob(job, this.leaseMs))) continue; // another server took it first
+      const error = new CutoutError('processing_failed', `The job was interrupted ${job.attempts} times while it ran and is not tried again. Nothing was charged.`);
+      if (await this.fail(job, error)) await this.finished(job);
+    }
+    return requeued;
+  }
+
   private async sweep(): Promise<void> {
     if (this.stopping) return;
     try {
-      const moved = await this.store.requeueExpiredLeases([...this.running.keys()]);
+      const moved = await this.reclaim();
       if (moved > 0) this.log(`cutout serve: ${moved} job(s) whose lease expired went back to the queue`);
       this.notify();
     } catch (err) {
@@ -200,7 +210,7 @@ export class JobRunner {
   }
 
   private async finished(job: JobRow): Promise<void> {
-    await this.store.removeJobInput(job.inputPath);
+    await this.store.removeJobInput(job.id);
     this.opts.onFinished?.(job);
   }
 
@@ -209,12 +219,9 @@ export class JobRunner {
       if (!job.sourceUrl) throw new CutoutError('processing_failed', 'The job has no image_url.');
       return fetchImageUrl(job.sourceUrl, { allowPrivateNetwork: this.opts.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs });
     }
-    if (!job.inputPath) throw new CutoutError('processing_failed', 'The job has no stored input.');
-    try {
-      return await fs.readFile(job.inputPath);
-    } catch (err) {
-      throw new CutoutError('processing_failed', 'The stored input of this job is missing; nothing was charged.', { cause: err });
-    }
+    const bytes = await this.store.readJobInput(job.id);
+    if (!bytes) throw new CutoutError('processing_failed', 'The stored input of this job is missing; nothing was charged.');
+    return bytes;
   }
 
   /** Runs one claimed job to its final state. False when the claim was lost (nothing committed). */
@@ -229,15 +236,14 @@ export class JobRunner {
       if (signal.aborted) return false;
       const credits = job.billable && result.resolvedSize === 'full' ? 1 : 0;
       const url = this.opts.resultUrl(job.id);
-      // One file per attempt: a run that lost its claim deletes only its own file, never the
-      // file of the run that committed.
-      const file = await store.writeResultFile(`${job.id}.${job.attempts}`, result.format, result.data);
       try {
         await store.recordRun(
           {
             id: job.id, accountId: job.accountId, keyId: job.keyId, channel: 'job', input: job.inputDesc,
             size: result.resolvedSize, credits, ms: result.ms,
-            result: { path: file, contentType: result.contentType, width: result.width, height: result.height },
+            // Named per attempt: a run that lost its claim discards only its own copy, never the
+            // one of the run that committed.
+            result: { data: result.data, ext: result.format, name: `${job.id}.${job.attempts}`, contentType: result.contentType, width: result.width, height: result.height },
           },
           {
             within: async (tx, outcome) => {

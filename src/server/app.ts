@@ -5,25 +5,27 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import polka from 'polka';
+import polka, { type Middleware, type Polka } from 'polka';
 import type { CutoutConfig } from '../config.js';
+import type { Pipeline } from '../pipeline/types.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { openStore, type Store } from '../store/db.js';
 import { Idempotency, RateLimiter } from './guards.js';
 import { answerClientError, sendError } from './http.js';
-import { WorkPool } from './pool.js';
+import { WorkPool } from '../queue/pool.js';
 import { handleAccount, handleUsage } from './routes-account.js';
-import { handleHealth, handleOpenapi } from './routes-meta.js';
+import { handleHealth, handleMetrics, handleOpenapi } from './routes-meta.js';
 import { handleRemove } from './routes-remove.js';
 import { handleResult } from './routes-results.js';
 import { handleCreateBatch, handleCreateJob, handleGetJob } from './routes-jobs.js';
 import { CallbackDispatcher } from '../queue/callbacks.js';
 import { JobRunner } from '../queue/runner.js';
 import { loadCallbackSecret } from '../queue/secret.js';
+import { serverIdentity } from '../identity.js';
+import { ServerMetrics, setRoutePattern } from './metrics.js';
+import { assignRequestId, createLogger, createRequestLogger } from './request-log.js';
 import { registerPlayground } from './routes-playground.js';
-
-export type Pipeline = Pick<typeof import('../pipeline/index.js'), 'removeBackground' | 'probeImage'>;
 
 /** Everything a handler needs; one per running server. */
 export interface AppContext {
@@ -41,6 +43,8 @@ export interface AppContext {
   baseUrl: string;
   version: string;
   marketplaceSecret: string | null;
+  /** Null under --no-metrics. */
+  metrics: ServerMetrics | null;
   /** The Open Inference Protocol server that runs the model (`--upstream`); null: local. */
   upstream: { health(): Promise<import('../oip/client.js').UpstreamHealth> } | null;
 }
@@ -65,6 +69,7 @@ export function createApp(ctx: AppContext) {
       sendError(res, new CutoutError('not_found', `No route ${req.method} ${req.path}. The API lives under /api/v1; see /api/v1/openapi.json.`));
     },
   });
+  tagRoutePatterns(app);
   const v1 = '/api/v1';
   app.post(`${v1}/remove`, (req, res) => handleRemove(ctx, req, res));
   app.get(`${v1}/results/:job_id`, (req, res) => handleResult(ctx, req.params.job_id, res));
@@ -75,8 +80,24 @@ export function createApp(ctx: AppContext) {
   app.get(`${v1}/usage`, (req, res) => handleUsage(ctx, req, res));
   app.get(`${v1}/health`, (_req, res) => handleHealth(ctx, res));
   app.get(`${v1}/openapi.json`, (_req, res) => handleOpenapi(res));
+  if (ctx.metrics) app.get('/metrics', (_req, res) => handleMetrics(ctx.metrics!, res));
   registerPlayground(app, ctx); // GET / (the web playground; 404 under --no-playground)
   return app;
+}
+
+/**
+ * Makes every route registered on `app` remember its pattern on the request (polka keeps only a
+ * compiled RegExp), for the metrics' and the log's `route`: a bounded set of values.
+ */
+function tagRoutePatterns(app: Polka): void {
+  for (const method of ['get', 'head', 'post', 'put', 'patch', 'delete'] as const) {
+    const register = app[method].bind(app);
+    app[method] = ((pattern: string, ...handlers: Middleware[]) =>
+      register(pattern, (req, _res, next) => {
+        setRoutePattern(req, pattern);
+        next();
+      }, ...handlers)) as typeof app[typeof method];
+  }
 }
 
 export interface RunningServer {
@@ -108,10 +129,12 @@ function delay(ms: number): Promise<void> {
 }
 
 export async function startServer(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline } = {}): Promise<RunningServer> {
-  const pipeline = options.pipeline ?? (await loadPipeline(config.model, config.dataDir));
+  const loaded = options.pipeline ?? (await loadPipeline(config.model, config.dataDir));
   // The model call is chosen once, here: an upstream is checked before the port opens.
   const upstream = config.upstream ? await (await import('../oip/client.js')).useUpstream({ ...config, upstream: config.upstream }) : null;
-  const store = await openStore(config.dataDir);
+  const store = await openStore(config.dataDir, { url: config.store });
+  // The heartbeat tells the other servers of a fleet that this one runs (its claims stay its own).
+  await store.startHeartbeat(config.leaseMs);
   // Replays need their stored result: the window is the shorter of 24 h and the result retention.
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
   await store.resetIdempotencyKeys(idempotencyTtl);
@@ -121,29 +144,42 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
     throw err;
   });
   const pool = new WorkPool(config.workers);
+  const metrics = config.metrics ? new ServerMetrics({ store, pool }) : null;
+  // The sync route and the job workers call the same (observed) pipeline.
+  const pipeline = metrics ? metrics.observePipeline(loaded) : loaded;
   const callbacks = new CallbackDispatcher({
     store, secret: callbackSecret, firstDelayMs: config.callbackBackoffMs, allowPrivateNetwork: config.allowPrivateNetwork,
+    onAttempt: (outcome) => metrics?.countCallbackAttempt(outcome),
   });
   const jobs = new JobRunner({
     store, pool, pipeline, config,
     resultUrl: (id) => `${context.baseUrl}/api/v1/results/${id}`,
     onFinished: () => callbacks.kick(),
+    leaseMs: config.leaseMs,
   });
 
   const server = http.createServer();
   const context: AppContext = {
     config, store, pipeline, pool, jobs, callbacks,
-    limiter: new RateLimiter(config.rateLimit),
+    limiter: new RateLimiter(store, config.rateLimit),
     // A request holds its key at most the sync deadline (which covers an image_url fetch) plus its
     // commit: 15 s of margin for that.
     idempotency: new Idempotency(store, idempotencyTtl, config.syncTimeoutMs + LIMITS.fetchTimeoutMs),
     baseUrl: '',
     version: VERSION,
     marketplaceSecret: config.marketplaceSecret,
+    metrics,
     upstream,
   };
   const app = createApp(context);
-  server.on('request', app.handler);
+  const requestLog = createRequestLogger(createLogger(config.logLevel, serverIdentity()));
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    // The id first, so that every answer carries it (errors and 404s too).
+    assignRequestId(req, res);
+    metrics?.observeRequest(req, res);
+    requestLog(req, res);
+    (app.handler as (req: http.IncomingMessage, res: http.ServerResponse) => void)(req, res);
+  });
   server.on('clientError', answerClientError);
   try {
     await new Promise<void>((resolve, reject) => {
@@ -167,7 +203,7 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
       await store.purgeIdempotencyKeys(idempotencyTtl);
       await store.purgeJobs(config.resultTtlSeconds);
       await store.removeOrphanJobInputs();
-      context.limiter.sweep();
+      await context.limiter.sweep();
     } catch (err) {
       process.stderr.write(`cutout serve: purge failed: ${(err as Error).message}\n`);
     }

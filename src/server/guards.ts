@@ -6,9 +6,9 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
-import type { Store } from '../store/db.js';
+import type { RateDecision, Store } from '../store/db.js';
 import type { IdempotencyRef } from '../store/idempotency.js';
-import type { Queryable } from '../store/sqlite.js';
+import type { Queryable } from '../store/db.js';
 
 /** How often a repeat polls the store for a first request running in another process. */
 const IDEMPOTENCY_POLL_MS = 200;
@@ -63,48 +63,20 @@ export async function identify(req: IncomingMessage, store: Store, marketplaceSe
   return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
 }
 
-export interface RateDecision {
-  allowed: boolean;
-  limit: number;
-  remaining: number;
-  /** Unix seconds when the oldest counted request leaves the window (one more request is then allowed). */
-  reset: number;
-  /** Seconds to wait, when refused. */
-  retryAfter: number;
-}
-
 /**
- * A sliding-window log: the timestamps of the requests of the last minute, per key. Exact (no
- * fixed-window burst at the boundary) and small: at most `limit` numbers per active key.
- * Refused requests are not counted, so a client that backs off as told gets through.
+ * The per-key sliding-window rate limit (see store/rate-limit.ts): counted in the store, so the
+ * servers of a fleet share one window per key, atomically per request.
  */
 export class RateLimiter {
-  private readonly hits = new Map<string, number[]>();
+  constructor(private readonly store: Store, readonly limit: number, readonly windowMs = 60_000) {}
 
-  constructor(readonly limit: number, readonly windowMs = 60_000, private readonly now: () => number = Date.now) {}
-
-  hit(key: string): RateDecision {
-    const now = this.now();
-    const since = now - this.windowMs;
-    const log = (this.hits.get(key) ?? []).filter((t) => t > since);
-    const allowed = log.length < this.limit;
-    if (allowed) log.push(now);
-    this.hits.set(key, log);
-    const oldest = log[0] ?? now;
-    const resetMs = oldest + this.windowMs;
-    return {
-      allowed,
-      limit: this.limit,
-      remaining: Math.max(0, this.limit - log.length),
-      reset: Math.ceil(resetMs / 1000),
-      retryAfter: allowed ? 0 : Math.max(1, Math.ceil((resetMs - now) / 1000)),
-    };
+  hit(key: string): Promise<RateDecision> {
+    return this.store.hitRateLimit(key, this.limit, this.windowMs);
   }
 
   /** Forgets keys with no request in the window (run periodically). */
-  sweep(): void {
-    const since = this.now() - this.windowMs;
-    for (const [key, log] of this.hits) if (!log.some((t) => t > since)) this.hits.delete(key);
+  async sweep(): Promise<void> {
+    await this.store.purgeRateWindows(this.windowMs);
   }
 }
 
@@ -118,7 +90,7 @@ export function rateLimitHeaders(d: RateDecision): Record<string, string> {
  */
 export async function guard(req: IncomingMessage, res: ServerResponse, deps: { store: Store; limiter: RateLimiter; marketplaceSecret: string | null }): Promise<Caller> {
   const caller = await identify(req, deps.store, deps.marketplaceSecret);
-  const decision = deps.limiter.hit(caller.rateKey);
+  const decision = await deps.limiter.hit(caller.rateKey);
   for (const [name, value] of Object.entries(rateLimitHeaders(decision))) res.setHeader(name, value);
   if (!decision.allowed) {
     throw new CutoutError('rate_limited', `Over ${decision.limit} requests per minute for this key; retry in ${decision.retryAfter} s.`, {

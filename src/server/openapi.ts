@@ -6,6 +6,7 @@
 import { CutoutError, DOCS_BASE, ERROR_TABLE, type ErrorCode } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
 import { API_DEFAULTS, CONTENT_TYPES, FORMATS, QUALITIES, SIZES, TYPES } from '../options.js';
+import { REQUEST_ID_HEADER } from './request-log.js';
 
 type Json = Record<string, unknown>;
 
@@ -77,6 +78,25 @@ const jobIdPath = ref('parameters', 'JobId');
 const jobCallbacks = { jobCompleted: ref('callbacks', 'JobCompleted') };
 
 /** Freezes the whole tree: the served document must not be changed in place (parsers dereference in place). */
+/**
+ * Every operation takes an optional `X-Request-Id` and every answer carries one (successes,
+ * errors): added here once rather than by hand on each of them.
+ */
+function withRequestIds(doc: Json): Json {
+  const idHeader = { [REQUEST_ID_HEADER]: ref('headers', 'XRequestId') };
+  const addHeader = (response: Json) => {
+    if (!('$ref' in response)) response.headers = { ...idHeader, ...(response.headers as Json | undefined) };
+  };
+  for (const item of Object.values(doc.paths as Record<string, Record<string, Json>>)) {
+    for (const operation of Object.values(item)) {
+      operation.parameters = [...((operation.parameters as Json[] | undefined) ?? []), ref('parameters', 'XRequestId')];
+      for (const response of Object.values(operation.responses as Record<string, Json>)) addHeader(response);
+    }
+  }
+  for (const response of Object.values((doc.components as Json).responses as Record<string, Json>)) addHeader(response);
+  return doc;
+}
+
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object' && !Object.isFrozen(value)) {
     Object.freeze(value);
@@ -89,7 +109,7 @@ function deepFreeze<T>(value: T): T {
  * The document, deeply frozen. Copy it (`structuredClone`) before handing it to a tool that
  * changes its input, or spread it to add e.g. a concrete `servers` entry.
  */
-export const openapiDocument: Record<string, any> = deepFreeze({
+export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
   openapi: '3.1.0',
   info: {
     title: 'cutout API',
@@ -118,7 +138,7 @@ export const openapiDocument: Record<string, any> = deepFreeze({
     { name: 'removal', description: 'Background removal, sync and async.' },
     { name: 'results', description: 'Stored results, downloadable without authentication.' },
     { name: 'account', description: 'Credits and usage.' },
-    { name: 'meta', description: 'Health and this document.' },
+    { name: 'meta', description: 'Health, metrics and this document.' },
   ],
   paths: {
     '/api/v1/remove': {
@@ -271,7 +291,44 @@ export const openapiDocument: Record<string, any> = deepFreeze({
         description: 'No authentication. Always 200 while the process is up.',
         security: [],
         responses: {
-          '200': { description: 'Up.', content: { 'application/json': { schema: schema('Health') } } },
+          '200': {
+            description: 'Up.',
+            content: {
+              'application/json': {
+                schema: schema('Health'),
+                example: {
+                  status: 'ok', inference: 'local', version: '0.1.0', model: 'isnet-medium', workers: 2,
+                  queue: { queued: 1, processing: 2, jobs: { queued: 1, processing: 1 }, sync: { waiting: 0, running: 1 } },
+                  store: 'postgres',
+                  server: { host: 'api-2', pid: 4121, startedAt: '2026-01-05T09:30:00.000Z', id: 'api-2:4121:1767605400000:3fa1c2' },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+    '/metrics': {
+      get: {
+        operationId: 'getMetrics',
+        tags: ['meta'],
+        summary: 'Prometheus metrics',
+        description:
+          'No authentication, like health: expose it only where the scraper can reach it. Prometheus text format 0.0.4: ' +
+          'request durations by route pattern and status, jobs by state and the queue depth (fleet-wide, from the store), ' +
+          'inference time, callback deliveries by outcome, and the process metrics. 404 under `cutout serve --no-metrics`.',
+        security: [],
+        responses: {
+          '200': {
+            description: 'The metrics.',
+            content: {
+              'text/plain; version=0.0.4; charset=utf-8': {
+                schema: { type: 'string' },
+                example: '# HELP cutout_jobs Jobs in the store by state\n# TYPE cutout_jobs gauge\ncutout_jobs{state="queued"} 3\n',
+              },
+            },
+          },
+          ...errors(404),
         },
       },
     },
@@ -314,6 +371,15 @@ export const openapiDocument: Record<string, any> = deepFreeze({
         required: false,
         description: '`application/json` returns the metadata (SyncResult); anything else returns the image bytes.',
         schema: { type: 'string', default: 'image/png', examples: ['image/png', 'application/json'] },
+      },
+      XRequestId: {
+        name: 'X-Request-Id',
+        in: 'header',
+        required: false,
+        description:
+          `Your id for this request, echoed in the \`X-Request-Id\` response header and logged: kept when it is 1 to ${LIMITS.maxRequestIdLength} ` +
+          'characters of `A-Z a-z 0-9 . _ : -`, else replaced by a new UUID (never refused).',
+        schema: { type: 'string' },
       },
       IdempotencyKey: {
         name: 'Idempotency-Key',
@@ -359,6 +425,10 @@ export const openapiDocument: Record<string, any> = deepFreeze({
       XRateLimitRemaining: { description: 'Requests left in the sliding window.', schema: { type: 'integer', minimum: 0 } },
       XRateLimitReset: { description: 'Unix timestamp (seconds) when the window resets.', schema: { type: 'integer' } },
       RetryAfter: { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
+      XRequestId: {
+        description: `This request's id: the caller's \`X-Request-Id\` when it is sane, else a new UUID. It is in the server's log line for the request.`,
+        schema: { type: 'string', pattern: `^[A-Za-z0-9._:-]{1,${LIMITS.maxRequestIdLength}}$` },
+      },
     },
     responses: {
       Error400: errorResponse(400, ['invalid_request', 'unsupported_format', 'image_too_large'], 'Bad request.'),
@@ -563,6 +633,18 @@ export const openapiDocument: Record<string, any> = deepFreeze({
           version: { type: 'string' },
           model: { type: 'string' },
           workers: { type: 'integer', minimum: 0 },
+          store: { type: 'string', enum: ['sqlite', 'postgres'], description: 'Where the state lives: one SQLite file, or a PostgreSQL shared by a fleet.' },
+          server: {
+            type: 'object',
+            description: 'Which server of a fleet answered: the identity its job leases and idempotency claims carry.',
+            required: ['host', 'pid', 'startedAt', 'id'],
+            properties: {
+              host: { type: 'string' },
+              pid: { type: 'integer', minimum: 1 },
+              startedAt: { type: 'string', format: 'date-time' },
+              id: { type: 'string', description: '`host:pid:startMillis:random`, unique across the fleet and restarts.' },
+              },
+            },
           upstream: {
             type: 'object',
             description: 'Only with `inference: "upstream"`: the Open Inference Protocol server that runs the model.',
@@ -654,4 +736,4 @@ export const openapiDocument: Record<string, any> = deepFreeze({
       },
     },
   },
-});
+}));

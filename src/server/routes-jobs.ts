@@ -13,8 +13,8 @@ import { CutoutError } from '../errors.js';
 import { formatMB, LIMITS, MB } from '../limits.js';
 import { API_DEFAULTS, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
 import type { JobRow, NewJob } from '../store/db.js';
-import type { Queryable } from '../store/sqlite.js';
-import { assertPublicUrl } from './fetch-url.js';
+import type { Queryable } from '../store/db.js';
+import { assertPublicUrl } from '../net/fetch-url.js';
 import { fingerprint, guard, type Caller } from './guards.js';
 import { mediaType, OPTION_PARAMS, parseImageParams, readImageRequest, readJsonObject, sendJson, SOURCE_PARAMS, type ImageRequest } from './http.js';
 import { paysWithCredits } from './routes-remove.js';
@@ -91,24 +91,16 @@ async function enqueue(
     options,
     sourceKind: source.kind,
     sourceUrl: source.kind === 'image_url' ? source.url : null,
-    inputPath: null,
+    input: source.kind === 'image_url' ? null : source.bytes,
     inputDesc: source.description,
     callbackUrl,
     billable: paysWithCredits(caller),
     batchId,
   }));
-  try {
-    await Promise.all(jobs.map(async (job, i) => {
-      const source = items[i].source;
-      if (source.kind !== 'image_url') job.inputPath = await store.writeJobInput(job.id, source.bytes);
-    }));
-    const ids = jobs.map((job) => job.id);
-    const { created, queued } = await store.createJobs(jobs, config.queueLimit, (tx) => seal(tx, ids));
-    if (!created) throw queueFull(ctx, queued);
-  } catch (err) {
-    await Promise.all(jobs.map((job) => store.removeJobInput(job.inputPath)));
-    throw err;
-  }
+  // The inputs are stored with the rows: all or none.
+  const ids = jobs.map((job) => job.id);
+  const { created, queued } = await store.createJobs(jobs, config.queueLimit, (tx) => seal(tx, ids));
+  if (!created) throw queueFull(ctx, queued);
   ctx.jobs.notify();
   return jobs.map((job) => job.id);
 }

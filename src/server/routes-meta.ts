@@ -1,8 +1,10 @@
-/** GET /api/v1/health (no auth, always 200 while up) and GET /api/v1/openapi.json. */
+/** GET /api/v1/health (no auth, always 200 while up), GET /api/v1/openapi.json and GET /metrics. */
 import type { ServerResponse } from 'node:http';
+import { serverIdentity } from '../identity.js';
 import { openapiDocument } from './openapi.js';
-import { sendJson } from './http.js';
+import { sendError, sendJson } from './http.js';
 import type { AppContext } from './app.js';
+import type { ServerMetrics } from './metrics.js';
 
 /**
  * The queue as health shows it. `queued` and `processing` count both kinds of work: jobs from the
@@ -32,9 +34,24 @@ export async function handleHealth(ctx: AppContext, res: ServerResponse): Promis
     model: ctx.config.model,
     workers: ctx.pool.size,
     queue: await queueState(ctx),
+    store: ctx.store.kind,
+    // Which server of a fleet answered: the identity its leases and claims carry.
+    server: serverIdentity(),
   }, { 'Cache-Control': 'no-store' });
 }
 
 export function handleOpenapi(res: ServerResponse): void {
   sendJson(res, 200, openapiDocument);
+}
+
+/** Prometheus text format; no auth, like health (serve it on a network the scraper alone reaches). */
+export async function handleMetrics(metrics: ServerMetrics, res: ServerResponse): Promise<void> {
+  try {
+    const { contentType, body } = await metrics.render();
+    res.writeHead(200, { 'Content-Type': contentType, 'Cache-Control': 'no-store' });
+    res.end(body);
+  } catch (err) {
+    // A scrape while the store closes: a failed scrape is what Prometheus should see.
+    sendError(res, err);
+  }
 }

@@ -6,12 +6,11 @@
  * commit has begun the timeout no longer fires.
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
-import { fetchImageUrl } from './fetch-url.js';
+import { fetchImageUrl } from '../net/fetch-url.js';
 import { fingerprint, guard, type Caller, type Seal } from './guards.js';
 import { readImageRequest, sendBytes, sendJson, wantsJson, type ImageSource } from './http.js';
 import type { AppContext } from './app.js';
@@ -94,13 +93,12 @@ async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions
     const id = crypto.randomUUID();
     const credits = pays && result.resolvedSize === 'full' ? 1 : 0;
     return commit(async () => {
-      const file = await store.writeResultFile(id, result.format, result.data);
       let outcome!: RemoveOutcome;
       await store.recordRun(
         {
           id, accountId: caller.accountId, keyId: caller.keyId, channel: 'api', input: source.description,
           size: result.resolvedSize, credits, ms: result.ms,
-          result: { path: file, contentType: result.contentType, width: result.width, height: result.height },
+          result: { data: result.data, ext: result.format, contentType: result.contentType, width: result.width, height: result.height },
         },
         {
           within: async (tx, charged) => {
@@ -150,7 +148,7 @@ export async function handleRemove(ctx: AppContext, req: IncomingMessage, res: S
     return;
   }
   const stored = await ctx.store.getResult(outcome.id, ctx.config.resultTtlSeconds);
-  const data = stored ? await fs.readFile(stored.path).catch(() => null) : null;
+  const data = stored?.data ?? null;
   if (!data) throw new CutoutError('not_found', 'The stored result of this Idempotency-Key has expired.');
   sendBytes(res, 200, data, outcome.content_type, headers);
 }

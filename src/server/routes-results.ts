@@ -2,7 +2,6 @@
  * GET /api/v1/results/{job_id}: the stored result, without authentication. The id is a random
  * UUID v4 and acts as the capability; anything else is refused before the database is asked.
  */
-import fs from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { sendBytes, sendJson } from './http.js';
@@ -30,8 +29,7 @@ export async function handleResult(ctx: AppContext, jobId: string, res: ServerRe
   if (!isUuidV4(jobId)) return sendInvalidJobId(res, jobId);
   const ttl = ctx.config.resultTtlSeconds;
   const stored = await ctx.store.getResult(jobId.toLowerCase(), ttl);
-  // The purge may have removed the file between the lookup and the read: same answer as expired.
-  const data = stored ? await fs.readFile(stored.path).catch(() => null) : null;
+  const data = stored?.data ?? null;
   if (!stored || !data) throw new CutoutError('not_found', `No result with id ${jobId}, or it has expired (results are kept ${ttl} s).`);
   const secondsLeft = Math.max(0, Math.floor((stored.createdAt + ttl * 1000 - Date.now()) / 1000));
   sendBytes(res, 200, data, stored.contentType, { 'Cache-Control': `private, max-age=${secondsLeft}` });

@@ -1,48 +1,75 @@
 /**
- * The store: one SQLite file `<dataDir>/cutout.db` (WAL) plus `<dataDir>/results/`.
+ * The store: one interface over two engines with the same behaviour.
+ *   - SQLite (default): `<dataDir>/cutout.db` (WAL), result and job-input files in the data directory.
+ *   - PostgreSQL (`--store postgres://...`): everything, bytes included, in the database, shared by
+ *     a fleet of servers.
+ * Nothing above this file knows which engine it talks to; `store.kind` says it (for health).
  *
- *   const store = await openStore(dataDir)            // creates the dir, migrates; `await store.close()` at the end
+ *   const store = await openStore(dataDir, { url? })  // creates the dir / connects, migrates; `await store.close()` at the end
  *   store.createKey({ name?, test?, accountId? })     -> { id, key, account, credits }   (new account: 10 free credits)
  *   store.listKeys() -> KeyInfo[]      store.revokeKey(id) -> boolean      store.authenticate(rawKey) -> { accountId, keyId, test } | null
  *   store.addCredits(accountOrKeyId, n) -> { accountId, balance }          store.balance(accountId) -> number
  *   store.resolveAccount(accountOrKeyId) -> accountId  (throws invalid_request when unknown)
- *   store.recordRun({ id, accountId|null, keyId|null, channel: 'cli'|'api'|'job', input, size, credits: 0|1, ms, result? })
- *        -> { creditsCharged, creditsRemaining|null }  charge + run + result row in ONE transaction; insufficient_credits at 0
- *   store.account(accountId|null) -> { accountId, balance, plan, creditsUsedThisMonth, requestsThisMonth, test }  (null: local runs)
- *   store.usage(accountId|null) -> [{ date: 'YYYY-MM-DD', credits, requests }] x30, newest first (UTC days)
- *        (optional second argument { within(tx, outcome) }: more writes in the same transaction, e.g. a job's final state)
- *   store.writeResultFile(id, ext, data) -> path; store.getResult(id, ttlS); store.purgeResults(ttlS); idempotency: claim/complete/release
- *   jobs (src/store/jobs.ts): writeJobInput, createJobs, claimNextJob, renewJobLease, markJobDoneIn, failJob, requeueJobs,
- *        recoverJobs, requeueExpiredLeases, getJob, jobCounts, purgeJobs; callback deliveries: dueDeliveries, nextDeliveryAt,
- *        recordDeliveryAttempt, deliveriesOf
+ *   store.recordRun({ id, accountId|null, keyId|null, channel, input, size, credits: 0|1, ms, result?: { data, ext, name?, contentType, width, height } }, { within? })
+ *        -> { creditsCharged, creditsRemaining|null }  charge + run + stored result (+ `within`) in ONE transaction; insufficient_credits at 0
+ *   store.account(accountId|null), store.usage(accountId|null)
+ *   store.getResult(id, ttlS) -> { jobId, contentType, width, height, createdAt, data } | null;  store.purgeResults(ttlS)
+ *   idempotency: claimIdempotencyKey / completeIdempotencyKey / releaseIdempotencyKey / pendingIdempotencyClaim / resetIdempotencyKeys / purgeIdempotencyKeys
+ *   rate limit: hitRateLimit(rateKey, limit, windowMs) -> RateDecision;  purgeRateWindows(windowMs)
+ *   jobs: createJobs, claimNextJob, renewJobLease, markJobDoneIn, failJob, requeueJobs, reclaimAbandonedJobs, adoptAbandonedJob,
+ *         readJobInput, removeJobInput, removeOrphanJobInputs, getJob, getJobById, jobCounts, purgeJobs
+ *   callbacks: claimDueDeliveries, nextDeliveryAt, recordDeliveryAttempt, releaseDeliveries, deliveriesOf
+ *   fleet: startHeartbeat(leaseMs), listServers()
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fsReason } from '../errors.js';
+import { serverIdentity } from '../identity.js';
+import { filePayloads, pidLiveness } from './engine-sqlite.js';
+import { byteaPayloads, heartbeatLiveness } from './engine-postgres.js';
 import { SqliteDb } from './sqlite.js';
+import { PostgresDb } from './postgres.js';
 import { migrate } from './migrations.js';
+import { migratePostgres } from './migrations-postgres.js';
 import * as ledger from './ledger.js';
 import * as results from './results.js';
 import * as idempotency from './idempotency.js';
 import * as jobs from './jobs.js';
+import * as deliveries from './deliveries.js';
+import * as rateLimit from './rate-limit.js';
+import * as servers from './servers.js';
 import type { StoreContext, RunRecord, RecordRunOptions } from './ledger.js';
 import type { IdempotencyRef } from './idempotency.js';
-import type { Queryable } from './sqlite.js';
+import type { Db, Queryable, StoreKind } from './sql.js';
 
 export type { AccountInfo, AuthResult, Channel, KeyInfo, Plan, RunRecord, UsageDay } from './ledger.js';
 export type { StoredResult } from './results.js';
 export type { IdempotencyClaim, IdempotencyRef } from './idempotency.js';
-export type { Delivery, DeliveryInfo, DeliveryUpdate, JobError, JobRow, JobSourceKind, JobStatus, NewJob } from './jobs.js';
+export type { JobError, JobRow, JobSourceKind, JobStatus, NewJob } from './jobs.js';
+export type { Delivery, DeliveryInfo, DeliveryUpdate } from './deliveries.js';
+export type { RateDecision } from './rate-limit.js';
+export type { ServerInfo } from './servers.js';
 export type { RecordRunOptions } from './ledger.js';
+export type { Queryable, StoreKind } from './sql.js';
 
 export const DB_FILE = 'cutout.db';
 
 export class Store {
   private readonly ctx: StoreContext;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
 
-  constructor(readonly db: SqliteDb, readonly dataDir: string, now: () => number = Date.now) {
-    this.ctx = { db, dataDir, now };
+  constructor(readonly db: Db, readonly dataDir: string, now: () => number = Date.now) {
+    const postgres = db.dialect.kind === 'postgres';
+    this.ctx = {
+      db, dataDir, now,
+      payloads: postgres ? byteaPayloads : filePayloads(dataDir),
+      liveness: postgres ? heartbeatLiveness : pidLiveness,
+      owner: serverIdentity().id,
+    };
   }
+
+  /** Which engine: `sqlite` or `postgres` (for health and metrics; nothing else may branch on it). */
+  get kind(): StoreKind { return this.db.dialect.kind; }
 
   createKey(opts: { name?: string | null; test?: boolean; accountId?: string | null } = {}) { return ledger.createKey(this.ctx, opts); }
   listKeys() { return ledger.listKeys(this.ctx); }
@@ -56,7 +83,6 @@ export class Store {
   account(accountId: string | null) { return ledger.account(this.ctx, accountId); }
   usage(accountId: string | null) { return ledger.usage(this.ctx, accountId); }
 
-  writeResultFile(jobId: string, ext: string, data: Buffer) { return results.writeResultFile(this.ctx, jobId, ext, data); }
   getResult(jobId: string, ttlSeconds: number) { return results.getResult(this.ctx, jobId, ttlSeconds); }
   purgeResults(ttlSeconds: number) { return results.purgeResults(this.ctx, ttlSeconds); }
 
@@ -67,10 +93,13 @@ export class Store {
   resetIdempotencyKeys(ttlSeconds: number) { return idempotency.resetIdempotencyKeys(this.ctx, ttlSeconds); }
   purgeIdempotencyKeys(ttlSeconds: number) { return idempotency.purgeIdempotencyKeys(this.ctx, ttlSeconds); }
 
-  writeJobInput(jobId: string, data: Buffer) { return jobs.writeJobInput(this.ctx, jobId, data); }
-  removeJobInput(file: string | null) { return jobs.removeJobInput(file); }
-  removeOrphanJobInputs() { return jobs.removeOrphanJobInputs(this.ctx); }
+  hitRateLimit(rateKey: string, limit: number, windowMs: number) { return rateLimit.hitRateLimit(this.ctx, rateKey, limit, windowMs); }
+  purgeRateWindows(windowMs: number) { return rateLimit.purgeRateWindows(this.ctx, windowMs); }
+
   createJobs(list: jobs.NewJob[], queueLimit: number, within?: (tx: Queryable) => Promise<void>) { return jobs.createJobs(this.ctx, list, queueLimit, within); }
+  readJobInput(jobId: string) { return this.ctx.payloads.readJobInput(this.db, jobId); }
+  removeJobInput(jobId: string) { return this.ctx.payloads.removeJobInput(this.db, jobId); }
+  removeOrphanJobInputs() { return this.ctx.payloads.removeOrphanJobInputs(this.db, this.ctx.now()); }
   jobCounts() { return jobs.jobCounts(this.ctx); }
   claimNextJob(leaseMs: number) { return jobs.claimNextJob(this.ctx, leaseMs); }
   renewJobLease(id: string, attempt: number, leaseMs: number) { return jobs.renewJobLease(this.ctx, id, attempt, leaseMs); }
@@ -79,20 +108,41 @@ export class Store {
   }
   failJob(id: string, attempt: number, error: jobs.JobError, callback: { url: string; body: string } | null) { return jobs.failJob(this.ctx, id, attempt, error, callback); }
   requeueJobs(claims: { id: string; attempt: number }[]) { return jobs.requeueJobs(this.ctx, claims); }
-  recoverJobs(maxAttempts: number) { return jobs.recoverJobs(this.ctx, maxAttempts); }
-  requeueExpiredLeases(runningHere: string[]) { return jobs.requeueExpiredLeases(this.ctx, runningHere); }
+  reclaimAbandonedJobs(maxAttempts: number, runningHere: string[] = []) { return jobs.reclaimAbandonedJobs(this.ctx, maxAttempts, runningHere); }
+  adoptAbandonedJob(job: jobs.JobRow, leaseMs: number) { return jobs.adoptAbandonedJob(this.ctx, job, leaseMs); }
   getJob(id: string, accountId: string) { return jobs.getJob(this.ctx, id, accountId); }
   getJobById(id: string) { return jobs.getJobById(this.ctx, id); }
   purgeJobs(ttlSeconds: number) { return jobs.purgeJobs(this.ctx, ttlSeconds); }
-  dueDeliveries(limit: number) { return jobs.dueDeliveries(this.ctx, limit); }
-  nextDeliveryAt() { return jobs.nextDeliveryAt(this.ctx); }
-  recordDeliveryAttempt(id: number, update: jobs.DeliveryUpdate) { return jobs.recordDeliveryAttempt(this.ctx, id, update); }
-  deliveriesOf(jobId: string) { return jobs.deliveriesOf(this.ctx, jobId); }
+
+  claimDueDeliveries(limit: number, leaseMs: number) { return deliveries.claimDueDeliveries(this.ctx, limit, leaseMs); }
+  nextDeliveryAt() { return deliveries.nextDeliveryAt(this.ctx); }
+  recordDeliveryAttempt(id: number, update: deliveries.DeliveryUpdate) { return deliveries.recordDeliveryAttempt(this.ctx, id, update); }
+  releaseDeliveries(ids: number[]) { return deliveries.releaseDeliveries(this.ctx, ids); }
+  deliveriesOf(jobId: string) { return deliveries.deliveriesOf(this.ctx, jobId); }
+
+  /**
+   * Writes this server's heartbeat now and every third of `leaseMs` until close (which removes
+   * the row): other servers take its Idempotency-Key claims over once it is silent for `leaseMs`.
+   */
+  async startHeartbeat(leaseMs: number): Promise<void> {
+    await servers.heartbeat(this.ctx, leaseMs);
+    if (this.heartbeatTimer) return;
+    this.heartbeatTimer = setInterval(() => void servers.heartbeat(this.ctx, leaseMs).catch(() => undefined), Math.max(100, Math.floor(leaseMs / 3)));
+    this.heartbeatTimer.unref();
+  }
+  listServers() { return servers.listServers(this.ctx); }
 
   /** Milliseconds since the epoch, by the store's clock. */
   now(): number { return this.ctx.now(); }
 
-  close(): Promise<void> { return this.db.close(); }
+  async close(): Promise<void> {
+    if (this.heartbeatTimer) {
+      clearInterval(this.heartbeatTimer);
+      this.heartbeatTimer = null;
+      await servers.leave(this.ctx).catch(() => undefined);
+    }
+    await this.db.close();
+  }
 }
 
 /** SQLite's error in words: "SQLITE_NOTADB: file is not a database" -> "file is not a database". */
@@ -101,13 +151,48 @@ function sqliteReason(err: unknown): string {
   return message.replace(/^SQLITE_[A-Z_]+: /, '').split('\n')[0];
 }
 
+/** postgres:// or postgresql://: a PostgreSQL store. */
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(url);
+}
+
+/** The URL without its password, for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url.replace(/:[^:@/]*@/, ':***@');
+  }
+}
+
+export interface OpenStoreOptions {
+  /** Replaces the clock (tests). */
+  now?: () => number;
+  /** A postgres:// URL; absent or null: SQLite in the data directory. */
+  url?: string | null;
+}
+
 /**
- * Opens the store of a data directory, creating the directory and the database and bringing the
- * schema up to date. `now` replaces the clock (tests). A file that is not a database, or a
- * damaged one, is named in the error and left as it is for the operator to look at.
+ * Opens the store: PostgreSQL when `options.url` is given, else SQLite in the data directory
+ * (created if needed). Brings the schema up to date. A file that is not a database, or a damaged
+ * one, is named in the error and left as it is for the operator to look at.
  */
-export async function openStore(dataDir: string, options: { now?: () => number } = {}): Promise<Store> {
+export async function openStore(dataDir: string, options: OpenStoreOptions = {}): Promise<Store> {
   const dir = path.resolve(dataDir);
+  if (options.url) {
+    if (!isPostgresUrl(options.url)) throw new Error(`Unsupported store ${redactUrl(options.url)}: expected postgres://USER[:PASS]@HOST[:PORT]/DB`);
+    let db: PostgresDb | undefined;
+    try {
+      db = await PostgresDb.open(options.url);
+      await migratePostgres(db);
+    } catch (err) {
+      await db?.close().catch(() => undefined);
+      throw new Error(`Cannot open the store ${redactUrl(options.url)}: ${String((err as Error)?.message ?? err).split('\n')[0]}`);
+    }
+    return new Store(db, dir, options.now);
+  }
   const file = path.join(dir, DB_FILE);
   try {
     await fs.mkdir(dir, { recursive: true });

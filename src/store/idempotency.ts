@@ -5,7 +5,7 @@
  * releases the key (nothing was charged, so a retry may run again). Rows live for the window.
  */
 import type { StoreContext } from './ledger.js';
-import type { Queryable } from './sqlite.js';
+import type { Queryable } from './sql.js';
 
 export type IdempotencyClaim =
   /** The caller owns the key now: do the work, then complete or release. */
@@ -19,19 +19,14 @@ export type IdempotencyClaim =
 
 export interface IdempotencyRef { accountId: string; endpoint: string; key: string }
 
+interface ClaimOwner { owner: string | null; owner_pid: number | null }
+
 /**
- * Whether the process that made a pending claim still runs. Every server on one data directory
- * runs on this host (SQLite needs a local file), so a signal-0 probe answers it. A claim without
- * an owner was made before owners were recorded, by a process that has stopped since.
+ * Whether the server that made a pending claim still runs: a claim belongs to a server identity
+ * (host, pid, start), judged by the engine (a pid probe on SQLite, the heartbeat on PostgreSQL).
  */
-export function claimOwnerAlive(pid: number | null): boolean {
-  if (pid === null) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'; // alive, owned by another user
-  }
+function claimOwnerAlive(ctx: StoreContext, q: Queryable, row: ClaimOwner): Promise<boolean> {
+  return ctx.liveness.ownerAlive(q, row.owner, row.owner_pid);
 }
 
 export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fingerprint: string, ttlSeconds: number): Promise<IdempotencyClaim> {
@@ -40,11 +35,18 @@ export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fing
     await tx.run('DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND created_at <= ?', [
       ref.accountId, ref.endpoint, ref.key, now - ttlSeconds * 1000,
     ]);
-    let row = await tx.get<{ fingerprint: string; state: string; response: string | null; owner_pid: number | null }>(
-      'SELECT fingerprint, state, response, owner_pid FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ?',
+    // Insert-or-keep first: of two servers claiming one key at once, exactly one inserts.
+    const { changes } = await tx.run(
+      `INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at, owner_pid, owner) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)
+       ON CONFLICT (account_id, endpoint, key) DO NOTHING`,
+      [ref.accountId, ref.endpoint, ref.key, fingerprint, now, process.pid, ctx.owner],
+    );
+    if (changes === 1) return { state: 'claimed' };
+    let row = await tx.get<{ fingerprint: string; state: string; response: string | null; owner_pid: number | null; owner: string | null }>(
+      `SELECT fingerprint, state, response, owner_pid, owner FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ?${tx.dialect.forUpdate}`,
       [ref.accountId, ref.endpoint, ref.key],
     );
-    if (row && row.state === 'pending' && !claimOwnerAlive(row.owner_pid)) {
+    if (row && row.state === 'pending' && !(await claimOwnerAlive(ctx, tx, row))) {
       // Its process died mid-request: nothing was charged, so the key is free again.
       await tx.run("DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'", [
         ref.accountId, ref.endpoint, ref.key,
@@ -53,8 +55,8 @@ export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fing
     }
     if (!row) {
       await tx.run(
-        "INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at, owner_pid) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-        [ref.accountId, ref.endpoint, ref.key, fingerprint, now, process.pid],
+        "INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at, owner_pid, owner) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)",
+        [ref.accountId, ref.endpoint, ref.key, fingerprint, now, process.pid, ctx.owner],
       );
       return { state: 'claimed' };
     }
@@ -70,7 +72,7 @@ export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fing
  * in between would otherwise let a retry charge again).
  */
 export async function completeIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, response: unknown, q: Queryable = ctx.db): Promise<void> {
-  await q.run("UPDATE idempotency_keys SET state = 'done', response = ?, owner_pid = NULL WHERE account_id = ? AND endpoint = ? AND key = ?", [
+  await q.run("UPDATE idempotency_keys SET state = 'done', response = ?, owner_pid = NULL, owner = NULL WHERE account_id = ? AND endpoint = ? AND key = ?", [
     JSON.stringify(response), ref.accountId, ref.endpoint, ref.key,
   ]);
 }
@@ -82,16 +84,24 @@ export async function releaseIdempotencyKey(ctx: StoreContext, ref: IdempotencyR
   ]);
 }
 
+/** Drops a pending claim only if it still belongs to `owner` (taking over a dead server's claim). */
+async function releaseClaimOf(ctx: StoreContext, ref: IdempotencyRef, row: ClaimOwner): Promise<void> {
+  await ctx.db.run(
+    "DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending' AND owner IS NOT DISTINCT FROM ? AND owner_pid IS NOT DISTINCT FROM ?",
+    [ref.accountId, ref.endpoint, ref.key, row.owner, row.owner_pid],
+  );
+}
+
 /**
  * The key's pending claim: how long ago it was made, in ms, and whether its process still runs;
  * null when no claim is pending.
  */
 export async function pendingIdempotencyClaim(ctx: StoreContext, ref: IdempotencyRef): Promise<{ ageMs: number; ownerAlive: boolean } | null> {
-  const row = await ctx.db.get<{ created_at: number; owner_pid: number | null }>(
-    "SELECT created_at, owner_pid FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'",
+  const row = await ctx.db.get<{ created_at: number; owner_pid: number | null; owner: string | null }>(
+    "SELECT created_at, owner_pid, owner FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'",
     [ref.accountId, ref.endpoint, ref.key],
   );
-  return row ? { ageMs: ctx.now() - row.created_at, ownerAlive: claimOwnerAlive(row.owner_pid) } : null;
+  return row ? { ageMs: ctx.now() - row.created_at, ownerAlive: await claimOwnerAlive(ctx, ctx.db, row) } : null;
 }
 
 /**
@@ -100,12 +110,12 @@ export async function pendingIdempotencyClaim(ctx: StoreContext, ref: Idempotenc
  */
 export async function resetIdempotencyKeys(ctx: StoreContext, ttlSeconds: number): Promise<void> {
   await ctx.db.run('DELETE FROM idempotency_keys WHERE created_at <= ?', [ctx.now() - ttlSeconds * 1000]);
-  const pending = await ctx.db.all<{ account_id: string; endpoint: string; key: string; owner_pid: number | null }>(
-    "SELECT account_id, endpoint, key, owner_pid FROM idempotency_keys WHERE state = 'pending'",
+  const pending = await ctx.db.all<{ account_id: string; endpoint: string; key: string; owner_pid: number | null; owner: string | null }>(
+    "SELECT account_id, endpoint, key, owner_pid, owner FROM idempotency_keys WHERE state = 'pending'",
   );
   for (const row of pending) {
-    if (claimOwnerAlive(row.owner_pid)) continue;
-    await releaseIdempotencyKey(ctx, { accountId: row.account_id, endpoint: row.endpoint, key: row.key });
+    if (await claimOwnerAlive(ctx, ctx.db, row)) continue;
+    await releaseClaimOf(ctx, { accountId: row.account_id, endpoint: row.endpoint, key: row.key }, row);
   }
 }
 

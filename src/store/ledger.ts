@@ -4,16 +4,22 @@
  * its stored result, so no result exists unpaid and no charge exists without a result.
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs/promises';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import type { Queryable, SqliteDb } from './sqlite.js';
+import type { Liveness, Payloads } from './engine.js';
+import type { Db, Queryable } from './sql.js';
 
 export interface StoreContext {
-  db: SqliteDb;
+  db: Db;
   dataDir: string;
   /** Milliseconds since the epoch; injectable so tests can place runs on other days. */
   now: () => number;
+  /** Where result and job-input bytes live (files for SQLite, BYTEA for PostgreSQL). */
+  payloads: Payloads;
+  /** Whether the server holding a claim still runs. */
+  liveness: Liveness;
+  /** This server's identity, the owner of its claims. */
+  owner: string;
 }
 
 export type Channel = 'cli' | 'api' | 'job';
@@ -31,8 +37,11 @@ export interface RunRecord {
   size: 'preview' | 'full';
   credits: 0 | 1;
   ms: number;
-  /** The stored result file, already written; it is deleted again if the transaction fails. */
-  result?: { path: string; contentType: string; width: number; height: number };
+  /**
+   * The result to store with the run. `name` makes the stored copy unique per attempt (a job's
+   * `<id>.<attempt>`), so a run that lost its claim discards only its own bytes; default `id`.
+   */
+  result?: { data: Buffer; ext: string; name?: string; contentType: string; width: number; height: number };
 }
 
 export interface KeyInfo {
@@ -154,11 +163,12 @@ export async function authenticate(ctx: StoreContext, rawKey: string): Promise<A
 /** The account that stands for a marketplace user, opened on first sight (billed by the marketplace: no free grant). */
 export async function marketplaceAccount(ctx: StoreContext, user: string): Promise<string> {
   return ctx.db.transaction(async (tx) => {
+    // ON CONFLICT: two servers seeing a new user at once open one account between them.
+    await tx.run('INSERT INTO accounts (id, plan, test, marketplace_user, created_at) VALUES (?, ?, 0, ?, ?) ON CONFLICT (marketplace_user) DO NOTHING', [
+      newId('acct'), 'marketplace', user, ctx.now(),
+    ]);
     const row = await tx.get<{ id: string }>('SELECT id FROM accounts WHERE marketplace_user = ?', [user]);
-    if (row) return row.id;
-    const id = newId('acct');
-    await tx.run('INSERT INTO accounts (id, plan, test, marketplace_user, created_at) VALUES (?, ?, 0, ?, ?)', [id, 'marketplace', user, ctx.now()]);
-    return id;
+    return (row as { id: string }).id;
   });
 }
 
@@ -196,28 +206,29 @@ export interface RecordRunOptions {
  */
 export async function recordRun(ctx: StoreContext, run: RunRecord, options: RecordRunOptions = {}): Promise<{ creditsCharged: 0 | 1; creditsRemaining: number | null }> {
   if (run.credits === 1 && run.accountId === null) throw new Error('recordRun: a charge needs an account');
+  const staged = run.result ? await ctx.payloads.stageResult(run.result.name ?? run.id, run.result.ext, run.result.data) : null;
   try {
     return await ctx.db.transaction(async (tx) => {
       const now = ctx.now();
       if (run.credits === 1) {
+        // The account row's lock serialises charges of one account across servers (PostgreSQL).
+        await tx.get(`SELECT id FROM accounts WHERE id = ?${tx.dialect.forUpdate}`, [run.accountId]);
         if ((await balanceIn(tx, run.accountId as string)) < 1) throw new CutoutError('insufficient_credits');
         await tx.run('INSERT INTO ledger (account_id, delta, reason, ref, created_at) VALUES (?, -1, ?, ?, ?)', [run.accountId, 'charge', run.id, now]);
       }
       await tx.run('INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', [
         run.id, run.accountId, run.keyId, run.channel, run.input, run.size, run.credits, Math.round(run.ms), now,
       ]);
-      if (run.result) {
+      if (run.result && staged) {
         const r = run.result;
-        await tx.run('INSERT INTO results (job_id, path, content_type, width, height, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
-          run.id, r.path, r.contentType, r.width, r.height, now,
-        ]);
+        await ctx.payloads.insertResult(tx, staged, { jobId: run.id, contentType: r.contentType, width: r.width, height: r.height, createdAt: now });
       }
       const outcome = { creditsCharged: run.credits, creditsRemaining: run.accountId === null ? null : await balanceIn(tx, run.accountId) };
       if (options.within) await options.within(tx, outcome);
       return outcome;
     });
   } catch (err) {
-    if (run.result) await fs.rm(run.result.path, { force: true }).catch(() => undefined);
+    if (staged) await ctx.payloads.discard(staged);
     throw err;
   }
 }
@@ -233,7 +244,7 @@ export async function account(ctx: StoreContext, accountId: string | null): Prom
   const tx: Queryable = ctx.db;
   const since = monthStart(ctx.now());
   const used = await tx.get<{ credits: number | null; requests: number }>(
-    'SELECT SUM(credits) AS credits, COUNT(*) AS requests FROM runs WHERE account_id IS ? AND created_at >= ?', [accountId, since],
+    'SELECT SUM(credits) AS credits, COUNT(*) AS requests FROM runs WHERE account_id IS NOT DISTINCT FROM ? AND created_at >= ?', [accountId, since],
   );
   const month = { creditsUsedThisMonth: used?.credits ?? 0, requestsThisMonth: used?.requests ?? 0 };
   if (accountId === null) return { accountId: null, balance: 0, plan: 'local', test: false, ...month };
@@ -247,12 +258,13 @@ export async function usage(ctx: StoreContext, accountId: string | null): Promis
   const today = new Date(ctx.now());
   const todayStart = Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate());
   const since = todayStart - (LIMITS.usageDays - 1) * 86_400_000;
-  const rows = await ctx.db.all<{ day: string; credits: number; requests: number }>(
-    `SELECT date(created_at / 1000, 'unixepoch') AS day, SUM(credits) AS credits, COUNT(*) AS requests
-       FROM runs WHERE account_id IS ? AND created_at >= ? GROUP BY day`,
+  // Whole UTC days since the epoch by integer division: the same on both engines.
+  const rows = await ctx.db.all<{ day: number; credits: number; requests: number }>(
+    `SELECT created_at / 86400000 AS day, SUM(credits) AS credits, COUNT(*) AS requests
+       FROM runs WHERE account_id IS NOT DISTINCT FROM ? AND created_at >= ? GROUP BY created_at / 86400000`,
     [accountId, since],
   );
-  const byDay = new Map(rows.map((r) => [r.day, r]));
+  const byDay = new Map(rows.map((r) => [new Date(Number(r.day) * 86_400_000).toISOString().slice(0, 10), r]));
   return Array.from({ length: LIMITS.usageDays }, (_, i) => {
     const date = new Date(todayStart - i * 86_400_000).toISOString().slice(0, 10);
     const r = byDay.get(date);

@@ -4,6 +4,7 @@
  * one that has shipped. Times are integer milliseconds since the epoch (UTC).
  */
 import type { SqliteDb } from './sqlite.js';
+import { splitStatements } from './split.js';
 
 export const MIGRATIONS: readonly string[] = [
   // 1: accounts, keys, the credit ledger, runs, results, idempotency, jobs and callbacks.
@@ -127,6 +128,28 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE idempotency_keys ADD COLUMN owner_pid INTEGER;   -- pid of the process holding a pending claim
   `,
+  // 4: the fleet's columns and tables, kept the same on both engines (see migrations-postgres.ts):
+  // who holds a claim (a server identity), callback attempts claimed under a lease, the rate
+  // limit's windows, and the servers' heartbeats.
+  `
+  ALTER TABLE jobs ADD COLUMN lease_owner TEXT;                -- server identity holding the claim
+  ALTER TABLE idempotency_keys ADD COLUMN owner TEXT;          -- server identity holding a pending claim
+  ALTER TABLE callback_deliveries ADD COLUMN lease_owner TEXT; -- server sending the current attempt
+  ALTER TABLE callback_deliveries ADD COLUMN lease_until INTEGER;
+  CREATE TABLE rate_windows (
+    rate_key   TEXT PRIMARY KEY,                      -- key:<id> or marketplace:<user>
+    hits       TEXT NOT NULL,                         -- JSON array of the request times (ms) in the window
+    updated_at INTEGER NOT NULL
+  );
+  CREATE TABLE servers (
+    id           TEXT PRIMARY KEY,                    -- host:pid:start:random (src/identity.ts)
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    started_at   INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    lease_ms     INTEGER NOT NULL                     -- silent longer than this: gone
+  );
+  `,
 ];
 
 /** Runs the migrations not yet applied; a no-op on an up-to-date database. Returns the version. */
@@ -148,13 +171,3 @@ export async function migrate(db: SqliteDb): Promise<number> {
   }
 }
 
-/** Splits a migration script on semicolons at line ends; comments are stripped first. */
-function splitStatements(script: string): string[] {
-  return script
-    .split('\n')
-    .map((line) => line.replace(/--.*$/, ''))
-    .join('\n')
-    .split(/;\s*$/m)
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
-}

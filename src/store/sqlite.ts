@@ -5,17 +5,12 @@
  * Statements are sub-millisecond; no caller awaits inference or the network inside a transaction.
  */
 import sqlite3 from 'sqlite3';
+import type { Db, Dialect, Queryable, Row, SqlParam } from './sql.js';
 
-export type SqlParam = string | number | bigint | null | Buffer;
-export type Row = Record<string, unknown>;
+export type { Queryable, Row, SqlParam } from './sql.js';
 
-/** What a statement inside a transaction (or a single queued statement) can do. */
-export interface Queryable {
-  get<T = Row>(sql: string, params?: SqlParam[]): Promise<T | undefined>;
-  all<T = Row>(sql: string, params?: SqlParam[]): Promise<T[]>;
-  /** Returns the number of rows changed and the last inserted rowid. */
-  run(sql: string, params?: SqlParam[]): Promise<{ changes: number; lastID: number }>;
-}
+/** One connection and BEGIN IMMEDIATE: every writing transaction already runs alone. */
+const SQLITE: Dialect = Object.freeze({ kind: 'sqlite', forUpdate: '', skipLocked: '' });
 
 function rawGet<T>(db: sqlite3.Database, sql: string, params: SqlParam[] = []): Promise<T | undefined> {
   return new Promise((resolve, reject) => db.get(sql, params, (err: Error | null, row: T) => (err ? reject(err) : resolve(row))));
@@ -38,7 +33,8 @@ function rawExec(db: sqlite3.Database, sql: string): Promise<void> {
   return new Promise((resolve, reject) => db.exec(sql, (err: Error | null) => (err ? reject(err) : resolve())));
 }
 
-export class SqliteDb implements Queryable {
+export class SqliteDb implements Db {
+  readonly dialect = SQLITE;
   private tail: Promise<unknown> = Promise.resolve();
   private closed = false;
 
@@ -64,6 +60,7 @@ export class SqliteDb implements Queryable {
   }
 
   private readonly direct: Queryable = {
+    dialect: SQLITE,
     get: (sql, params) => rawGet(this.db, sql, params),
     all: (sql, params) => rawAll(this.db, sql, params),
     run: (sql, params) => rawRun(this.db, sql, params),

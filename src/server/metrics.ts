@@ -1,0 +1,159 @@
+/**
+ * Prometheus metrics of one running server (`GET /metrics`, text format 0.0.4, via prom-client).
+ *
+ * Each server has its own Registry, not prom-client's global one, so several servers can run in
+ * one process (the tests do) without sharing or double-registering series.
+ *
+ * What is counted where:
+ * - request durations: observed here when a response ends, labelled by the route PATTERN
+ *   (`/api/v1/jobs/:job_id`), never the raw URL, so the label set stays bounded (and no result
+ *   capability URL lands in a monitoring system);
+ * - jobs by state and the job queue depth: read from the store at scrape time, so every server of
+ *   a fleet reports the same, fleet-wide figure (aggregate them with max(), not sum());
+ * - sync requests waiting for an inference slot and the slots in use: this server's own pool;
+ * - inference time: from the timings the pipeline returns (the pipeline knows nothing of this);
+ * - callback attempts by outcome: reported by the dispatcher through its `onAttempt` hook.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Pipeline } from '../pipeline/types.js';
+import type { WorkPool } from '../queue/pool.js';
+import type { Store } from '../store/db.js';
+
+/** The label of a request that matched no route (404s): one value, whatever was asked. */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+const ROUTE_PATTERN = Symbol('cutout.routePattern');
+type Tagged = IncomingMessage & { [ROUTE_PATTERN]?: string };
+
+/** Remembers which route pattern a request matched (set by the app's route registration). */
+export function setRoutePattern(req: IncomingMessage, pattern: string): void {
+  (req as Tagged)[ROUTE_PATTERN] = pattern;
+}
+
+/** The route pattern a request matched, or `unmatched`. */
+export function routePatternOf(req: IncomingMessage): string {
+  return (req as Tagged)[ROUTE_PATTERN] ?? UNMATCHED_ROUTE;
+}
+
+/** Fast API routes answer in milliseconds; the sync route can take up to its 30 s deadline. */
+const HTTP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+/** One model call: tens of milliseconds (fast, small) to tens of seconds (max quality, 50 MP). */
+const INFERENCE_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64];
+
+export type CallbackOutcome = 'delivered' | 'retry' | 'gave_up';
+
+export interface MetricsSources {
+  store: Pick<Store, 'jobCounts' | 'kind'>;
+  pool: Pick<WorkPool, 'stats' | 'size'>;
+}
+
+export class ServerMetrics {
+  readonly registry = new Registry();
+  private readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
+  private readonly inference: Histogram<'quality'>;
+  private readonly pipelineTime: Histogram<'quality'>;
+  private readonly callbacks: Counter<'outcome'>;
+
+  constructor(sources: MetricsSources) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.httpDuration = new Histogram({
+      name: 'cutout_http_request_duration_seconds',
+      help: 'Time from a request\'s arrival to the end of its response, by method, route pattern and status code.',
+      labelNames: ['method', 'route', 'status'], buckets: HTTP_BUCKETS, registers,
+    });
+    this.inference = new Histogram({
+      name: 'cutout_inference_seconds',
+      help: 'Time in the model call of one image (sync requests and jobs), by quality.',
+      labelNames: ['quality'], buckets: INFERENCE_BUCKETS, registers,
+    });
+    this.pipelineTime = new Histogram({
+      name: 'cutout_pipeline_seconds',
+      help: 'Time to process one image end to end (decode, inference, refinement, encode), by quality.',
+      labelNames: ['quality'], buckets: INFERENCE_BUCKETS, registers,
+    });
+    this.callbacks = new Counter({
+      name: 'cutout_callback_deliveries_total',
+      help: 'Callback delivery attempts made by this server, by outcome: delivered (2xx), retry (network error or 5xx, another attempt is scheduled), gave_up (4xx, or retries exhausted).',
+      labelNames: ['outcome'], registers,
+    });
+    // Every outcome from zero, so rate() and alerts work before the first failure.
+    for (const outcome of ['delivered', 'retry', 'gave_up'] as const) this.callbacks.inc({ outcome }, 0);
+    new Gauge({
+      name: 'cutout_jobs',
+      help: 'Jobs in the store by state (fleet-wide: read from the shared store at scrape time).',
+      labelNames: ['state'], registers,
+      async collect() {
+        const counts = await sources.store.jobCounts();
+        this.set({ state: 'queued' }, counts.queued);
+        this.set({ state: 'processing' }, counts.processing);
+      },
+    });
+    new Gauge({
+      name: 'cutout_queue_depth',
+      help: 'Work waiting for an inference slot: kind="job" is the store\'s queued jobs (fleet-wide), kind="sync" the sync requests waiting on this server.',
+      labelNames: ['kind'], registers,
+      async collect() {
+        const counts = await sources.store.jobCounts();
+        this.set({ kind: 'job' }, counts.queued);
+        this.set({ kind: 'sync' }, sources.pool.stats().sync.waiting);
+      },
+    });
+    new Gauge({
+      name: 'cutout_inference_slots',
+      help: 'This server\'s inference slots (--workers): state="busy" in use by a sync request or a job, state="total" all of them.',
+      labelNames: ['state'], registers,
+      collect() {
+        const stats = sources.pool.stats();
+        this.set({ state: 'busy' }, stats.sync.running + stats.jobs.running);
+        this.set({ state: 'total' }, sources.pool.size);
+      },
+    });
+    new Gauge({
+      name: 'cutout_store_info',
+      help: 'The store this server uses (always 1; the engine is the label).',
+      labelNames: ['store'], registers,
+      collect() {
+        this.reset();
+        this.set({ store: sources.store.kind }, 1);
+      },
+    });
+  }
+
+  /** Starts timing a request; the observation is made when its response ends or the connection closes. */
+  observeRequest(req: IncomingMessage, res: ServerResponse): void {
+    const end = this.httpDuration.startTimer();
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      end({ method: req.method ?? 'UNKNOWN', route: routePatternOf(req), status: String(res.statusCode) });
+    };
+    res.once('finish', finish);
+    res.once('close', finish);
+  }
+
+  countCallbackAttempt(outcome: CallbackOutcome): void {
+    this.callbacks.inc({ outcome });
+  }
+
+  /** The pipeline with every image's timings observed; the sync route and the job workers both call it. */
+  observePipeline(pipeline: Pipeline): Pipeline {
+    return {
+      probeImage: pipeline.probeImage,
+      removeBackground: async (input, request, options) => {
+        const result = await pipeline.removeBackground(input, request, options);
+        // Absent means `best` (api-spec's default), so the label names what ran.
+        const labels = { quality: request.quality ?? 'best' };
+        this.inference.observe(labels, result.timings.inference / 1000);
+        this.pipelineTime.observe(labels, result.ms / 1000);
+        return result;
+      },
+    };
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * SQLite's side of the engine seam (src/store/engine.ts): result and job-input bytes as files in
+ * the data directory, `<dataDir>/results/<name>.<ext>` and `<dataDir>/jobs/<id>.input`, each
+ * written to a temporary name and renamed (inputs fsynced too, so a job accepted with 202 runs
+ * after a power cut), and a claim's owner judged alive by a signal-0 probe of its pid: every
+ * server on one SQLite file runs on this host.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { serverIdentity } from '../identity.js';
+import type { Liveness, Payloads, Staged, StoredResultRow } from './engine.js';
+import type { Db, Queryable } from './sql.js';
+
+export function resultsDir(dataDir: string): string {
+  return path.join(dataDir, 'results');
+}
+
+export function jobInputsDir(dataDir: string): string {
+  return path.join(dataDir, 'jobs');
+}
+
+/**
+ * Writes `data` under a temporary name, then gives it `file`'s name, never replacing a file that
+ * exists (that one belongs to another writer, and deleting ours must not delete theirs): then a
+ * unique name beside it. Returns the name written.
+ */
+async function writeAtomically(file: string, data: Buffer, durable: boolean): Promise<string> {
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${crypto.randomBytes(4).toString('hex')}.tmp`;
+  const handle = await fs.open(tmp, 'w', 0o600);
+  try {
+    await handle.writeFile(data);
+    if (durable) await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  let target = file;
+  try {
+    await fs.link(tmp, target);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+      await fs.rm(tmp, { force: true });
+      throw err;
+    }
+    const ext = path.extname(file);
+    target = `${file.slice(0, file.length - ext.length)}.${crypto.randomBytes(4).toString('hex')}${ext}`;
+    await fs.link(tmp, target);
+  }
+  await fs.rm(tmp, { force: true });
+  return target;
+}
+
+export function filePayloads(dataDir: string): Payloads {
+  return {
+    async stageResult(name, ext, data) {
+      return { path: await writeAtomically(path.join(resultsDir(dataDir), `${name}.${ext}`), data, false), data: null };
+    },
+    async insertResult(tx, staged, meta) {
+      await tx.run('INSERT INTO results (job_id, path, content_type, width, height, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
+        meta.jobId, staged.path, meta.contentType, meta.width, meta.height, meta.createdAt,
+      ]);
+    },
+    async discard(staged: Staged) {
+      if (staged.path) await fs.rm(staged.path, { force: true }).catch(() => undefined);
+    },
+    async readResult(q, jobId, sinceMs): Promise<StoredResultRow | null> {
+      const row = await q.get<{ job_id: string; path: string; content_type: string; width: number; height: number; created_at: number }>(
+        'SELECT job_id, path, content_type, width, height, created_at FROM results WHERE job_id = ? AND created_at > ?', [jobId, sinceMs],
+      );
+      if (!row) return null;
+      // The purge may have removed the file between the lookup and the read: same as expired.
+      const data = await fs.readFile(row.path).catch(() => null);
+      if (!data) return null;
+      return { jobId: row.job_id, contentType: row.content_type, width: row.width, height: row.height, createdAt: row.created_at, data };
+    },
+    async purgeResults(db: Db, cutoff: number) {
+      const expired = await db.all<{ job_id: string; path: string }>('SELECT job_id, path FROM results WHERE created_at <= ?', [cutoff]);
+      let purged = 0;
+      for (const r of expired) {
+        // Row first: once the row is gone nothing serves the file, so deleting it cannot break a download midway.
+        purged += (await db.run('DELETE FROM results WHERE job_id = ?', [r.job_id])).changes;
+        await fs.rm(r.path, { force: true }).catch(() => undefined);
+      }
+      const dir = resultsDir(dataDir);
+      for (const name of await fs.readdir(dir).catch(() => [] as string[])) {
+        const file = path.join(dir, name);
+        const stat = await fs.stat(file).catch(() => null);
+        if (!stat || !stat.isFile() || stat.mtimeMs > cutoff) continue;
+        if (!(await db.get('SELECT 1 FROM results WHERE path = ?', [file]))) await fs.rm(file, { force: true }).catch(() => undefined);
+      }
+      return purged;
+    },
+
+    async stageJobInput(jobId, data) {
+      return { path: await writeAtomically(path.join(jobInputsDir(dataDir), `${jobId}.input`), data, true), data: null };
+    },
+    async insertJobInput(tx, jobId, staged) {
+      await tx.run('UPDATE jobs SET input_path = ? WHERE id = ?', [staged.path, jobId]);
+    },
+    async readJobInput(q, jobId) {
+      const row = await q.get<{ input_path: string | null }>('SELECT input_path FROM jobs WHERE id = ?', [jobId]);
+      return row?.input_path ? fs.readFile(row.input_path).catch(() => null) : null;
+    },
+    async removeJobInput(q, jobId) {
+      const row = await q.get<{ input_path: string | null }>('SELECT input_path FROM jobs WHERE id = ?', [jobId]);
+      if (row?.input_path) await fs.rm(row.input_path, { force: true }).catch(() => undefined);
+    },
+    async removeOrphanJobInputs(db, now) {
+      const dir = jobInputsDir(dataDir);
+      const names = await fs.readdir(dir).catch(() => [] as string[]);
+      if (names.length === 0) return 0;
+      const rows = await db.all<{ input_path: string }>("SELECT input_path FROM jobs WHERE status IN ('queued', 'processing') AND input_path IS NOT NULL");
+      const needed = new Set(rows.map((r) => r.input_path));
+      let removed = 0;
+      for (const name of names) {
+        const file = path.join(dir, name);
+        if (needed.has(file)) continue;
+        // A file being written right now for a submission in flight is young: leave it.
+        const stat = await fs.stat(file).catch(() => null);
+        if (!stat || now - stat.mtimeMs < 60_000) continue;
+        await fs.rm(file, { force: true }).catch(() => undefined);
+        removed++;
+      }
+      return removed;
+    },
+  };
+}
+
+/** Whether a process of this host runs; EPERM: it runs, as another user. */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** host and pid of an identity `host:pid:start:random`. */
+export function parseIdentity(id: string): { host: string; pid: number } | null {
+  const parts = id.split(':');
+  if (parts.length < 4) return null;
+  const pid = Number(parts[parts.length - 3]);
+  return Number.isInteger(pid) ? { host: parts.slice(0, -3).join(':'), pid } : null;
+}
+
+export const pidLiveness: Liveness = {
+  async ownerAlive(_q: Queryable, owner: string | null, ownerPid: number | null) {
+    const me = serverIdentity();
+    if (owner === me.id) return true;
+    const parsed = owner === null ? null : parseIdentity(owner);
+    // Another host on one SQLite file cannot be probed: its lease decides.
+    if (parsed && parsed.host !== os.hostname()) return true;
+    const pid = ownerPid ?? parsed?.pid ?? null;
+    if (pid === null) return false; // made before owners were recorded, by a process gone since
+    // Our own pid under another identity: an earlier process that had the same pid.
+    if (pid === me.pid) return owner === null;
+    return pidAlive(pid);
+  },
+};

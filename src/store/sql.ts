@@ -1,0 +1,36 @@
+/**
+ * What the store's modules see of a database engine: statements with `?` placeholders (the
+ * PostgreSQL engine numbers them `$1, $2, ...`), transactions, and the few words of SQL where the
+ * engines differ. The modules above (ledger, jobs, idempotency, rate limit) write portable SQL
+ * and add `q.dialect.forUpdate` / `q.dialect.skipLocked` where a row lock matters: SQLite's
+ * BEGIN IMMEDIATE already serialises every writing transaction, PostgreSQL needs the row lock.
+ */
+export type SqlParam = string | number | bigint | null | Buffer;
+export type Row = Record<string, unknown>;
+export type StoreKind = 'sqlite' | 'postgres';
+
+export interface Dialect {
+  readonly kind: StoreKind;
+  /** Appended to a SELECT inside a transaction to lock the rows read until the commit. */
+  readonly forUpdate: string;
+  /** The same, skipping rows another transaction holds (claims by several servers at once). */
+  readonly skipLocked: string;
+}
+
+/** What a statement inside a transaction (or a single statement on its own) can do. */
+export interface Queryable {
+  readonly dialect: Dialect;
+  get<T = Row>(sql: string, params?: SqlParam[]): Promise<T | undefined>;
+  all<T = Row>(sql: string, params?: SqlParam[]): Promise<T[]>;
+  /** Returns the number of rows changed. */
+  run(sql: string, params?: SqlParam[]): Promise<{ changes: number }>;
+}
+
+export interface Db extends Queryable {
+  /**
+   * Runs `fn` in one transaction: committed when it resolves, rolled back when it throws (the
+   * error rethrown). `fn` must use the `tx` it is given, not the Db.
+   */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}

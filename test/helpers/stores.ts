@@ -1,0 +1,48 @@
+/**
+ * The store's tests run against both engines, so neither can drift: `forEachEngine` declares a
+ * test once per engine, and `openTestStore` opens a fresh store of that engine (a temp SQLite
+ * data directory, or a new database on this file's embedded PostgreSQL, started on first use).
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import root from 'tap';
+import { openStore, type Store, type StoreKind } from '../../src/store/db.js';
+import { testPostgres, type TestPostgres } from './postgres.js';
+
+export const ENGINES: readonly StoreKind[] = ['sqlite', 'postgres'];
+
+let cluster: Promise<TestPostgres> | null = null;
+
+/** This test file's PostgreSQL (stopped when the file's tests end). */
+export function sharedPostgres(): Promise<TestPostgres> {
+  cluster ??= testPostgres(root);
+  return cluster;
+}
+
+export async function tempDir(t: Tap.Test, prefix = 'cutout-store-'): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** A URL for `--store` / openStore: a new database, or null for SQLite. */
+export async function storeUrl(kind: StoreKind): Promise<string | null> {
+  return kind === 'postgres' ? (await sharedPostgres()).freshDatabase() : null;
+}
+
+export interface TestStore { store: Store; dir: string; url: string | null }
+
+/** A fresh store of `kind`, closed in t's teardown. */
+export async function openTestStore(t: Tap.Test, kind: StoreKind, options: { now?: () => number } = {}): Promise<TestStore> {
+  const dir = await tempDir(t);
+  const url = await storeUrl(kind);
+  const store = await openStore(dir, { url, now: options.now });
+  t.teardown(() => store.close());
+  return { store, dir, url };
+}
+
+/** Declares `fn` as one test per engine, named `[engine] name`. */
+export function forEachEngine(name: string, fn: (t: Tap.Test, kind: StoreKind) => Promise<void>): void {
+  for (const kind of ENGINES) root.test(`[${kind}] ${name}`, (t) => fn(t, kind));
+}

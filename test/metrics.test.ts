@@ -1,0 +1,184 @@
+/**
+ * GET /metrics on the real `cutout serve` (a child process on a free port, a real SQLite store,
+ * the real model): request counters move by route pattern and status, the job gauges follow real
+ * jobs (held in place by an image server that answers only when told), inference and callback
+ * deliveries are counted, the process metrics are there, and --no-metrics makes it a 404.
+ */
+import t from 'tap';
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { bearer, createKey, errorCode, startServe } from './helpers/api-server.js';
+import { startReceiver } from './helpers/callback-receiver.js';
+import { FIXTURES } from './helpers/cli.js';
+import { testPostgres } from './helpers/postgres.js';
+
+const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg'));
+
+/** The value of one sample of the Prometheus text format, or null when the series is absent. */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number | null {
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(m[3]);
+  }
+  return null;
+}
+
+async function scrape(url: string): Promise<string> {
+  const res = await fetch(`${url}/metrics`);
+  if (res.status !== 200) throw new Error(`GET /metrics: ${res.status}`);
+  return res.text();
+}
+
+async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 60_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** An image server whose answers wait until `release()`: jobs that fetch from it stay in place. */
+async function startHeldImageServer(t: Tap.Test) {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let requests = 0;
+  const server = http.createServer((_req, res) => {
+    requests++;
+    void released.then(() => {
+      res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': String(chelsea.length) });
+      res.end(chelsea);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    release();
+    server.closeAllConnections();
+    server.close();
+  });
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/photo.jpg`, release, requests: () => requests };
+}
+
+t.test('/metrics: request durations by route pattern, job gauges, inference, callbacks, process metrics', async (t) => {
+  const images = await startHeldImageServer(t);
+  const receiver = await startReceiver(t);
+  const srv = await startServe(t, ['--workers', '1', '--allow-private-network', '--rate-limit', '100000']);
+  const { key } = await createKey(srv.dataDir);
+
+  const first = await fetch(`${srv.url}/metrics`);
+  t.equal(first.status, 200);
+  t.match(first.headers.get('content-type'), /^text\/plain; version=0\.0\.4/);
+  t.equal(first.headers.get('www-authenticate'), null, 'no authentication asked');
+  const before = await first.text();
+  t.ok(sample(before, 'process_cpu_seconds_total') !== null, 'process metrics (cpu)');
+  t.ok(sample(before, 'nodejs_heap_size_used_bytes') !== null, 'process metrics (heap)');
+  t.equal(sample(before, 'cutout_store_info', { store: 'sqlite' }), 1, 'the store in use');
+  t.equal(sample(before, 'cutout_inference_slots', { state: 'total' }), 1, '--workers 1');
+  for (const outcome of ['delivered', 'retry', 'gave_up']) {
+    t.equal(sample(before, 'cutout_callback_deliveries_total', { outcome }), 0, `callbacks ${outcome} start at 0`);
+  }
+  const accountOk = { method: 'GET', route: '/api/v1/account', status: '200' };
+  t.equal(sample(before, 'cutout_http_request_duration_seconds_count', accountOk), null, 'no account request yet');
+
+  // Two good requests, one refused, one on an unknown path, one with an id in the path.
+  for (let i = 0; i < 2; i++) t.equal((await fetch(`${srv.url}/api/v1/account`, { headers: bearer(key) })).status, 200);
+  t.equal((await fetch(`${srv.url}/api/v1/account`)).status, 401);
+  t.equal((await fetch(`${srv.url}/no/such/${crypto.randomUUID()}`)).status, 404);
+  const unknownJob = crypto.randomUUID();
+  t.equal((await fetch(`${srv.url}/api/v1/jobs/${unknownJob}`, { headers: bearer(key) })).status, 404);
+
+  const after = await scrape(srv.url);
+  t.equal(sample(after, 'cutout_http_request_duration_seconds_count', accountOk), 2, 'two 200s on /api/v1/account');
+  t.equal(sample(after, 'cutout_http_request_duration_seconds_count', { ...accountOk, status: '401' }), 1, 'one 401');
+  t.equal(sample(after, 'cutout_http_request_duration_seconds_count', { route: 'unmatched', status: '404' }), 1, 'unknown paths share one label');
+  t.equal(sample(after, 'cutout_http_request_duration_seconds_count', { route: '/api/v1/jobs/:job_id', status: '404' }), 1, 'the pattern, not the URL');
+  t.equal(sample(after, 'cutout_http_request_duration_seconds_count', { route: '/metrics', status: '200' }), 1, 'the first scrape counted');
+  t.ok((sample(after, 'cutout_http_request_duration_seconds_bucket', { ...accountOk, le: '+Inf' }) ?? 0) === 2, 'histogram buckets');
+  t.notOk(after.includes(unknownJob), 'no raw id in any label');
+
+  // Three jobs on one slot: the first fetches from the held image server, two stay queued.
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const res = await fetch(`${srv.url}/api/v1/jobs`, {
+      method: 'POST',
+      headers: bearer(key, { 'Content-Type': 'application/json', 'X-Callback-Url': `${receiver.url}/cb` }),
+      body: JSON.stringify({ image_url: images.url, quality: 'fast' }),
+    });
+    t.equal(res.status, 202);
+    ids.push(((await res.json()) as any).job_id);
+  }
+  await until('the first job to fetch its image', async () => images.requests() >= 1);
+  const held = await scrape(srv.url);
+  t.equal(sample(held, 'cutout_jobs', { state: 'processing' }), 1, 'one job processing');
+  t.equal(sample(held, 'cutout_jobs', { state: 'queued' }), 2, 'two jobs queued');
+  t.equal(sample(held, 'cutout_queue_depth', { kind: 'job' }), 2, 'queue depth: the queued jobs');
+  t.equal(sample(held, 'cutout_queue_depth', { kind: 'sync' }), 0, 'no sync request waiting');
+  t.equal(sample(held, 'cutout_inference_slots', { state: 'busy' }), 1, 'the one slot is busy');
+  t.equal(sample(held, 'cutout_inference_seconds_count', { quality: 'fast' }), null, 'no inference yet');
+
+  images.release();
+  await receiver.waitFor((r) => r.path === '/cb', 3, 120_000);
+  const done = await until('the delivery count to reach 3', async () => {
+    const text = await scrape(srv.url);
+    return sample(text, 'cutout_callback_deliveries_total', { outcome: 'delivered' }) === 3 && text;
+  });
+  t.equal(sample(done, 'cutout_jobs', { state: 'processing' }), 0, 'none processing');
+  t.equal(sample(done, 'cutout_jobs', { state: 'queued' }), 0, 'none queued');
+  t.equal(sample(done, 'cutout_inference_seconds_count', { quality: 'fast' }), 3, 'three inferences at quality fast');
+  t.ok((sample(done, 'cutout_inference_seconds_sum', { quality: 'fast' }) ?? 0) > 0, 'with their time');
+  t.equal(sample(done, 'cutout_pipeline_seconds_count', { quality: 'fast' }), 3, 'three images end to end');
+  t.ok((sample(done, 'cutout_pipeline_seconds_sum', { quality: 'fast' }) ?? 0) >= (sample(done, 'cutout_inference_seconds_sum', { quality: 'fast' }) ?? Infinity), 'the pipeline time covers the inference');
+  t.equal(sample(done, 'cutout_callback_deliveries_total', { outcome: 'retry' }), 0, 'no retry');
+  t.equal(sample(done, 'cutout_http_request_duration_seconds_count', { method: 'POST', route: '/api/v1/jobs', status: '202' }), 3, 'three job creations');
+});
+
+t.test('--no-metrics: /metrics is a 404 with the error body; the API still serves', async (t) => {
+  const srv = await startServe(t, ['--no-metrics']);
+  const res = await fetch(`${srv.url}/metrics`);
+  const { status, code } = await errorCode(res);
+  t.same([status, code], [404, 'not_found']);
+  t.ok(res.headers.get('x-request-id'), 'with its request id');
+  t.equal((await fetch(`${srv.url}/api/v1/health`)).status, 200);
+});
+
+t.test('a fleet on one PostgreSQL: every server reports the fleet-wide job gauges and its own requests', async (t) => {
+  const pg = await testPostgres(t);
+  const url = await pg.freshDatabase();
+  const images = await startHeldImageServer(t);
+  const a = await startServe(t, ['--store', url, '--workers', '1', '--allow-private-network']);
+  const b = await startServe(t, ['--store', url, '--workers', '1', '--allow-private-network']);
+  const { key } = await createKey(a.dataDir, ['--store', url]);
+
+  // Four jobs through A: each server holds one on the stalled image, two stay queued.
+  for (let i = 0; i < 4; i++) {
+    const res = await fetch(`${a.url}/api/v1/jobs`, {
+      method: 'POST',
+      headers: bearer(key, { 'Content-Type': 'application/json' }),
+      body: JSON.stringify({ image_url: images.url }),
+    });
+    t.equal(res.status, 202);
+  }
+  await until('both servers to fetch', async () => images.requests() >= 2);
+  for (const [name, srv] of [['A', a], ['B', b]] as const) {
+    const text = await scrape(srv.url);
+    t.equal(sample(text, 'cutout_store_info', { store: 'postgres' }), 1, `${name}: the store is postgres`);
+    t.equal(sample(text, 'cutout_jobs', { state: 'processing' }), 2, `${name}: two jobs processing in the fleet`);
+    t.equal(sample(text, 'cutout_jobs', { state: 'queued' }), 2, `${name}: two queued in the fleet`);
+    t.equal(sample(text, 'cutout_inference_slots', { state: 'busy' }), 1, `${name}: its own slot is busy`);
+  }
+  const aText = await scrape(a.url);
+  const bText = await scrape(b.url);
+  t.equal(sample(aText, 'cutout_http_request_duration_seconds_count', { route: '/api/v1/jobs', status: '202' }), 4, 'A counts the creations it answered');
+  t.equal(sample(bText, 'cutout_http_request_duration_seconds_count', { route: '/api/v1/jobs', status: '202' }), null, 'B answered none');
+  const health = (await (await fetch(`${b.url}/api/v1/health`)).json()) as any;
+  t.equal(health.store, 'postgres');
+  t.equal(health.server.pid, b.child.pid, 'B names itself');
+});
