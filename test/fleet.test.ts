@@ -18,10 +18,10 @@ const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x30
 const SECRET = 'fleet-test-callback-secret';
 
 /** Starts `count` servers on the store `url`, each with its own data directory. */
-async function fleet(t: Tap.Test, url: string, count: number, args: string[] = []): Promise<ServeProcess[]> {
+async function fleet(t: Tap.Test, url: string, count: number, args: string[] = [], env: Record<string, string> = { CUTOUT_CALLBACK_SECRET: SECRET }): Promise<ServeProcess[]> {
   const servers: ServeProcess[] = [];
   // One at a time: the machine is small, and each loads the model.
-  for (let i = 0; i < count; i++) servers.push(await startServe(t, ['--store', url, ...args], { env: { CUTOUT_CALLBACK_SECRET: SECRET } }));
+  for (let i = 0; i < count; i++) servers.push(await startServe(t, ['--store', url, ...args], { env }));
   return servers;
 }
 
@@ -146,7 +146,8 @@ t.test('kill -9 of a server holding jobs: another finishes them, each charged on
 t.test('concurrent claims: many jobs on two servers, none run twice', async (t) => {
   const url = (await storeUrl('postgres'))!;
   const receiver = await startReceiver(t);
-  const [a, b] = await fleet(t, url, 2, ['--workers', '1', '--allow-private-network', '--rate-limit', '100000']);
+  // No CUTOUT_CALLBACK_SECRET: the servers generate one secret between them, in the database.
+  const [a, b] = await fleet(t, url, 2, ['--workers', '1', '--allow-private-network', '--rate-limit', '100000'], {});
   const { key, account } = await createKey(a.dataDir, ['--store', url]);
   await (await observe(t, url)).addCredits(account, 20);
   const observer = await observe(t, url);
@@ -167,4 +168,8 @@ t.test('concurrent claims: many jobs on two servers, none run twice', async (t) 
   await new Promise((r) => setTimeout(r, 500));
   t.equal(receiver.received.filter((r) => r.path === '/batch').length, 12, 'one callback per job, sent by one server');
   t.equal(new Set(calls.map((r) => r.json.job_id)).size, 12);
+  const secret = (await observer.db.get<{ value: string }>("SELECT value FROM secrets WHERE name = 'callback-secret'"))!.value;
+  t.match(secret, /^[0-9a-f]{64}$/);
+  t.ok(calls.every((r) => signatureValid(r, secret)), 'every callback signed with the one secret the servers share');
+  for (const s of [a, b]) t.same(await fs.readdir(s.dataDir).then((names) => names.filter((n) => n.includes('secret'))), [], 'no secret file on a server');
 });

@@ -20,7 +20,7 @@ import { handleResult } from './routes-results.js';
 import { handleCreateBatch, handleCreateJob, handleGetJob } from './routes-jobs.js';
 import { CallbackDispatcher } from '../queue/callbacks.js';
 import { JobRunner } from '../queue/runner.js';
-import { loadCallbackSecret } from '../queue/secret.js';
+import { callbackSecretOf } from '../queue/secret.js';
 import { registerPlayground } from './routes-playground.js';
 
 export type Pipeline = Pick<typeof import('../pipeline/index.js'), 'removeBackground' | 'probeImage'>;
@@ -114,7 +114,7 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
   await store.resetIdempotencyKeys(idempotencyTtl);
 
-  const callbackSecret = await loadCallbackSecret(store.dataDir, config.callbackSecret).catch(async (err: unknown) => {
+  const callbackSecret = await callbackSecretOf(store, config.callbackSecret).catch(async (err: unknown) => {
     await store.close();
     throw err;
   });

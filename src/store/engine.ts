@@ -43,6 +43,12 @@ export interface Payloads {
   removeJobInput(q: Queryable, jobId: string): Promise<void>;
   /** Inputs no queued or processing job needs (a crash between stage and insert). */
   removeOrphanJobInputs(db: Db, now: number): Promise<number>;
+
+  /**
+   * A secret shared by every server of the store (the callback signing key), generated once by
+   * `generate` and the same ever after: of servers starting at once, exactly one generates it.
+   */
+  sharedSecret(db: Db, name: string, generate: () => string): Promise<string>;
 }
 
 export interface Liveness {
