@@ -173,3 +173,27 @@ t.test('concurrent claims: many jobs on two servers, none run twice', async (t) 
   t.ok(calls.every((r) => signatureValid(r, secret)), 'every callback signed with the one secret the servers share');
   for (const s of [a, b]) t.same(await fs.readdir(s.dataDir).then((names) => names.filter((n) => n.includes('secret'))), [], 'no secret file on a server');
 });
+
+t.test('SIGTERM: a server finishes or hands back its jobs and leaves; another runs the rest without waiting for the lease', async (t) => {
+  const url = (await storeUrl('postgres'))!;
+  const args = ['--workers', '1', '--lease-ms', '60000', '--rate-limit', '100000'];
+  const [leaving] = await fleet(t, url, 1, args);
+  const { key, account } = await createKey(leaving.dataDir, ['--store', url]);
+  const observer = await observe(t, url);
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) ids.push(((await (await submitJob(leaving.url, key, { size: 'full', quality: 'fast' })).json()) as any).job_id);
+  await waitForJob(leaving.url, key, ids[0], ['processing', 'done']);
+  t.equal((await observer.listServers()).length, 1, 'the server has a heartbeat row');
+  const stopped = await leaving.stop('SIGTERM');
+  t.equal(stopped.code, 0, 'a clean exit');
+  const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
+  t.notOk(rows.some((r) => r!.status === 'processing'), 'no job left claimed by the stopped server');
+  t.same(await observer.listServers(), [], 'its heartbeat row is gone');
+  const started = Date.now();
+  const [survivor] = await fleet(t, url, 1, args);
+  const jobs = await Promise.all(ids.map((id) => waitForJob(survivor.url, key, id, ['done', 'failed'], 45_000)));
+  t.same(jobs.map((j) => j.status), ['done', 'done', 'done']);
+  t.ok(Date.now() - started < 60_000, 'well within the 60 s lease: nothing waited for it');
+  const charges = await observer.db.all<{ n: number }>("SELECT COUNT(*) AS n FROM ledger WHERE reason = 'charge' AND account_id = ? GROUP BY ref", [account]);
+  t.same(charges.map((r) => r.n), [1, 1, 1], 'each charged once');
+});
