@@ -125,17 +125,31 @@ t.test('kill -9 of a server holding jobs: another finishes them, each charged on
   const held = await waitForJob(doomed.url, key, ids[0], ['processing', 'done']);
   t.equal(held.status, 'processing', 'the first job is running on the doomed server');
   const [survivor] = await fleet(t, url, 1, args);
+  // A sync request with an Idempotency-Key waits on the doomed server for its one worker, its key claimed.
+  const sync = (s: ServeProcess) => fetch(`${s.url}/api/v1/remove`, {
+    method: 'POST', headers: bearer(key, { 'Idempotency-Key': 'sync-cut', Accept: 'application/json' }), body: upload(chelsea, { size: 'full', quality: 'fast' }),
+  });
+  const cut = sync(doomed).then(() => 'answered', () => 'cut');
+  for (let i = 0; i < 200 && !(await observer.db.get("SELECT 1 FROM idempotency_keys WHERE key = 'sync-cut' AND state = 'pending'")); i++) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
   const killed = await doomed.stop('SIGKILL');
   t.equal(killed.signal, 'SIGKILL');
+  t.equal(await cut, 'cut', 'the sync request died with its server');
+  // Its claim belonged to the dead server: once the heartbeat has stopped, a retry elsewhere runs it.
+  const retry = await sync(survivor);
+  t.equal(retry.status, 200);
+  t.equal(retry.headers.get('idempotent-replayed'), null, 'run anew: the first never finished');
+  const syncId = retry.headers.get('x-job-id')!;
 
   const jobs = await Promise.all(ids.map((id) => waitForJob(survivor.url, key, id)));
   t.same(jobs.map((j) => j.status), ['done', 'done', 'done', 'done'], 'no job lost');
   const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
   t.ok(rows.some((r) => r!.attempts >= 2), 'the interrupted job ran again, its attempt counted');
   const charges = await observer.db.all<{ ref: string; n: number }>("SELECT ref, COUNT(*) AS n FROM ledger WHERE reason = 'charge' AND account_id = ? GROUP BY ref", [account]);
-  t.same(charges.map((r) => r.ref).sort(), [...ids].sort(), 'every job charged');
+  t.same(charges.map((r) => r.ref).sort(), [...ids, syncId].sort(), 'every job and the sync request charged');
   t.ok(charges.every((r) => r.n === 1), 'and charged once');
-  t.equal(await balanceOf(survivor.url, key), 6);
+  t.equal(await balanceOf(survivor.url, key), 5);
   const calls = await receiver.waitFor((r) => r.path === '/hook', 4);
   t.same(new Set(calls.map((r) => r.json.job_id)), new Set(ids), 'a callback for every job');
   t.ok(calls.every((r) => r.json.status === 'done' && signatureValid(r, SECRET)), 'done and signed with the fleet\'s secret');
