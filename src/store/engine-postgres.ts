@@ -56,6 +56,7 @@ export const byteaPayloads: Payloads = {
 };
 
 export const heartbeatLiveness: Liveness = {
+  knowsDeathBeforeLease: false,
   async ownerAlive(q, owner) {
     if (owner === null) return false;
     if (owner === serverIdentity().id) return true;

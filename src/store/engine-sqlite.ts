@@ -170,6 +170,7 @@ export function parseIdentity(id: string): { host: string; pid: number } | null 
 }
 
 export const pidLiveness: Liveness = {
+  knowsDeathBeforeLease: true,
   async ownerAlive(_q: Queryable, owner: string | null, ownerPid: number | null) {
     const me = serverIdentity();
     if (owner === me.id) return true;

@@ -53,6 +53,12 @@ export interface Payloads {
 
 export interface Liveness {
   /**
+   * Whether a dead owner can be known before its lease runs out (a pid probe can; a heartbeat
+   * cannot, it stops at the same pace as the lease renewals). When false, only expired leases
+   * are looked at, which keeps the sweep of a large fleet to one indexed query.
+   */
+  readonly knowsDeathBeforeLease: boolean;
+  /**
    * Whether the server that made a claim may still be running. `owner` is a server identity
    * (src/identity.ts); `ownerPid` the bare pid of claims made before identities were recorded.
    */
