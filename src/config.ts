@@ -163,7 +163,8 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   marketplaceSecret: (v) => nullableStr('marketplaceSecret', v),
   store: (v) => {
     const s = nullableStr('store', v);
-    if (s !== null && !/^postgres(ql)?:\/\/\S+$/i.test(s)) fail('store', 'a postgres:// or postgresql:// URL', v);
+    // The value may hold a password: it is not repeated in the message.
+    if (s !== null && !/^postgres(ql)?:\/\/\S+$/i.test(s)) fail('store', 'a postgres:// or postgresql:// URL', s.replace(/\/\/[^@/]*@/, '//***@'));
     return s;
   },
   leaseMs: (v) => int('leaseMs', v, 100, 3_600_000),

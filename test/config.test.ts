@@ -32,3 +32,15 @@ t.test('bad values and unknown keys are refused with a clear message', async (t)
   const typo = configFile(t, { prot: 80 });
   await t.rejects(loadConfig({}, { configFile: typo, env: {} }), /Unknown setting "prot"/);
 });
+
+t.test('store and leaseMs: --store > CUTOUT_STORE > "store" in the file; SQLite and 30 s by default', async (t) => {
+  t.equal((await loadConfig({}, { env: {} })).store, null, 'SQLite in the data directory by default');
+  t.equal((await loadConfig({}, { env: {} })).leaseMs, 30_000);
+  const file = configFile(t, { store: 'postgres://file@db/cutout', leaseMs: 5000 });
+  t.equal((await loadConfig({}, { configFile: file, env: {} })).store, 'postgres://file@db/cutout');
+  t.equal((await loadConfig({}, { configFile: file, env: { CUTOUT_STORE: 'postgresql://env@db/cutout' } })).store, 'postgresql://env@db/cutout');
+  const flagged = await loadConfig({ store: 'postgres://flag@db/cutout', leaseMs: '1500' }, { configFile: file, env: { CUTOUT_STORE: 'postgresql://env@db/cutout' } });
+  t.same([flagged.store, flagged.leaseMs], ['postgres://flag@db/cutout', 1500]);
+  await t.rejects(loadConfig({ store: 'mysql://u:pw@db/x' }, { env: {} }), { message: 'Expected a postgres:// or postgresql:// URL for store but received "mysql://***@db/x"' });
+  await t.rejects(loadConfig({ leaseMs: '10' }, { env: {} }), /Expected an integer from 100 to 3600000 for leaseMs/);
+});

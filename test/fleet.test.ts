@@ -18,10 +18,10 @@ const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x30
 const SECRET = 'fleet-test-callback-secret';
 
 /** Starts `count` servers on the store `url`, each with its own data directory. */
-async function fleet(t: Tap.Test, url: string, count: number, args: string[] = []): Promise<ServeProcess[]> {
+async function fleet(t: Tap.Test, url: string, count: number, args: string[] = [], env: Record<string, string> = { CUTOUT_CALLBACK_SECRET: SECRET }): Promise<ServeProcess[]> {
   const servers: ServeProcess[] = [];
   // One at a time: the machine is small, and each loads the model.
-  for (let i = 0; i < count; i++) servers.push(await startServe(t, ['--store', url, ...args], { env: { CUTOUT_CALLBACK_SECRET: SECRET } }));
+  for (let i = 0; i < count; i++) servers.push(await startServe(t, ['--store', url, ...args], { env }));
   return servers;
 }
 
@@ -125,17 +125,31 @@ t.test('kill -9 of a server holding jobs: another finishes them, each charged on
   const held = await waitForJob(doomed.url, key, ids[0], ['processing', 'done']);
   t.equal(held.status, 'processing', 'the first job is running on the doomed server');
   const [survivor] = await fleet(t, url, 1, args);
+  // A sync request with an Idempotency-Key waits on the doomed server for its one worker, its key claimed.
+  const sync = (s: ServeProcess) => fetch(`${s.url}/api/v1/remove`, {
+    method: 'POST', headers: bearer(key, { 'Idempotency-Key': 'sync-cut', Accept: 'application/json' }), body: upload(chelsea, { size: 'full', quality: 'fast' }),
+  });
+  const cut = sync(doomed).then(() => 'answered', () => 'cut');
+  for (let i = 0; i < 200 && !(await observer.db.get("SELECT 1 FROM idempotency_keys WHERE key = 'sync-cut' AND state = 'pending'")); i++) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
   const killed = await doomed.stop('SIGKILL');
   t.equal(killed.signal, 'SIGKILL');
+  t.equal(await cut, 'cut', 'the sync request died with its server');
+  // Its claim belonged to the dead server: once the heartbeat has stopped, a retry elsewhere runs it.
+  const retry = await sync(survivor);
+  t.equal(retry.status, 200);
+  t.equal(retry.headers.get('idempotent-replayed'), null, 'run anew: the first never finished');
+  const syncId = retry.headers.get('x-job-id')!;
 
   const jobs = await Promise.all(ids.map((id) => waitForJob(survivor.url, key, id)));
   t.same(jobs.map((j) => j.status), ['done', 'done', 'done', 'done'], 'no job lost');
   const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
   t.ok(rows.some((r) => r!.attempts >= 2), 'the interrupted job ran again, its attempt counted');
   const charges = await observer.db.all<{ ref: string; n: number }>("SELECT ref, COUNT(*) AS n FROM ledger WHERE reason = 'charge' AND account_id = ? GROUP BY ref", [account]);
-  t.same(charges.map((r) => r.ref).sort(), [...ids].sort(), 'every job charged');
+  t.same(charges.map((r) => r.ref).sort(), [...ids, syncId].sort(), 'every job and the sync request charged');
   t.ok(charges.every((r) => r.n === 1), 'and charged once');
-  t.equal(await balanceOf(survivor.url, key), 6);
+  t.equal(await balanceOf(survivor.url, key), 5);
   const calls = await receiver.waitFor((r) => r.path === '/hook', 4);
   t.same(new Set(calls.map((r) => r.json.job_id)), new Set(ids), 'a callback for every job');
   t.ok(calls.every((r) => r.json.status === 'done' && signatureValid(r, SECRET)), 'done and signed with the fleet\'s secret');
@@ -146,7 +160,8 @@ t.test('kill -9 of a server holding jobs: another finishes them, each charged on
 t.test('concurrent claims: many jobs on two servers, none run twice', async (t) => {
   const url = (await storeUrl('postgres'))!;
   const receiver = await startReceiver(t);
-  const [a, b] = await fleet(t, url, 2, ['--workers', '1', '--allow-private-network', '--rate-limit', '100000']);
+  // No CUTOUT_CALLBACK_SECRET: the servers generate one secret between them, in the database.
+  const [a, b] = await fleet(t, url, 2, ['--workers', '1', '--allow-private-network', '--rate-limit', '100000'], {});
   const { key, account } = await createKey(a.dataDir, ['--store', url]);
   await (await observe(t, url)).addCredits(account, 20);
   const observer = await observe(t, url);
@@ -167,4 +182,32 @@ t.test('concurrent claims: many jobs on two servers, none run twice', async (t) 
   await new Promise((r) => setTimeout(r, 500));
   t.equal(receiver.received.filter((r) => r.path === '/batch').length, 12, 'one callback per job, sent by one server');
   t.equal(new Set(calls.map((r) => r.json.job_id)).size, 12);
+  const secret = (await observer.db.get<{ value: string }>("SELECT value FROM secrets WHERE name = 'callback-secret'"))!.value;
+  t.match(secret, /^[0-9a-f]{64}$/);
+  t.ok(calls.every((r) => signatureValid(r, secret)), 'every callback signed with the one secret the servers share');
+  for (const s of [a, b]) t.same(await fs.readdir(s.dataDir).then((names) => names.filter((n) => n.includes('secret'))), [], 'no secret file on a server');
+});
+
+t.test('SIGTERM: a server finishes or hands back its jobs and leaves; another runs the rest without waiting for the lease', async (t) => {
+  const url = (await storeUrl('postgres'))!;
+  const args = ['--workers', '1', '--lease-ms', '60000', '--rate-limit', '100000'];
+  const [leaving] = await fleet(t, url, 1, args);
+  const { key, account } = await createKey(leaving.dataDir, ['--store', url]);
+  const observer = await observe(t, url);
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) ids.push(((await (await submitJob(leaving.url, key, { size: 'full', quality: 'fast' })).json()) as any).job_id);
+  await waitForJob(leaving.url, key, ids[0], ['processing', 'done']);
+  t.equal((await observer.listServers()).length, 1, 'the server has a heartbeat row');
+  const stopped = await leaving.stop('SIGTERM');
+  t.equal(stopped.code, 0, 'a clean exit');
+  const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
+  t.notOk(rows.some((r) => r!.status === 'processing'), 'no job left claimed by the stopped server');
+  t.same(await observer.listServers(), [], 'its heartbeat row is gone');
+  const started = Date.now();
+  const [survivor] = await fleet(t, url, 1, args);
+  const jobs = await Promise.all(ids.map((id) => waitForJob(survivor.url, key, id, ['done', 'failed'], 45_000)));
+  t.same(jobs.map((j) => j.status), ['done', 'done', 'done']);
+  t.ok(Date.now() - started < 60_000, 'well within the 60 s lease: nothing waited for it');
+  const charges = await observer.db.all<{ n: number }>("SELECT COUNT(*) AS n FROM ledger WHERE reason = 'charge' AND account_id = ? GROUP BY ref", [account]);
+  t.same(charges.map((r) => r.n), [1, 1, 1], 'each charged once');
 });

@@ -1,32 +1,30 @@
 /**
  * The key that signs callbacks: CUTOUT_CALLBACK_SECRET (config.callbackSecret) when set,
- * otherwise a random secret generated once and kept in `<dataDir>/callback-secret` (mode 0600),
- * so signatures stay valid across restarts. `cutout` never prints it; an operator shares it with
- * a receiver by reading that file.
+ * otherwise a random secret generated once and kept by the store, so signatures stay valid across
+ * restarts and are the same from every server of a fleet: `<dataDir>/callback-secret` (mode 0600)
+ * for SQLite, a row of the database for PostgreSQL. `cutout` never prints it; an operator shares
+ * it with a receiver by reading that file (or row), or sets CUTOUT_CALLBACK_SECRET everywhere.
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs/promises';
-import path from 'node:path';
+import { fileSecret } from '../store/engine-sqlite.js';
+import type { Store } from '../store/db.js';
 
 export const CALLBACK_SECRET_FILE = 'callback-secret';
 
+function newSecret(): string {
+  return crypto.randomBytes(32).toString('hex');
+}
+
+/** The callback secret of a store (or the configured one). */
+export function callbackSecretOf(store: Store, configured: string | null): Promise<string> {
+  if (configured !== null && configured !== '') return Promise.resolve(configured);
+  return store.sharedSecret(CALLBACK_SECRET_FILE, newSecret);
+}
+
+/** The secret kept in a data directory (SQLite's place), or the configured one. */
 export async function loadCallbackSecret(dataDir: string, configured: string | null): Promise<string> {
   if (configured !== null && configured !== '') return configured;
-  const file = path.join(dataDir, CALLBACK_SECRET_FILE);
-  await fs.mkdir(dataDir, { recursive: true });
-  try {
-    // 'wx': of two processes starting at once, exactly one creates the file; the other reads it.
-    const secret = crypto.randomBytes(32).toString('hex');
-    await fs.writeFile(file, `${secret}\n`, { mode: 0o600, flag: 'wx' });
-    return secret;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-  }
-  const stat = await fs.stat(file);
-  if ((stat.mode & 0o077) !== 0) await fs.chmod(file, 0o600).catch(() => undefined);
-  const secret = (await fs.readFile(file, 'utf8')).trim();
-  if (secret === '') throw new Error(`${file} is empty; delete it to generate a new callback secret`);
-  return secret;
+  return fileSecret(dataDir, CALLBACK_SECRET_FILE, newSecret);
 }
 
 /** `sha256=<hex HMAC-SHA256 of the raw body>`, the X-Service-Signature header value. */

@@ -21,10 +21,10 @@ import { handleResult } from './routes-results.js';
 import { handleCreateBatch, handleCreateJob, handleGetJob } from './routes-jobs.js';
 import { CallbackDispatcher } from '../queue/callbacks.js';
 import { JobRunner } from '../queue/runner.js';
-import { loadCallbackSecret } from '../queue/secret.js';
 import { serverIdentity } from '../identity.js';
 import { ServerMetrics, setRoutePattern } from './metrics.js';
 import { assignRequestId, createLogger, createRequestLogger } from './request-log.js';
+import { callbackSecretOf } from '../queue/secret.js';
 import { registerPlayground } from './routes-playground.js';
 
 /** Everything a handler needs; one per running server. */
@@ -139,7 +139,7 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
   await store.resetIdempotencyKeys(idempotencyTtl);
 
-  const callbackSecret = await loadCallbackSecret(store.dataDir, config.callbackSecret).catch(async (err: unknown) => {
+  const callbackSecret = await callbackSecretOf(store, config.callbackSecret).catch(async (err: unknown) => {
     await store.close();
     throw err;
   });

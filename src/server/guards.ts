@@ -103,8 +103,8 @@ export async function guard(req: IncomingMessage, res: ServerResponse, deps: { s
 /**
  * Runs `work` at most once per (account, endpoint, Idempotency-Key) within the window. A repeat
  * with the same fingerprint gets the stored value (`replayed`); a repeat while the first is still
- * running waits for it (in this process, or polling the store when another server process on the
- * same data directory runs it); a different fingerprint is refused. A failure releases the key,
+ * running waits for it (in this process, or polling the store when another server on the same
+ * store runs it); a different fingerprint is refused. A failure releases the key,
  * since nothing was charged.
  */
 /** Marks the key done with `value`, inside the transaction `tx` of the work's effect. */
@@ -121,10 +121,10 @@ export class Idempotency {
   ) {}
 
   /**
-   * Waits while another server process on the same data directory holds the key (polled in the
-   * store). A claim whose process has died is taken over at once (by the next claim). No request
-   * holds a key longer than `maxWaitMs`, so a claim older than that is taken over too: its
-   * process id may have been reused by another program.
+   * Waits while another server on the same store holds the key (polled in the store). A claim
+   * whose server is gone (a dead pid on SQLite, a stopped heartbeat on PostgreSQL) is taken over
+   * by the next claim. No request holds a key longer than `maxWaitMs`, so a claim older than that
+   * is taken over too.
    */
   private async awaitOtherProcess(ref: IdempotencyRef): Promise<void> {
     for (;;) {

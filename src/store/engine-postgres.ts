@@ -43,6 +43,10 @@ export const byteaPayloads: Payloads = {
   async removeJobInput(q, jobId) {
     await q.run("DELETE FROM job_inputs WHERE job_id = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE id = ? AND status IN ('queued', 'processing'))", [jobId, jobId]);
   },
+  async sharedSecret(db, name, generate) {
+    await db.run('INSERT INTO secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING', [name, generate(), Date.now()]);
+    return ((await db.get<{ value: string }>('SELECT value FROM secrets WHERE name = ?', [name])) as { value: string }).value;
+  },
   async removeOrphanJobInputs(db) {
     const { changes } = await db.run(
       "DELETE FROM job_inputs i WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = i.job_id AND j.status IN ('queued', 'processing'))",
@@ -52,6 +56,7 @@ export const byteaPayloads: Payloads = {
 };
 
 export const heartbeatLiveness: Liveness = {
+  knowsDeathBeforeLease: false,
   async ownerAlive(q, owner) {
     if (owner === null) return false;
     if (owner === serverIdentity().id) return true;

@@ -107,6 +107,7 @@ export function filePayloads(dataDir: string): Payloads {
       const row = await q.get<{ input_path: string | null }>('SELECT input_path FROM jobs WHERE id = ?', [jobId]);
       if (row?.input_path) await fs.rm(row.input_path, { force: true }).catch(() => undefined);
     },
+    sharedSecret: (_db, name, generate) => fileSecret(dataDir, name, generate),
     async removeOrphanJobInputs(db, now) {
       const dir = jobInputsDir(dataDir);
       const names = await fs.readdir(dir).catch(() => [] as string[]);
@@ -128,6 +129,28 @@ export function filePayloads(dataDir: string): Payloads {
   };
 }
 
+/**
+ * A secret kept in `<dataDir>/<name>` (mode 0600), generated once. Every server on one SQLite
+ * file shares its data directory, so they share the file.
+ */
+export async function fileSecret(dataDir: string, name: string, generate: () => string): Promise<string> {
+  const file = path.join(dataDir, name);
+  await fs.mkdir(dataDir, { recursive: true });
+  try {
+    // 'wx': of two processes starting at once, exactly one creates the file; the other reads it.
+    const secret = generate();
+    await fs.writeFile(file, `${secret}\n`, { mode: 0o600, flag: 'wx' });
+    return secret;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const stat = await fs.stat(file);
+  if ((stat.mode & 0o077) !== 0) await fs.chmod(file, 0o600).catch(() => undefined);
+  const secret = (await fs.readFile(file, 'utf8')).trim();
+  if (secret === '') throw new Error(`${file} is empty; delete it to generate a new secret`);
+  return secret;
+}
+
 /** Whether a process of this host runs; EPERM: it runs, as another user. */
 export function pidAlive(pid: number): boolean {
   try {
@@ -147,6 +170,7 @@ export function parseIdentity(id: string): { host: string; pid: number } | null 
 }
 
 export const pidLiveness: Liveness = {
+  knowsDeathBeforeLease: true,
   async ownerAlive(_q: Queryable, owner: string | null, ownerPid: number | null) {
     const me = serverIdentity();
     if (owner === me.id) return true;

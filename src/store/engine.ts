@@ -43,9 +43,21 @@ export interface Payloads {
   removeJobInput(q: Queryable, jobId: string): Promise<void>;
   /** Inputs no queued or processing job needs (a crash between stage and insert). */
   removeOrphanJobInputs(db: Db, now: number): Promise<number>;
+
+  /**
+   * A secret shared by every server of the store (the callback signing key), generated once by
+   * `generate` and the same ever after: of servers starting at once, exactly one generates it.
+   */
+  sharedSecret(db: Db, name: string, generate: () => string): Promise<string>;
 }
 
 export interface Liveness {
+  /**
+   * Whether a dead owner can be known before its lease runs out (a pid probe can; a heartbeat
+   * cannot, it stops at the same pace as the lease renewals). When false, only expired leases
+   * are looked at, which keeps the sweep of a large fleet to one indexed query.
+   */
+  readonly knowsDeathBeforeLease: boolean;
   /**
    * Whether the server that made a claim may still be running. `owner` is a server identity
    * (src/identity.ts); `ownerPid` the bare pid of claims made before identities were recorded.

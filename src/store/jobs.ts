@@ -221,14 +221,16 @@ export async function requeueJobs(ctx: StoreContext, claims: { id: string; attem
  */
 export async function reclaimAbandonedJobs(ctx: StoreContext, maxAttempts: number, runningHere: string[] = []): Promise<{ requeued: number; exhausted: JobRow[] }> {
   const now = ctx.now();
-  const processing = await ctx.db.all<RawJob>(`SELECT ${JOB_COLUMNS} FROM jobs WHERE status = 'processing'`);
+  const processing = ctx.liveness.knowsDeathBeforeLease
+    ? await ctx.db.all<RawJob>(`SELECT ${JOB_COLUMNS} FROM jobs WHERE status = 'processing'`)
+    : await ctx.db.all<RawJob>(`SELECT ${JOB_COLUMNS} FROM jobs WHERE status = 'processing' AND (lease_until IS NULL OR lease_until < ?)`, [now]);
   const mine = new Set(runningHere);
   let requeued = 0;
   const exhausted: JobRow[] = [];
   for (const row of processing) {
     if (mine.has(row.id)) continue;
     const expired = row.lease_until === null || row.lease_until < now;
-    if (!expired && (await ctx.liveness.ownerAlive(ctx.db, row.lease_owner, null))) continue;
+    if (!expired && (!ctx.liveness.knowsDeathBeforeLease || (await ctx.liveness.ownerAlive(ctx.db, row.lease_owner, null)))) continue;
     if (row.attempts >= maxAttempts) {
       exhausted.push(toJob(row));
       continue;

@@ -153,6 +153,13 @@ export const PG_MIGRATIONS: readonly string[] = [
     heartbeat_at BIGINT NOT NULL,
     lease_ms     BIGINT NOT NULL
   );
+
+  -- Secrets every server must share (the callback signing key), generated once by the first server.
+  CREATE TABLE secrets (
+    name       TEXT PRIMARY KEY,
+    value      TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+  );
   `,
 ];
 
