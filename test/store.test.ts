@@ -346,6 +346,29 @@ forEachEngine('jobs: a lease run out moves the job to another server; the late r
   t.equal((await live.deliveriesOf(job.id)).length, 1, 'one callback delivery');
 });
 
+forEachEngine('jobs: claims handed back for an inference outage never count towards the attempts that fail a job', async (t, kind) => {
+  const clock = { now: Date.UTC(2025, 5, 15, 12) };
+  const { store } = await openTestStore(t, kind, { now: () => clock.now });
+  const { account } = await store.createKey({});
+  const job = newJob(account);
+  await store.createJobs([job], 10);
+  for (let i = 0; i < 4; i++) {
+    const claim = (await store.claimNextJob(1000))!;
+    t.equal(await store.requeueAfterOutage({ id: job.id, attempt: claim.attempts }), true, `outage ${i + 1}: back in the queue`);
+  }
+  t.equal(await store.requeueAfterOutage({ id: job.id, attempt: 4 }), false, 'a claim no longer held is not handed back again');
+  const row = (await store.getJobById(job.id))!;
+  t.same([row.status, row.attempts, row.outages], ['queued', 4, 4]);
+  // Now a real interruption: the claim's server goes silent and its lease runs out.
+  await store.claimNextJob(1000);
+  clock.now += 1001;
+  t.same(await store.reclaimAbandonedJobs(2), { requeued: 1, exhausted: [] }, 'one interruption after four outages is not two');
+  await store.claimNextJob(1000);
+  clock.now += 1001;
+  const second = await store.reclaimAbandonedJobs(2);
+  t.same([second.requeued, second.exhausted.map((j) => j.id)], [0, [job.id]], 'the second interruption is: handed over to fail');
+});
+
 forEachEngine('jobs: a job interrupted maxAttempts times is handed over to fail, once', async (t, kind) => {
   const clock = { now: Date.UTC(2025, 5, 15, 12) };
   const { store, dir, url } = await openTestStore(t, kind, { now: () => clock.now });

@@ -280,7 +280,7 @@ export class JobRunner {
     this.outages++;
     const delayMs = callbackBackoffMs(this.outages, LIMITS.upstreamOutageFirstDelayMs, LIMITS.upstreamOutageMaxDelayMs);
     this.pausedUntil = Date.now() + delayMs;
-    await this.store.requeueJobs([{ id: job.id, attempt: job.attempts }]);
+    await this.store.requeueAfterOutage({ id: job.id, attempt: job.attempts });
     this.log(`cutout serve: job ${job.id} back in the queue, retried in ${delayMs} ms: ${err.message}`);
     if (this.resumeTimer) clearTimeout(this.resumeTimer);
     this.resumeTimer = setTimeout(() => {

@@ -16,7 +16,7 @@
  *   store.getResult(id, ttlS) -> { jobId, contentType, width, height, createdAt, data } | null;  store.purgeResults(ttlS)
  *   idempotency: claimIdempotencyKey / completeIdempotencyKey / releaseIdempotencyKey / pendingIdempotencyClaim / resetIdempotencyKeys / purgeIdempotencyKeys
  *   rate limit: hitRateLimit(rateKey, limit, windowMs) -> RateDecision;  purgeRateWindows(windowMs)
- *   jobs: createJobs, claimNextJob, renewJobLease, markJobDoneIn, failJob, requeueJobs, reclaimAbandonedJobs, adoptAbandonedJob,
+ *   jobs: createJobs, claimNextJob, renewJobLease, markJobDoneIn, failJob, requeueJobs, requeueAfterOutage, reclaimAbandonedJobs, adoptAbandonedJob,
  *         readJobInput, removeJobInput, removeOrphanJobInputs, getJob, getJobById, jobCounts, purgeJobs
  *   callbacks: claimDueDeliveries, nextDeliveryAt, recordDeliveryAttempt, releaseDeliveries, deliveriesOf
  *   fleet: startHeartbeat(leaseMs), listServers(), sharedSecret(name, generate)
@@ -108,6 +108,7 @@ export class Store {
   }
   failJob(id: string, attempt: number, error: jobs.JobError, callback: { url: string; body: string } | null) { return jobs.failJob(this.ctx, id, attempt, error, callback); }
   requeueJobs(claims: { id: string; attempt: number }[]) { return jobs.requeueJobs(this.ctx, claims); }
+  requeueAfterOutage(claim: { id: string; attempt: number }) { return jobs.requeueAfterOutage(this.ctx, claim); }
   reclaimAbandonedJobs(maxAttempts: number, runningHere: string[] = []) { return jobs.reclaimAbandonedJobs(this.ctx, maxAttempts, runningHere); }
   adoptAbandonedJob(job: jobs.JobRow, leaseMs: number) { return jobs.adoptAbandonedJob(this.ctx, job, leaseMs); }
   getJob(id: string, accountId: string) { return jobs.getJob(this.ctx, id, accountId); }

@@ -59,6 +59,8 @@ export interface JobRow extends JobFields {
   leaseOwner: string | null;
   /** Claims so far; the current claim's token. */
   attempts: number;
+  /** Claims of those handed back because inference was unavailable (requeueAfterOutage): not crashes. */
+  outages: number;
   createdAt: number;
   updatedAt: number;
   finishedAt: number | null;
@@ -67,12 +69,12 @@ export interface JobRow extends JobFields {
 interface RawJob {
   id: string; account_id: string; key_id: string | null; status: JobStatus; params: string;
   callback_url: string | null; error: string | null; credits_charged: number | null; credits_remaining: number | null;
-  lease_until: number | null; lease_owner: string | null; attempts: number; created_at: number; updated_at: number; finished_at: number | null;
+  lease_until: number | null; lease_owner: string | null; attempts: number; outages: number; created_at: number; updated_at: number; finished_at: number | null;
   source_kind: JobSourceKind | null; source_url: string | null; input_desc: string | null; billable: number; batch_id: string | null;
 }
 
 const JOB_COLUMNS = `id, account_id, key_id, status, params, callback_url, error, credits_charged, credits_remaining, lease_until, lease_owner,
-  attempts, created_at, updated_at, finished_at, source_kind, source_url, input_desc, billable, batch_id`;
+  attempts, outages, created_at, updated_at, finished_at, source_kind, source_url, input_desc, billable, batch_id`;
 
 function toJob(r: RawJob): JobRow {
   return {
@@ -81,7 +83,7 @@ function toJob(r: RawJob): JobRow {
     callbackUrl: r.callback_url, billable: r.billable === 1, batchId: r.batch_id,
     error: r.error === null ? null : (JSON.parse(r.error) as JobError),
     creditsCharged: r.credits_charged, creditsRemaining: r.credits_remaining, leaseUntil: r.lease_until, leaseOwner: r.lease_owner,
-    attempts: r.attempts, createdAt: r.created_at, updatedAt: r.updated_at, finishedAt: r.finished_at,
+    attempts: r.attempts, outages: r.outages, createdAt: r.created_at, updatedAt: r.updated_at, finishedAt: r.finished_at,
   };
 }
 
@@ -212,6 +214,20 @@ export async function requeueJobs(ctx: StoreContext, claims: { id: string; attem
 }
 
 /**
+ * Hands a claim back to the queue because inference was unavailable (an upstream down, timing out
+ * or failing with 5xx). Unlike requeueJobs, the claim is also counted in `outages`, so outages
+ * never count towards the attempts after which an interrupted job is failed. False when the
+ * claim was lost.
+ */
+export async function requeueAfterOutage(ctx: StoreContext, claim: { id: string; attempt: number }): Promise<boolean> {
+  const { changes } = await ctx.db.run(
+    `UPDATE jobs SET status = 'queued', lease_until = NULL, lease_owner = NULL, outages = outages + 1, updated_at = ? WHERE id = ? AND ${HELD}`,
+    [ctx.now(), claim.id, ctx.owner, claim.attempt],
+  );
+  return changes === 1;
+}
+
+/**
  * Takes back the claims of servers that are gone: processing jobs whose lease ran out, or whose
  * owner is known to have stopped (a dead pid on this host, for SQLite). They go back to
  * `queued` (their attempt stays counted), unless they have been claimed `maxAttempts` times
@@ -231,7 +247,8 @@ export async function reclaimAbandonedJobs(ctx: StoreContext, maxAttempts: numbe
     if (mine.has(row.id)) continue;
     const expired = row.lease_until === null || row.lease_until < now;
     if (!expired && (!ctx.liveness.knowsDeathBeforeLease || (await ctx.liveness.ownerAlive(ctx.db, row.lease_owner, null)))) continue;
-    if (row.attempts >= maxAttempts) {
+    // Outages are not interruptions: a job that waited out many upstream outages is not failed for them.
+    if (row.attempts - row.outages >= maxAttempts) {
       exhausted.push(toJob(row));
       continue;
     }

@@ -161,6 +161,11 @@ export const PG_MIGRATIONS: readonly string[] = [
     created_at BIGINT NOT NULL
   );
   `,
+  // 2: claims that ended in an inference outage (an upstream down), which must not count towards
+  // the attempts after which an interrupted job is failed (SQLite's migration 5).
+  `
+  ALTER TABLE jobs ADD COLUMN outages INTEGER NOT NULL DEFAULT 0;
+  `,
 ];
 
 /** Brings the schema up to date under the advisory lock. Returns the version. */

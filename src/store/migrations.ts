@@ -150,6 +150,11 @@ export const MIGRATIONS: readonly string[] = [
     lease_ms     INTEGER NOT NULL                     -- silent longer than this: gone
   );
   `,
+  // 5: claims that ended in an inference outage (an upstream down), which must not count towards
+  // the attempts after which an interrupted job is failed (kept the same on both engines).
+  `
+  ALTER TABLE jobs ADD COLUMN outages INTEGER NOT NULL DEFAULT 0; -- claims handed back because inference was unavailable
+  `,
 ];
 
 /** Runs the migrations not yet applied; a no-op on an up-to-date database. Returns the version. */
