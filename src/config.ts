@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CutoutError, isPermissionError } from './errors.js';
 import { LIMITS } from './limits.js';
-import { parseEnum, QUALITIES, type Quality } from './options.js';
+import { parseEnum, PRECISIONS, QUALITIES, type Precision, type Quality } from './options.js';
 
 export interface CutoutConfig {
   /** Data directory: SQLite database, results, generated secrets. */
@@ -18,6 +18,8 @@ export interface CutoutConfig {
   concurrency: number;
   /** CLI: default `--quality` (speed against quality). */
   quality: Quality;
+  /** Default `--precision` / API `precision`: fp32, int8, or auto (int8 where it is fast and good enough). */
+  precision: Precision;
   /** serve: bind address. */
   host: string;
   /** serve: port; 0 picks a free one. */
@@ -56,6 +58,7 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   model: 'isnet-medium',
   concurrency: Math.min(4, Math.max(2, cpuCount)),
   quality: 'best',
+  precision: 'auto',
   host: '127.0.0.1',
   port: 8080,
   baseUrl: null,
@@ -81,6 +84,7 @@ export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = O
   marketplaceSecret: 'CUTOUT_MARKETPLACE_SECRET',
   model: 'CUTOUT_MODEL',
   quality: 'CUTOUT_QUALITY',
+  precision: 'CUTOUT_PRECISION',
 });
 
 function fail(field: string, what: string, got: unknown): never {
@@ -115,6 +119,7 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   concurrency: (v) => int('concurrency', v, 1, 64),
   // The API's spelling of the name (`quality`) in the message, as for the other settings.
   quality: (v) => parseEnum('quality', QUALITIES, v, 'api'),
+  precision: (v) => parseEnum('precision', PRECISIONS, v, 'api'),
   host: (v) => str('host', v),
   port: (v) => int('port', v, 0, 65535),
   baseUrl: (v) => {

@@ -106,7 +106,7 @@ function delay(ms: number): Promise<void> {
 }
 
 export async function startServer(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline } = {}): Promise<RunningServer> {
-  const pipeline = options.pipeline ?? (await loadPipeline(config.model, config.dataDir));
+  const pipeline = options.pipeline ?? (await loadPipeline(config.model, config.dataDir, config.precision));
   const store = await openStore(config.dataDir);
   // Replays need their stored result: the window is the shorter of 24 h and the result retention.
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
@@ -210,13 +210,14 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
 let pipelineModule: typeof import('../pipeline/index.js') | null = null;
 
 /** Loads the pipeline (sharp, onnxruntime) only when a server starts, and checks the model exists. */
-async function loadPipeline(model: string, dataDir: string): Promise<Pipeline> {
+async function loadPipeline(model: string, dataDir: string, precision: CutoutConfig['precision']): Promise<Pipeline> {
   pipelineModule ??= await import('../pipeline/index.js');
   pipelineModule.setModelDataDir(dataDir);
   pipelineModule.onModelPreparation((event) => {
     if (event.state === 'start') process.stderr.write(`cutout serve: preparing model ${event.model} (${event.step}) for its first use; nothing is downloaded\n`);
   });
   pipelineModule.setDefaultModel(model);
+  pipelineModule.setDefaultPrecision(precision);
   pipelineModule.resolveModel(model);
   return pipelineModule;
 }
