@@ -50,13 +50,16 @@ export interface CutoutConfig {
 
 export type ConfigInput = { [K in keyof CutoutConfig]?: unknown };
 
-/** Two inference threads saturate the two cores; overlapping decode/encode needs one more image in flight. */
 const cpuCount = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
 
 export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   dataDir: path.join(os.homedir(), '.cutout'),
   model: 'isnet-medium',
-  concurrency: Math.min(4, Math.max(2, cpuCount)),
+  // One image at a time: the session's intra-op threads already use every core, and a second image
+  // in flight only adds its decode, matte and encode beside the inference. `npm run bench`
+  // (concurrency 1 and 2 alternated three times) measured 0.786 against 0.590 images/s here, as the
+  // issue measured 0.424 against 0.347; the full-size decode still overlaps the image's own inference.
+  concurrency: 1,
   quality: 'best',
   precision: 'auto',
   host: '127.0.0.1',

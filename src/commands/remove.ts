@@ -68,7 +68,7 @@ export function registerRemove(program: Command): void {
     .option('--alpha <mode>', 'soft | hard: hard thresholds the matte at 50 % (stickers, icons) (default: soft)')
     .option('--no-refine', 'plain bilinear matte instead of the guided refinement at full resolution')
     .option('--no-decontaminate', 'keep the original colours at soft edges (no foreground colour estimation)')
-    .option('-c, --concurrency <n>', 'images processed at once (default: from the CPU count)')
+    .option('-c, --concurrency <n>', 'images processed at once (default: 1, since one inference already uses every core)')
     .option('--model <name|file>', 'a model from `cutout models list`, or an .onnx file with its manifest')
     .option('-r, --recursive', 'descend into sub-directories of directory inputs')
     .option('--skip-existing', 'skip inputs whose output exists')
