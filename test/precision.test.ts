@@ -10,7 +10,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { resolveModel } from '../src/pipeline/manifest.js';
 import { int8ModelPath } from '../src/pipeline/weights.js';
-import { autoChoice, autoPrecision, hasCalibration, hasVnni, int8BuildKey } from '../src/pipeline/int8.js';
+import { autoChoice, autoPrecision, hasCalibration, hasVnni, int8BuildKey, resolvePrecision } from '../src/pipeline/int8.js';
 import { API_DEFAULTS, parseImageOptions } from '../src/options.js';
 import { FIXTURES, runCli } from './helpers/cli.js';
 import { bearer, createKey, errorCode, startServe, upload } from './helpers/api-server.js';
@@ -38,6 +38,11 @@ t.test('auto: int8 only with VNNI, a passed quality bar and calibration data', a
   t.equal(autoPrecision(vnni512, true, false), 'fp32', 'no calibration data for the model');
   t.match(autoChoice(vnni512, false, true).reason, /did not pass the quality bar/);
   t.match(autoChoice(avx2, true, true).reason, /without AVX512-VNNI or AVX-VNNI/);
+  // The bar was measured at the model's own side: auto keeps the smaller sides in fp32.
+  t.equal(resolvePrecision(manifest, 'auto', 512), 'fp32');
+  t.equal(resolvePrecision(manifest, 'auto', 768), 'fp32');
+  t.equal(resolvePrecision(manifest, 'int8', 512), 'int8', 'asked for by name, any side');
+  t.equal(resolvePrecision(manifest, 'fp32'), 'fp32');
 });
 
 t.test('precision parses like the other options', async (t) => {

@@ -77,7 +77,7 @@ function send(req: Omit<InferenceRequest, 'id' | 'threads'>, transfer: ArrayBuff
  * `side`: the input side of a variant (default: the manifest's input size).
  */
 export async function loadModel(manifest: ModelManifest, side = manifest.input.width, precision?: Precision): Promise<number> {
-  const modelPath = await ensureModelAt(manifest, side, resolvePrecision(manifest, precision));
+  const modelPath = await ensureModelAt(manifest, side, resolvePrecision(manifest, precision, side));
   const r = await send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, arena: arenaFor(0) });
   return r.ms;
 }
@@ -97,7 +97,7 @@ export interface InferenceOutput {
 export async function runModel(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, sourcePixels = 0, precision?: Precision): Promise<InferenceOutput> {
   const native = width === manifest.input.width && height === manifest.input.height;
   if (!native && width !== height) throw new CutoutError('processing_failed', `Model input ${width}x${height} is neither the model's size nor square`);
-  const modelPath = await ensureModelAt(manifest, width, resolvePrecision(manifest, precision));
+  const modelPath = await ensureModelAt(manifest, width, resolvePrecision(manifest, precision, width));
   const r = await send(
     { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(sourcePixels) },
     [tensor.buffer as ArrayBuffer],
