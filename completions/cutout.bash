@@ -31,14 +31,14 @@ _cutout() {
     local global_opts='--data --config -h --help'
     local remove_opts='-o --out --size --format --bg-color --crop --mask --alpha --no-refine
         --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
-        -q --quiet --no-progress --recursive --store'
+        --precision -q --quiet --no-progress --recursive --store'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --log-level --store --lease-ms
         --model --upstream --upstream-model'
     local model_server_opts='--host --port --model'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
-        --quality --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
+        --quality --precision --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton '
 
     # Values of the option before the cursor
@@ -46,6 +46,7 @@ _cutout() {
         --size) COMPREPLY=($(compgen -W 'preview full auto' -- "$cur")); return ;;
         --format) COMPREPLY=($(compgen -W 'png webp jpg' -- "$cur")); return ;;
         --quality) COMPREPLY=($(compgen -W 'fast balanced best max' -- "$cur")); return ;;
+        --precision) COMPREPLY=($(compgen -W 'auto fp32 int8' -- "$cur")); return ;;
         --alpha) COMPREPLY=($(compgen -W 'soft hard' -- "$cur")); return ;;
         --log-level) COMPREPLY=($(compgen -W 'trace debug info warn error fatal silent' -- "$cur")); return ;;
         --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")); return ;;

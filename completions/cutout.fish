@@ -17,7 +17,7 @@ function __cutout_command
             continue
         end
         switch $word
-            case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality \
+            case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality --precision \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
                 --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton
                 set skip 1
@@ -87,6 +87,7 @@ complete -c cutout -n $rm -l overwrite -d 'Overwrite existing outputs'
 complete -c cutout -n $rm -l json -d 'One JSON object per input on stdout'
 complete -c cutout -n $rm -l key -x -d "Charge this API key's credits"
 complete -c cutout -n $rm -l quality -x -a 'fast balanced best max' -d 'Speed against quality'
+complete -c cutout -n $rm -l precision -x -a 'auto fp32 int8' -d 'Model number format (int8 on VNNI CPUs)'
 complete -c cutout -n $rm -s q -l quiet -d 'No spinner or progress bar'
 complete -c cutout -n $rm -l no-progress -d 'No spinner or progress bar'
 complete -c cutout -n $rm -l recursive -d 'Descend into directories'

@@ -28,6 +28,7 @@ _cutout_remove_opts=(
   '--json[one JSON object per input on stdout]'
   '--key=[charge this API key'"'"'s credits]:API key: '
   '--quality=[speed against quality]:quality:(fast balanced best max)'
+  '--precision=[model number format]:precision:(auto fp32 int8)'
   '(-q --quiet)'{-q,--quiet}'[no spinner or progress bar]'
   '--no-progress[no spinner or progress bar]'
   '--recursive[descend into directories]'

@@ -2,7 +2,8 @@
 /**
  * npm's postinstall for an installed package (`npm install -g cutout`, `npx cutout`): assembles the
  * default model from @imgly/background-removal-data, verifies its sha256, converts it to fp32 and
- * builds the quality variants, as `prepare` does for a clone. Nothing is downloaded.
+ * builds the quality variants and the int8 copy (a graph rewrite from the shipped calibration
+ * ranges, models/calibration), as `prepare` does for a clone. Nothing is downloaded.
  *
  * In a clone (src/ is present) it does nothing: `prepare` builds dist/ first and then prepares the
  * model, and npm runs postinstall before prepare. A failure here never fails the install: the first

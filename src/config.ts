@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CutoutError, isPermissionError } from './errors.js';
 import { LIMITS } from './limits.js';
-import { parseEnum, QUALITIES, type Quality } from './options.js';
+import { parseEnum, PRECISIONS, QUALITIES, type Precision, type Quality } from './options.js';
 
 export interface CutoutConfig {
   /** Data directory: SQLite database, results, generated secrets. */
@@ -18,6 +18,8 @@ export interface CutoutConfig {
   concurrency: number;
   /** CLI: default `--quality` (speed against quality). */
   quality: Quality;
+  /** Default `--precision` / API `precision`: fp32, int8, or auto (int8 where it is fast and good enough). */
+  precision: Precision;
   /** serve: bind address. */
   host: string;
   /** serve: port; 0 picks a free one. */
@@ -63,14 +65,18 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 
 export type ConfigInput = { [K in keyof CutoutConfig]?: unknown };
 
-/** Two inference threads saturate the two cores; overlapping decode/encode needs one more image in flight. */
 const cpuCount = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
 
 export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   dataDir: path.join(os.homedir(), '.cutout'),
   model: 'isnet-medium',
-  concurrency: Math.min(4, Math.max(2, cpuCount)),
+  // One image at a time: the session's intra-op threads already use every core, and a second image
+  // in flight only adds its decode, matte and encode beside the inference. `npm run bench`
+  // (concurrency 1 and 2 alternated three times) measured 0.786 against 0.590 images/s here, as the
+  // issue measured 0.424 against 0.347; the full-size decode still overlaps the image's own inference.
+  concurrency: 1,
   quality: 'best',
+  precision: 'auto',
   host: '127.0.0.1',
   port: 8080,
   baseUrl: null,
@@ -105,6 +111,7 @@ export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = O
   logLevel: 'CUTOUT_LOG_LEVEL',
   store: 'CUTOUT_STORE',
   upstream: 'CUTOUT_UPSTREAM',
+  precision: 'CUTOUT_PRECISION',
 });
 
 function fail(field: string, what: string, got: unknown): never {
@@ -139,6 +146,7 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   concurrency: (v) => int('concurrency', v, 1, 64),
   // The API's spelling of the name (`quality`) in the message, as for the other settings.
   quality: (v) => parseEnum('quality', QUALITIES, v, 'api'),
+  precision: (v) => parseEnum('precision', PRECISIONS, v, 'api'),
   host: (v) => str('host', v),
   port: (v) => int('port', v, 0, 65535),
   baseUrl: (v) => {

@@ -9,6 +9,11 @@ export const FORMATS = ['png', 'webp', 'jpg'] as const;
 export const TYPES = ['auto', 'person', 'product'] as const;
 /** Speed against quality: the model's input side (src/pipeline/variants.ts maps names to sides). */
 export const QUALITIES = ['fast', 'balanced', 'best', 'max'] as const;
+/**
+ * The model's number format (an addition to v1): `auto` picks int8 where the CPU runs it fast
+ * and it passed the quality bar, else fp32 (src/pipeline/int8.ts).
+ */
+export const PRECISIONS = ['auto', 'fp32', 'int8'] as const;
 /** Parameters of remove.bg that api-spec 2.1 rule 3 names as unsupported. */
 export const UNSUPPORTED_PARAMS = ['channels', 'roi', 'scale', 'position', 'bg_image_url'] as const;
 
@@ -16,6 +21,7 @@ export type Size = (typeof SIZES)[number];
 export type Format = (typeof FORMATS)[number];
 export type SubjectType = (typeof TYPES)[number];
 export type Quality = (typeof QUALITIES)[number];
+export type Precision = (typeof PRECISIONS)[number];
 export interface Rgb { r: number; g: number; b: number }
 
 export interface ImageOptions {
@@ -28,6 +34,8 @@ export interface ImageOptions {
   type?: SubjectType;
   /** Speed against quality (an addition to v1); absent means `best`. */
   quality?: Quality;
+  /** fp32 or int8 model (an addition to v1); absent means the configured default (`auto`). */
+  precision?: Precision;
 }
 
 /** Where a value came from, for messages: a CLI flag (`--bg-color`) or an API parameter (`bg_color`). */
@@ -88,7 +96,7 @@ export function colorToHex(c: Rgb | null): string {
  * Missing values take the defaults given (the API and the CLI differ on `size`).
  */
 export function parseImageOptions(
-  raw: { size?: unknown; format?: unknown; bg_color?: unknown; crop?: unknown; type?: unknown; quality?: unknown },
+  raw: { size?: unknown; format?: unknown; bg_color?: unknown; crop?: unknown; type?: unknown; quality?: unknown; precision?: unknown },
   source: OptionSource,
   defaults: ImageOptions,
 ): ImageOptions {
@@ -99,6 +107,7 @@ export function parseImageOptions(
   if (raw.crop !== undefined) out.crop = parseBoolean('crop', raw.crop, source);
   if (raw.type !== undefined) out.type = parseEnum('type', TYPES, raw.type, source);
   if (raw.quality !== undefined) out.quality = parseEnum('quality', QUALITIES, raw.quality, source);
+  if (raw.precision !== undefined) out.precision = parseEnum('precision', PRECISIONS, raw.precision, source);
   return out;
 }
 

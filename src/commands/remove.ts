@@ -12,7 +12,7 @@ import { loadConfig } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
 import { CutoutError, fsReason, toCutoutError } from '../errors.js';
 import { formatMB, inputTooLargeMessage, LIMITS } from '../limits.js';
-import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, QUALITIES } from '../options.js';
+import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, PRECISIONS, QUALITIES } from '../options.js';
 import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
 import { commitOutput, discardStaged, isInputItself, removeStagedOnSignals, stageOutput } from './output-files.js';
 import { UsageError } from './usage-error.js';
@@ -36,6 +36,7 @@ export interface RemoveFlags {
   json?: boolean;
   key?: string;
   quality?: string;
+  precision?: string;
   recursive?: boolean;
   quiet?: boolean;
   progress?: boolean;
@@ -69,7 +70,7 @@ export function registerRemove(program: Command): void {
     .option('--alpha <mode>', 'soft | hard: hard thresholds the matte at 50 % (stickers, icons) (default: soft)')
     .option('--no-refine', 'plain bilinear matte instead of the guided refinement at full resolution')
     .option('--no-decontaminate', 'keep the original colours at soft edges (no foreground colour estimation)')
-    .option('-c, --concurrency <n>', 'images processed at once (default: from the CPU count)')
+    .option('-c, --concurrency <n>', 'images processed at once (default: 1, since one inference already uses every core)')
     .option('--model <name|file>', 'a model from `cutout models list`, or an .onnx file with its manifest')
     .option('-r, --recursive', 'descend into sub-directories of directory inputs')
     .option('--skip-existing', 'skip inputs whose output exists')
@@ -77,6 +78,7 @@ export function registerRemove(program: Command): void {
     .option('--json', 'one JSON object per input on stdout')
     .option('--key <api_key>', 'charge that key\'s credits by the same rules as the server')
     .option('--quality <quality>', 'fast | balanced | best | max: speed against quality, the model\'s input size; max adds a second pass on a small subject\'s box (default: best, or `quality` in the config)')
+    .option('--precision <precision>', 'auto | fp32 | int8: the model\'s number format; auto runs int8 only on a CPU with VNNI and when int8 passed the quality bar (default: auto, or `precision` in the config)')
     .option('-q, --quiet', 'no progress output')
     .option('--no-progress', 'no spinner or progress lines')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
@@ -154,10 +156,11 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   try {
     // Checked here first so that the message names the flag, not the config key.
     if (flags.quality !== undefined) parseEnum('quality', QUALITIES, flags.quality, 'cli');
-    config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, quality: flags.quality, store: flags.store }, { configFile: flags.config });
+    if (flags.precision !== undefined) parseEnum('precision', PRECISIONS, flags.precision, 'cli');
+    config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, quality: flags.quality, precision: flags.precision, store: flags.store }, { configFile: flags.config });
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
     options = parseImageOptions(
-      { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop, quality: config.quality },
+      { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop, quality: config.quality, precision: config.precision },
       'cli',
       { ...CLI_DEFAULTS, format: fromOut ?? CLI_DEFAULTS.format },
     );
@@ -203,7 +206,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   let reporterForPreparation: Reporter | null = null;
   const earlyPreparation: PreparationEvent[] = [];
   onModelPreparation((event) => (reporterForPreparation ? reporterForPreparation.preparation(event) : earlyPreparation.push(event)));
-  if (items.length) loadModel(manifest!, modelSide(manifest!, options.quality)).catch(() => undefined);
+  if (items.length) loadModel(manifest!, modelSide(manifest!, options.quality), options.precision).catch(() => undefined);
   const store = await openStore(config.dataDir, { url: config.store });
   let account: { accountId: string; keyId: string; test: boolean } | null = null;
   if (flags.key) {

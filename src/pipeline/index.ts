@@ -21,6 +21,7 @@ export { loadModel, stopModels, useRemoteInference, type RemoteInference } from 
 export { resolveModel, listManifests } from './manifest.js';
 export { modelSide } from './variants.js';
 export { onModelPreparation, setModelDataDir } from './weights.js';
+export { setDefaultPrecision } from './int8.js';
 export type * from './types.js';
 
 let defaultModel = 'isnet-medium';
@@ -99,7 +100,7 @@ async function zoomPass(
   const region = scaleBox(box, out.width, out.height, src.probe.width, src.probe.height);
   const { tensor, rgb: modelRgb } = await modelInput(src, manifest, plan, region);
   timings.preprocess += performance.now() - t;
-  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height, signal);
+  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height, req.precision, signal);
   timings.inference += inference.ms;
   checkAborted(signal);
   t = performance.now();
@@ -158,7 +159,7 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   timings.preprocess = performance.now() - tp;
   checkAborted(opts.signal);
 
-  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height, opts.signal);
+  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height, req.precision, opts.signal);
   timings.inference = inference.ms;
   checkAborted(opts.signal);
 

@@ -7,7 +7,9 @@ import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { CutoutError } from '../errors.js';
 import type { ModelManifest } from './manifest.js';
-import { ensureVariant } from './weights.js';
+import { ensureModelAt } from './weights.js';
+import { resolvePrecision } from './int8.js';
+import type { Precision } from '../options.js';
 import type { InferenceReply, InferenceRequest } from './inference-worker.js';
 
 /** Intra-op threads: every core (measured fastest on two cores). Override with CUTOUT_THREADS. */
@@ -74,8 +76,8 @@ function send(req: Omit<InferenceRequest, 'id' | 'threads'>, transfer: ArrayBuff
  * Loads (and verifies) a model's session ahead of the first image: for servers and benchmarks.
  * `side`: the input side of a variant (default: the manifest's input size).
  */
-export async function loadModel(manifest: ModelManifest, side = manifest.input.width): Promise<number> {
-  const modelPath = await ensureVariant(manifest, side);
+export async function loadModel(manifest: ModelManifest, side = manifest.input.width, precision?: Precision): Promise<number> {
+  const modelPath = await ensureModelAt(manifest, side, resolvePrecision(manifest, precision, side));
   const r = await send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, arena: arenaFor(0) });
   return r.ms;
 }
@@ -92,17 +94,21 @@ export interface InferenceOutput {
  * Runs the model on a prepared NCHW tensor; the tensor's buffer is transferred (unusable afterwards).
  * A square tensor of another side than the manifest's input runs on that side's variant.
  */
-export async function runModel(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, sourcePixels = 0, signal?: AbortSignal): Promise<InferenceOutput> {
+export async function runModel(
+  manifest: ModelManifest, tensor: Float32Array, width: number, height: number, sourcePixels = 0, precision?: Precision, signal?: AbortSignal,
+): Promise<InferenceOutput> {
   const native = width === manifest.input.width && height === manifest.input.height;
   if (!native && width !== height) throw new CutoutError('processing_failed', `Model input ${width}x${height} is neither the model's size nor square`);
   let dims: number[];
   let out: { data: Float32Array; ms: number };
   if (remote) {
+    // The upstream serves the fp32 weights (models export --triton writes those); int8 is ours alone.
+    if (precision === 'int8') throw new CutoutError('invalid_request', 'precision=int8 is not available when inference runs on an upstream server; use auto or fp32');
     const r = await remote.run(manifest, tensor, width, height, signal);
     dims = r.dims;
     out = r;
   } else {
-    const modelPath = await ensureVariant(manifest, width);
+    const modelPath = await ensureModelAt(manifest, width, resolvePrecision(manifest, precision, width));
     const r = await send(
       { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(sourcePixels) },
       [tensor.buffer as ArrayBuffer],

@@ -331,3 +331,35 @@ export async function pullModel(manifest: ModelManifest): Promise<string> {
   fs.renameSync(tmp, file);
   return ensureRunnableModel(manifest);
 }
+
+const int8Models = new Map<string, Promise<string>>();
+
+/** The cache file of a model's int8 copy at input side `side`: `<name>-<sha16>[.side<S>].int8-<build key>.onnx`. */
+export function int8ModelPath(manifest: ModelManifest, side: number, buildKey: string, cacheDir = modelCacheDir()): string {
+  const native = side === manifest.input.width && side === manifest.input.height;
+  const base = native ? cachedModelPath(manifest, cacheDir) : variantModelPath(manifest, side, cacheDir);
+  return base.replace(/\.onnx$/, `.int8-${buildKey}.onnx`);
+}
+
+/**
+ * The int8 (QDQ) copy of the model at input side `side`, built from that side's fp32 file with the
+ * shipped calibration ranges (int8.ts) and cached beside it with its sha256 sidecar, like the
+ * variants. The ranges must have been measured on this fp32 model (its sha256 is checked).
+ */
+export function ensureInt8Model(manifest: ModelManifest, side: number): Promise<string> {
+  const key = `${manifest.name}:${manifest.sha256}:${manifest.convert ?? ''}:${manifest.source.type === 'file' ? manifest.source.path : ''}:${side}`;
+  return once(int8Models, key, async () => {
+    const fp32 = await ensureRunnableModel(manifest);
+    const fp32Sha256 = await trustedSha256(fp32);
+    const { int8BuildKey } = await import('./int8.js');
+    return derivedFile(int8ModelPath(manifest, side, int8BuildKey(manifest)), { model: manifest.name, step: side === manifest.input.width ? 'int8 copy' : `${side} px int8 copy` }, () => ensureVariant(manifest, side), async (bytes) => {
+      const { buildInt8 } = await import('./int8.js');
+      return buildInt8(manifest, fp32Sha256, bytes);
+    });
+  });
+}
+
+/** The file to load for a side at a precision. */
+export function ensureModelAt(manifest: ModelManifest, side: number, precision: 'fp32' | 'int8'): Promise<string> {
+  return precision === 'int8' ? ensureInt8Model(manifest, side) : ensureVariant(manifest, side);
+}

@@ -129,7 +129,7 @@ function delay(ms: number): Promise<void> {
 }
 
 export async function startServer(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline } = {}): Promise<RunningServer> {
-  const loaded = options.pipeline ?? (await loadPipeline(config.model, config.dataDir));
+  const loaded = options.pipeline ?? (await loadPipeline(config.model, config.dataDir, config.precision));
   // The model call is chosen once, here: an upstream is checked before the port opens.
   const upstream = config.upstream ? await (await import('../oip/client.js')).useUpstream({ ...config, upstream: config.upstream }) : null;
   const store = await openStore(config.dataDir, { url: config.store });
@@ -251,13 +251,14 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
 let pipelineModule: typeof import('../pipeline/index.js') | null = null;
 
 /** Loads the pipeline (sharp, onnxruntime) only when a server starts, and checks the model exists. */
-async function loadPipeline(model: string, dataDir: string): Promise<Pipeline> {
+async function loadPipeline(model: string, dataDir: string, precision: CutoutConfig['precision']): Promise<Pipeline> {
   pipelineModule ??= await import('../pipeline/index.js');
   pipelineModule.setModelDataDir(dataDir);
   pipelineModule.onModelPreparation((event) => {
     if (event.state === 'start') process.stderr.write(`cutout serve: preparing model ${event.model} (${event.step}) for its first use; nothing is downloaded\n`);
   });
   pipelineModule.setDefaultModel(model);
+  pipelineModule.setDefaultPrecision(precision);
   pipelineModule.resolveModel(model);
   return pipelineModule;
 }

@@ -21,8 +21,8 @@ export interface ImageRequest {
 }
 
 export const SOURCE_PARAMS = ['image_file', 'image_url', 'image_file_b64'] as const;
-/** The options of api-spec 2.1, plus `quality` (an addition within v1). */
-export const OPTION_PARAMS = ['size', 'format', 'bg_color', 'crop', 'type', 'quality'] as const;
+/** The options of api-spec 2.1, plus `quality` and `precision` (additions within v1). */
+export const OPTION_PARAMS = ['size', 'format', 'bg_color', 'crop', 'type', 'quality', 'precision'] as const;
 const KNOWN_PARAMS = new Set<string>([...SOURCE_PARAMS, ...OPTION_PARAMS]);
 
 /** Room for the multipart framing and the small fields around a 25 MB upload or its base64. */

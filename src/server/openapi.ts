@@ -5,7 +5,7 @@
  */
 import { CutoutError, DOCS_BASE, ERROR_TABLE, type ErrorCode } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
-import { API_DEFAULTS, CONTENT_TYPES, FORMATS, QUALITIES, SIZES, TYPES } from '../options.js';
+import { API_DEFAULTS, CONTENT_TYPES, FORMATS, PRECISIONS, QUALITIES, SIZES, TYPES } from '../options.js';
 import { REQUEST_ID_HEADER } from './request-log.js';
 
 type Json = Record<string, unknown>;
@@ -57,6 +57,7 @@ const imageOptionProps: Json = {
   crop: schema('Crop'),
   type: schema('SubjectType'),
   quality: schema('Quality'),
+  precision: schema('Precision'),
 };
 
 const SOURCE_RULE = 'Exactly one of `image_file` (multipart only), `image_url`, `image_file_b64`; otherwise `invalid_request`.';
@@ -486,6 +487,12 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         enum: [...QUALITIES],
         default: 'best',
         description: 'An addition to v1: speed against quality (the model\'s input side: fast 512, balanced 768, best 1024; max is best plus a second pass on a small subject\'s box, up to twice the time). Absent means `best`.',
+      },
+      Precision: {
+        type: 'string',
+        enum: [...PRECISIONS],
+        default: 'auto',
+        description: 'An addition to v1: the model\'s number format. `fp32` or `int8` (a statically quantized copy, faster on CPUs with VNNI, its matte close to fp32\'s); `auto` runs int8 only where the server\'s CPU has AVX512-VNNI or AVX-VNNI and the int8 model passed the quality bar, else fp32. Absent means the server\'s configured default (`auto`). Another value is `invalid_request` (400).',
       },
       SubjectType: {
         type: 'string',

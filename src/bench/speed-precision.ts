@@ -1,0 +1,201 @@
+/**
+ * The parts of `npm run bench` for issue 17: fp32 against int8 in one process, the CLI's cold
+ * start in child processes and where it goes, the CPU memory arena's effect, the CPU's features.
+ * Timing on these shared machines is noisy: every comparison is interleaved or alternated, and
+ * the ratios, not the absolute times, are what to read.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { ModelManifest } from '../pipeline/manifest.js';
+import type { RemoveRequest } from '../pipeline/types.js';
+import { cpuFlags, hasVnni } from '../pipeline/int8.js';
+
+const BIN = fileURLToPath(new URL('../../bin/cutout', import.meta.url));
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+/**
+ * This process's own peak resident memory (VmHWM). Not getrusage's maxRSS: Linux carries that
+ * over fork and exec, so a child spawned by a bench holding 2 GB would report the bench's size.
+ */
+const peakRssMb = () => {
+  try {
+    const kb = /^VmHWM:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1];
+    if (kb) return Math.round(Number(kb) / 1024);
+  } catch {
+    // Not Linux.
+  }
+  return Math.round(process.resourceUsage().maxRSS / 1024);
+};
+
+/** The CPU's name and the features that decide int8's speed. */
+export function cpuFeatures(): string {
+  const flags = cpuFlags();
+  const name = os.cpus()[0]?.model ?? 'unknown CPU';
+  const seen = flags ? ['avx2', 'avx512f', 'avx512_vnni', 'avx_vnni', 'amx_int8'].filter((f) => flags.includes(f)) : [];
+  return `${name}, ${os.cpus().length} cores, flags ${flags ? seen.join(' ') || 'none of avx2/avx512/vnni' : 'unknown'}; VNNI ${hasVnni(flags) ? 'yes' : 'no'}`;
+}
+
+async function rawRun(manifest: ModelManifest, precision: 'fp32' | 'int8'): Promise<number> {
+  const { runModel } = await import('../pipeline/model.js');
+  const { rgbToTensor } = await import('../pipeline/matte.js');
+  const { width, height, mean, std } = manifest.input;
+  const rgb = new Uint8Array(width * height * 3).map((_, i) => (i * 37) & 255);
+  const tensor = rgbToTensor(rgb, width, height, mean, std);
+  const t = performance.now();
+  await runModel(manifest, tensor, width, height, 0, precision);
+  return performance.now() - t;
+}
+
+/**
+ * fp32 and int8 side by side: for every image, a raw session run and an end-to-end cutout at
+ * each precision, the order swapped on every image so neither always runs second.
+ */
+export async function comparePrecisions(manifest: ModelManifest, buffers: Buffer[], files: string[], request: RemoveRequest, runs: number) {
+  const { loadModel, removeBackground } = await import('../pipeline/index.js');
+  const precisions = ['fp32', 'int8'] as const;
+  for (const p of precisions) {
+    await loadModel(manifest, manifest.input.width, p);
+    await rawRun(manifest, p); // the first run of a session allocates; not timed
+  }
+  const raw = { fp32: [] as number[], int8: [] as number[] };
+  const e2e = { fp32: [] as number[], int8: [] as number[] };
+  let k = 0;
+  for (let r = 0; r < Math.max(2, runs); r++) {
+    for (const b of buffers) {
+      const order = k++ % 2 ? [...precisions].reverse() : precisions;
+      for (const p of order) raw[p].push(await rawRun(manifest, p));
+      for (const p of order) e2e[p].push((await removeBackground(b, { ...request, precision: p })).ms);
+    }
+  }
+  const json = {
+    samples: raw.fp32.length,
+    raw_ms: { fp32: Math.round(median(raw.fp32)), int8: Math.round(median(raw.int8)) },
+    end_to_end_ms: { fp32: Math.round(median(e2e.fp32)), int8: Math.round(median(e2e.int8)) },
+    raw_ratio: +(median(raw.int8) / median(raw.fp32)).toFixed(3),
+    end_to_end_ratio: +(median(e2e.int8) / median(e2e.fp32)).toFixed(3),
+  };
+  const text =
+    `\nprecision, ${files.length} image(s) x ${Math.max(2, runs)} run(s), interleaved, medians:\n` +
+    `precision  raw-run-ms  end-to-end-ms\n` +
+    `fp32       ${String(json.raw_ms.fp32).padStart(10)}  ${String(json.end_to_end_ms.fp32).padStart(13)}\n` +
+    `int8       ${String(json.raw_ms.int8).padStart(10)}  ${String(json.end_to_end_ms.int8).padStart(13)}\n` +
+    `int8 / fp32: raw ${json.raw_ratio}, end to end ${json.end_to_end_ratio}\n`;
+  return { json, text };
+}
+
+function wallMs(args: string[], env: Record<string, string> = {}): number {
+  const t = performance.now();
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
+  if (r.status !== 0) throw new Error(`cutout ${args.join(' ')} failed: ${r.stderr}`);
+  return performance.now() - t;
+}
+
+/**
+ * The CLI's cold start: `cutout photo` from process start to output written (median of 3),
+ * against the marginal cost of a further photo in the same process (two photos at concurrency 1
+ * minus one), per precision; and the first image's split from a child that times each phase.
+ */
+export function coldStart(photo: string, model: string) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-cold-'));
+  try {
+    const ext = path.extname(photo);
+    const a = path.join(dir, `a${ext}`);
+    const b = path.join(dir, `b${ext}`);
+    fs.copyFileSync(photo, a);
+    fs.copyFileSync(photo, b);
+    const common = ['--model', model, '--data', path.join(dir, 'data'), '-c', '1', '--overwrite', '-q'];
+    const rows: Record<string, { one_ms: number; two_ms: number; marginal_ms: number; first_extra_ms: number }> = {};
+    for (const precision of ['fp32', 'int8']) {
+      const one: number[] = [];
+      const two: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        one.push(wallMs([a, '--out', path.join(dir, 'a.png'), '--precision', precision, ...common]));
+        two.push(wallMs([a, b, '--precision', precision, ...common]));
+      }
+      const marginal = median(two) - median(one);
+      rows[precision] = { one_ms: Math.round(median(one)), two_ms: Math.round(median(two)), marginal_ms: Math.round(marginal), first_extra_ms: Math.round(median(one) - marginal) };
+    }
+    const split = (env: Record<string, string>) => {
+      // Its own entry file, which imports nothing at the top, so module loading is timed too.
+      const entry = fileURLToPath(new URL('./cold-split.js', import.meta.url));
+      const r = spawnSync(process.execPath, [entry, a, model], { encoding: 'utf8', env: { ...process.env, ...env } });
+      if (r.status !== 0) throw new Error(`cold split failed: ${r.stderr}`);
+      return JSON.parse(r.stdout.trim().split('\n').pop()!) as Record<string, number>;
+    };
+    const cached = split({});
+    const uncached = split({ CUTOUT_ORT_CACHE: '0' });
+    const json = { cli: rows, split: cached, split_without_ort_cache: uncached };
+    let text = `\ncold start (CLI in a child process, one ${path.basename(photo)}, medians of 3; marginal = two photos at -c 1 minus one):\n`;
+    text += 'precision  one-photo-ms  two-photos-ms  marginal-ms  first-image-extra-ms\n';
+    for (const [p, r] of Object.entries(rows)) text += `${p.padEnd(9)}  ${String(r.one_ms).padStart(12)}  ${String(r.two_ms).padStart(13)}  ${String(r.marginal_ms).padStart(11)}  ${String(r.first_extra_ms).padStart(20)}\n`;
+    text += `first image's split (fp32, ms since process start): ${JSON.stringify(cached)}\n`;
+    text += `the same without onnxruntime's saved optimised model: ${JSON.stringify(uncached)}\n`;
+    return { json, text };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Child mode (cold-split.ts): the phases of a first image, each timed, then a second run of the same image. */
+export async function coldSplit(photo: string, model: string, atStart: number): Promise<void> {
+  let t = performance.now();
+  const pipeline = await import('../pipeline/index.js');
+  const { ensureRunnableModel } = await import('../pipeline/weights.js');
+  const modules = performance.now() - t;
+  const manifest = pipeline.resolveModel(model);
+  t = performance.now();
+  await ensureRunnableModel(manifest);
+  const checksum = performance.now() - t;
+  t = performance.now();
+  await pipeline.loadModel(manifest, manifest.input.width, 'fp32');
+  const session = performance.now() - t;
+  const bytes = fs.readFileSync(photo);
+  const request = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, model, precision: 'fp32' as const };
+  t = performance.now();
+  const first = await pipeline.removeBackground(bytes, request);
+  const firstMs = performance.now() - t;
+  t = performance.now();
+  const second = await pipeline.removeBackground(bytes, request);
+  const secondMs = performance.now() - t;
+  process.stdout.write(JSON.stringify({
+    node_start_ms: Math.round(atStart), modules_ms: Math.round(modules), checksum_ms: Math.round(checksum), session_ms: Math.round(session),
+    first_image_ms: Math.round(firstMs), first_inference_ms: Math.round(first.timings.inference), second_image_ms: Math.round(secondMs), second_inference_ms: Math.round(second.timings.inference),
+  }) + '\n');
+  await pipeline.stopModels();
+}
+
+/** Child mode: `n` raw fp32 runs after one untimed run; prints the median and the peak RSS. */
+export async function rawRuns(model: string, n: number): Promise<void> {
+  const { loadModel, resolveModel, stopModels } = await import('../pipeline/index.js');
+  const manifest = resolveModel(model);
+  await loadModel(manifest, manifest.input.width, 'fp32');
+  await rawRun(manifest, 'fp32');
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) times.push(await rawRun(manifest, 'fp32'));
+  process.stdout.write(JSON.stringify({ median_ms: Math.round(median(times)), peak_rss_mb: peakRssMb() }) + '\n');
+  await stopModels();
+}
+
+/** The arena's effect on the fp32 raw run (1024 x 1024 tensor): children with it off and on, alternated twice. */
+export function arenaEffect(benchScript: string, model: string) {
+  const results: Record<'off' | 'on', { median_ms: number; peak_rss_mb: number }[]> = { off: [], on: [] };
+  for (let i = 0; i < 2; i++) {
+    for (const [label, value] of [['off', '0'], ['on', '1']] as const) {
+      const r = spawnSync(process.execPath, [benchScript, '--raw-runs', '3', '--model', model], { encoding: 'utf8', env: { ...process.env, CUTOUT_ARENA: value } });
+      if (r.status !== 0) throw new Error(`arena child failed: ${r.stderr}`);
+      results[label].push(JSON.parse(r.stdout.trim().split('\n').pop()!));
+    }
+  }
+  const json = {
+    off_ms: results.off.map((x) => x.median_ms), on_ms: results.on.map((x) => x.median_ms),
+    off_peak_rss_mb: Math.max(...results.off.map((x) => x.peak_rss_mb)), on_peak_rss_mb: Math.max(...results.on.map((x) => x.peak_rss_mb)),
+  };
+  const text = `\nCPU arena (fp32 raw run, median of 3 per child, two children each, alternated): off ${json.off_ms.join(', ')} ms (peak RSS ${json.off_peak_rss_mb} MB), on ${json.on_ms.join(', ')} ms (peak RSS ${json.on_peak_rss_mb} MB)\n`;
+  return { json, text };
+}

@@ -1,0 +1,141 @@
+/**
+ * The int8 quantizer's pure parts (issue 17) on tiny graphs built here: the parameters, the QDQ
+ * rewrite, onnxruntime loading and fusing it into integer kernels, and the calibration graph.
+ */
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import * as ort from 'onnxruntime-node';
+import { calibrationGraph, roundHalfEven, quantizeBias, quantizeModel, quantizeWeightsPerChannel, tensorsToCalibrate, uint8Params } from '../src/pipeline/quantize.js';
+
+const require = createRequire(import.meta.url);
+const { onnx } = require('onnx-proto') as typeof import('onnx-proto');
+
+/** A deterministic pseudo-random sequence (no Math.random: the figures stay the same every run). */
+function seq(n: number, seed: number, scale: number): Float32Array {
+  let s = seed;
+  return Float32Array.from({ length: n }, () => {
+    s = (s * 1103515245 + 12345) % 2 ** 31;
+    return (s / 2 ** 31 - 0.5) * 2 * scale;
+  });
+}
+
+function floatInit(name: string, dims: number[], values: Float32Array) {
+  return onnx.TensorProto.create({ name, dataType: 1, dims, rawData: new Uint8Array(values.buffer.slice(0)) });
+}
+
+/** input [1,3,8,8] -> Conv(3->4) -> Relu -> MaxPool -> Conv(4->2) -> Relu -> Conv(2->1) -> Sigmoid. */
+function tinyModel(): Uint8Array {
+  const conv = (name: string, x: string, w: string, b: string, y: string) =>
+    onnx.NodeProto.create({ opType: 'Conv', name, input: [x, w, b], output: [y], attribute: [{ name: 'pads', type: 7, ints: [1, 1, 1, 1] }] });
+  const graph = onnx.GraphProto.create({
+    name: 'tiny',
+    node: [
+      conv('c1', 'input', 'w1', 'b1', 'c1_out'),
+      onnx.NodeProto.create({ opType: 'Relu', name: 'r1', input: ['c1_out'], output: ['r1_out'] }),
+      onnx.NodeProto.create({ opType: 'MaxPool', name: 'p1', input: ['r1_out'], output: ['p1_out'], attribute: [{ name: 'kernel_shape', type: 7, ints: [2, 2] }, { name: 'strides', type: 7, ints: [2, 2] }] }),
+      conv('c2', 'p1_out', 'w2', 'b2', 'c2_out'),
+      onnx.NodeProto.create({ opType: 'Relu', name: 'r2', input: ['c2_out'], output: ['r2_out'] }),
+      conv('side', 'r2_out', 'w3', 'b3', 'side_out'),
+      onnx.NodeProto.create({ opType: 'Sigmoid', name: 's', input: ['side_out'], output: ['output'] }),
+    ],
+    initializer: [
+      floatInit('w1', [4, 3, 3, 3], seq(108, 1, 0.5)), floatInit('b1', [4], seq(4, 2, 0.1)),
+      floatInit('w2', [2, 4, 3, 3], seq(72, 3, 0.5)), floatInit('b2', [2], seq(2, 4, 0.1)),
+      floatInit('w3', [1, 2, 3, 3], seq(18, 5, 0.5)), floatInit('b3', [1], seq(1, 6, 0.1)),
+    ],
+    input: [onnx.ValueInfoProto.create({ name: 'input', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: 3 }, { dimValue: 8 }, { dimValue: 8 }] } } } })],
+    output: [onnx.ValueInfoProto.create({ name: 'output', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: 1 }, { dimValue: 4 }, { dimValue: 4 }] } } } })],
+  });
+  return onnx.ModelProto.encode(onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 15 }], graph })).finish();
+}
+
+const INPUT = seq(3 * 64, 7, 0.5);
+
+async function run(model: Uint8Array, outputs?: string[], options: ort.InferenceSession.SessionOptions = {}) {
+  const session = await ort.InferenceSession.create(model, { executionProviders: ['cpu'], ...options });
+  const out = await session.run({ input: new ort.Tensor('float32', INPUT.slice(), [1, 3, 8, 8]) }, outputs ?? ['output']);
+  return { session, out };
+}
+
+t.test('uint8 parameters cover the range and always hold 0', async (t) => {
+  const relu = uint8Params({ min: 0, max: 2.55 });
+  t.ok(Math.abs(relu.scale - 0.01) < 1e-12 && relu.zeroPoint === 0, 'a Relu range: zero point 0');
+  const mid = uint8Params({ min: -1, max: 1 });
+  t.ok(Math.abs(mid.scale - 2 / 255) < 1e-9);
+  t.equal(mid.zeroPoint, 128);
+  t.equal(uint8Params({ min: 0.5, max: 1 }).zeroPoint, 0, 'a positive range starts at 0');
+  t.equal(uint8Params({ min: -2, max: -1 }).zeroPoint, 255, 'a negative range ends at 0');
+  t.same(uint8Params({ min: 0, max: 0 }), { scale: 1, zeroPoint: 0 }, 'an all-zero tensor');
+});
+
+t.test('weights: per channel, symmetric, within [-127, 127]', async (t) => {
+  const w = Float32Array.from([1, -0.5, 0.25, 0.01, 0.02, -0.04, 0, 0, 0]);
+  const { data, scales } = quantizeWeightsPerChannel(w, 3);
+  t.same(Array.from(data), [127, -64, 32, 32, 64, -127, 0, 0, 0], '-63.5 rounds half to even, as QuantizeLinear does');
+  t.same([2.5, 3.5, -2.5, -0.5, 1.4].map(roundHalfEven), [2, 4, -2, -0, 1]);
+  t.ok(Math.abs(scales[0] - 1 / 127) < 1e-9 && Math.abs(scales[1] - 0.04 / 127) < 1e-9, 'each channel its own scale');
+  t.equal(scales[2], 1, 'an all-zero channel keeps a positive scale');
+  t.throws(() => quantizeWeightsPerChannel(new Float32Array(10), 3), /does not split/);
+  const bias = quantizeBias(Float32Array.from([0.5, -0.25]), 0.01, Float32Array.from([0.1, 0.05]));
+  t.same(Array.from(bias.data), [500, -500]);
+  t.ok(Math.abs(bias.scales[0] - 0.001) < 1e-9 && Math.abs(bias.scales[1] - 0.0005) < 1e-9, 'bias scale = input scale x weight scale');
+});
+
+t.test('calibration graph: min and max of every tensor to calibrate', async (t) => {
+  const model = tinyModel();
+  t.same(tensorsToCalibrate(model).sort(), ['input', 'p1_out', 'r1_out', 'r2_out'], 'conv inputs and relu outputs; the side conv is not quantized');
+  const { bytes, tensors } = calibrationGraph(model);
+  // r1_out itself as an output too, to compare with its reductions.
+  const withR1 = onnx.ModelProto.decode(bytes);
+  withR1.graph!.output!.push(onnx.ValueInfoProto.create({ name: 'r1_out', type: { tensorType: { elemType: 1 } } }));
+  const full = await run(onnx.ModelProto.encode(withR1).finish(), ['output', ...tensors.flatMap((n) => [`${n}::min`, `${n}::max`]), 'r1_out']);
+  const r1 = full.out.r1_out.data as Float32Array;
+  t.equal((full.out['r1_out::max'].data as Float32Array)[0], Math.max(...r1));
+  t.equal((full.out['r1_out::min'].data as Float32Array)[0], 0, 'a Relu output starts at 0');
+  t.equal((full.out['input::min'].data as Float32Array)[0], Math.min(...INPUT));
+  t.same(full.out.output.data, (await run(model)).out.output.data, 'the model output is unchanged');
+});
+
+t.test('the QDQ model loads, runs as QLinearConv, and stays close to fp32', async (t) => {
+  const model = tinyModel();
+  const { bytes, tensors } = calibrationGraph(model);
+  const cal = await run(bytes, tensors.flatMap((n) => [`${n}::min`, `${n}::max`]));
+  const ranges = Object.fromEntries(tensors.map((n) => [n, { min: (cal.out[`${n}::min`].data as Float32Array)[0], max: (cal.out[`${n}::max`].data as Float32Array)[0] }]));
+  const q = quantizeModel(model, { ranges });
+  t.equal(q.quantizedConvs, 2);
+  t.equal(q.floatConvs, 1, 'the conv without a Relu (a side output) stays fp32');
+  const decoded = onnx.ModelProto.decode(q.bytes);
+  const types = decoded.graph!.node!.map((n) => n.opType);
+  t.equal(types.filter((x) => x === 'QuantizeLinear').length, 4, 'one Q per quantized tensor');
+  t.equal(decoded.graph!.initializer!.find((i) => i.name === 'w1_quantized')?.dataType, 3, 'weights int8');
+  t.equal(decoded.graph!.initializer!.find((i) => i.name === 'b1_quantized')?.dataType, 6, 'bias int32');
+  t.equal(decoded.graph!.initializer!.find((i) => i.name === 'r1_out_zero_point')?.dataType, 2, 'activations uint8');
+
+  const fp32 = (await run(model)).out.output.data as Float32Array;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-quantize-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const { session, out } = await run(q.bytes, ['output'], { enableProfiling: true, profileFilePrefix: path.join(dir, 'profile') });
+  const int8 = out.output.data as Float32Array;
+  const worst = Math.max(...int8.map((v, i) => Math.abs(v - fp32[i])));
+  t.ok(worst < 0.02, `int8 output within 0.02 of fp32 after the sigmoid (worst ${worst.toFixed(4)})`);
+
+  session.endProfiling();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const file = fs.readdirSync(dir).find((f) => f.endsWith('.json'));
+  t.ok(file, 'a profile was written');
+  const ops = new Set((JSON.parse(fs.readFileSync(path.join(dir, file!), 'utf8')) as { cat: string; args?: { op_name?: string } }[]).filter((e) => e.cat === 'Node').map((e) => e.args?.op_name));
+  t.ok(ops.has('QLinearConv'), `fused integer convolutions ran: ${[...ops].join(', ')}`);
+  t.notOk(ops.has('ConvInteger'), 'no dynamic-quantization kernels');
+  t.equal([...ops].filter((o) => o === 'Conv').length, 1, 'only the fp32 side conv runs as Conv');
+});
+
+t.test('a tensor without a range leaves its conv in fp32; keepFloat is honoured', async (t) => {
+  const model = tinyModel();
+  const ranges = { input: { min: -0.5, max: 0.5 }, r1_out: { min: 0, max: 1 }, p1_out: { min: 0, max: 1 }, r2_out: { min: 0, max: 1 } };
+  t.equal(quantizeModel(model, { ranges, keepFloat: new Set(['c2']) }).quantizedConvs, 1);
+  const { input: _dropped, ...partial } = ranges;
+  t.equal(quantizeModel(model, { ranges: partial }).quantizedConvs, 1, 'c1 has no input range');
+});
