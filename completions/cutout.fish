@@ -119,6 +119,7 @@ set -l mserver '__cutout_is model-server'
 complete -c cutout -n $mserver -l host -x -a '(__fish_print_hostnames)' -d 'Bind address'
 complete -c cutout -n $mserver -l port -x -d 'Port; 0 picks a free one'
 complete -c cutout -n $mserver -l model -r -F -d 'Model name or .onnx file'
+complete -c cutout -n $mserver -l precision -x -a 'auto fp32 int8' -d 'Model number format (int8 on VNNI CPUs)'
 complete -c cutout -n $mserver -f
 
 # keys create|list|revoke

@@ -101,7 +101,8 @@ _cutout() {
           _arguments -S $_cutout_global_opts \
             '--host=[bind address]:host:_hosts' \
             '--port=[port; 0 picks a free one]:port: ' \
-            '--model=[model name or .onnx file]:model:_files' && ret=0
+            '--model=[model name or .onnx file]:model:_files' \
+            '--precision=[model number format]:precision:(auto fp32 int8)' && ret=0
           ;;
         keys)
           state=

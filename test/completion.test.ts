@@ -81,7 +81,7 @@ t.test('bash completes commands, subcommands, flags and fixed values', async (t)
   t.same(complete('cutout models '), ['export', 'list', 'pull', 'verify']);
   t.ok(complete('cutout models export --').includes('--triton'));
   t.ok(complete('cutout serve --').includes('--upstream-model'));
-  t.same(complete('cutout model-server --p'), ['--port']);
+  t.same(complete('cutout model-server --p'), ['--port', '--precision']);
   t.same(complete('cutout serve --upstream http://x:8000 --w'), ['--workers'], 'the URL is a value, not a command');
   t.ok(complete('cutout models pull --').includes('--no-variants'));
   t.ok(complete('cutout models list --').includes('--json'));

@@ -23,22 +23,26 @@ async function alphaChannel(png: Buffer | string): Promise<{ alpha: Uint8Array; 
   return { alpha, width: info.width, height: info.height };
 }
 
-/** The local cutout, once: the CLI on the same pipeline and worker thread as a local serve. */
-let localPng: Promise<Buffer> | null = null;
-function localCutout(t: Tap.Test): Promise<Buffer> {
-  localPng ??= (async () => {
+/**
+ * The local cutout at a precision, once each: the CLI on the same pipeline and worker thread as a
+ * local serve. `auto` is what `cutout model-server` computes by default (int8 on a VNNI CPU);
+ * the minimal server runs the fp32 weights, as Triton would with the exported repository.
+ */
+const localPngs = new Map<string, Promise<Buffer>>();
+function localCutout(t: Tap.Test, precision: 'auto' | 'fp32'): Promise<Buffer> {
+  if (!localPngs.has(precision)) localPngs.set(precision, (async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-upstream-'));
     t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
     const out = path.join(dir, 'local.png');
-    const r = await runCli([FIXTURE, '-o', out, '--size', 'full', '--quality', 'best', '--format', 'png', '--data', path.join(dir, 'home')]);
+    const r = await runCli([FIXTURE, '-o', out, '--size', 'full', '--quality', 'best', '--format', 'png', '--precision', precision, '--data', path.join(dir, 'home')]);
     if (r.code !== 0) throw new Error(`local run failed: ${r.stderr}`);
     return fs.readFile(out);
-  })();
-  return localPng;
+  })());
+  return localPngs.get(precision)!;
 }
 
-async function compareWithLocal(t: Tap.Test, remotePng: Buffer): Promise<void> {
-  const local = await alphaChannel(await localCutout(t));
+async function compareWithLocal(t: Tap.Test, remotePng: Buffer, precision: 'auto' | 'fp32'): Promise<void> {
+  const local = await alphaChannel(await localCutout(t, precision));
   const remote = await alphaChannel(remotePng);
   t.same([remote.width, remote.height], [local.width, local.height], 'same size');
   let maxDiff = 0;
@@ -70,7 +74,7 @@ t.test('serve --upstream a cutout model-server: binary tensors, the same cutout 
   const res = await removeFull(srv.url, key.key);
   t.equal(res.status, 200, 'removed through the upstream');
   t.equal(res.headers.get('x-credits-charged'), '1');
-  await compareWithLocal(t, Buffer.from(await res.arrayBuffer()));
+  await compareWithLocal(t, Buffer.from(await res.arrayBuffer()), 'auto');
 
   const fast = await removeFull(srv.url, key.key, { quality: 'fast', size: 'preview' });
   t.equal(fast.status, 200, 'quality=fast runs on isnet-medium-512 on the upstream');
@@ -91,7 +95,7 @@ t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one 
 
   const res = await removeFull(srv.url, key.key);
   t.equal(res.status, 200, 'removed through the JSON upstream');
-  await compareWithLocal(t, Buffer.from(await res.arrayBuffer()));
+  await compareWithLocal(t, Buffer.from(await res.arrayBuffer()), 'fp32');
   t.equal(minimal.seen.length, 1, 'one inference request');
   const [request] = minimal.seen;
   t.match(request.contentType, /^application\/json/);

@@ -11,6 +11,7 @@ interface ModelServerFlags {
   host?: string;
   port?: string;
   model?: string;
+  precision?: string;
   data?: string;
   config?: string;
 }
@@ -22,16 +23,19 @@ export function registerModelServer(program: Command): void {
     .option('--host <host>', 'bind address (env CUTOUT_HOST; default 127.0.0.1)')
     .option('--port <port>', 'port; 0 picks a free one (env CUTOUT_PORT; default 8000, as Triton)')
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
+    .option('--precision <precision>', 'auto | fp32 | int8: the number format of the model served (env CUTOUT_PRECISION; default auto: int8 on a CPU with VNNI)')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .action(async (flags: ModelServerFlags) => {
       // Triton's HTTP port is the default, unless a flag, the environment or the config says otherwise.
-      const given = { host: flags.host, port: flags.port ?? (process.env.CUTOUT_PORT ? undefined : 8000), model: flags.model, dataDir: flags.data };
+      const given = { host: flags.host, port: flags.port ?? (process.env.CUTOUT_PORT ? undefined : 8000), model: flags.model, precision: flags.precision, dataDir: flags.data };
       const config = await loadConfig(given, { configFile: flags.config });
       const pipeline = await import('../pipeline/index.js');
       const { loadModel, runModel } = await import('../pipeline/model.js');
       const { startModelServer } = await import('../oip/server.js');
       pipeline.setModelDataDir(config.dataDir);
+      // Clients see FP32 tensors either way; int8 is how this server computes them.
+      pipeline.setDefaultPrecision(config.precision);
       const manifest = pipeline.resolveModel(config.model);
       const version = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
       const server = await startModelServer({ host: config.host, port: config.port, manifest, model: { loadModel, runModel }, version });
