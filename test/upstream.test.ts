@@ -115,6 +115,13 @@ t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one 
   t.match(fast.message, /isnet-medium-512/);
   t.equal(await balanceOf(srv.url, key.key), before, 'nothing charged');
   t.equal(minimal.seen.length, 1, 'nothing sent upstream for it');
+
+  // int8 is the local model's; the upstream serves the weights it was given.
+  const int8 = await errorCode(await removeFull(srv.url, key.key, { precision: 'int8' }));
+  t.same([int8.status, int8.code], [400, 'invalid_request'], 'precision=int8 under --upstream is refused');
+  t.match(int8.message, /precision=int8/);
+  t.equal(await balanceOf(srv.url, key.key), before, 'nothing charged for it');
+  t.equal(minimal.seen.length, 1, 'nothing sent upstream for it either');
 });
 
 t.test('an upstream answering 5xx gives 503 gpu_unavailable, a 4xx 500 processing_failed, a slow one the sync 504; none charged', async (t) => {
