@@ -71,6 +71,8 @@ export const LIMITS = Object.freeze({
   /** PostgreSQL connections per server process (100 servers x 10 fits a max_connections of 1000+). */
   postgresPoolSize: 10,
   /** Time allowed to open a PostgreSQL connection in ms. */
+  /** How long a lost LISTEN connection waits before it connects again (new jobs are still found by the sweep). */
+  postgresListenRetryMs: 1000,
   postgresConnectTimeoutMs: 10_000,
   /** Default `--lease-ms`: how long a claimed job stays with a silent server. */
   jobLeaseMs: 30_000,

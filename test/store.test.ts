@@ -346,6 +346,33 @@ forEachEngine('jobs: a lease run out moves the job to another server; the late r
   t.equal((await live.deliveriesOf(job.id)).length, 1, 'one callback delivery');
 });
 
+t.test('[postgres] jobs queued through one server wake the others at once (LISTEN/NOTIFY), also after a hand-back', async (t) => {
+  const { store: a, dir, url } = await openTestStore(t, 'postgres');
+  const b = await openStore(dir, { url });
+  t.teardown(() => b.close());
+  let wakeups = 0;
+  let woken: () => void = () => undefined;
+  await b.onJobsQueued(() => { wakeups++; woken(); });
+  const next = () => new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no notification within 5 s')), 5000);
+    woken = () => { clearTimeout(timer); resolve(); };
+  });
+  const { account } = await a.createKey({});
+  const job = newJob(account);
+  let heard = next();
+  await a.createJobs([job], 10);
+  await heard;
+  t.equal(wakeups, 1, 'one notification for the created jobs');
+  heard = next();
+  const claim = (await b.claimNextJob(60_000))!;
+  t.equal(await b.requeueJobs([{ id: job.id, attempt: claim.attempts }]), 1);
+  await heard;
+  t.equal(wakeups, 2, 'and one when a claim is handed back');
+  t.same(await a.createJobs([newJob(account), newJob(account)], 2), { created: false, queued: 1 });
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(wakeups, 2, 'a refused submission wakes nobody');
+});
+
 forEachEngine('jobs: claims handed back for an inference outage never count towards the attempts that fail a job', async (t, kind) => {
   const clock = { now: Date.UTC(2025, 5, 15, 12) };
   const { store } = await openTestStore(t, kind, { now: () => clock.now });

@@ -101,6 +101,8 @@ export class JobRunner {
     const requeued = await this.reclaim();
     if (requeued > 0) this.log(`cutout serve: ${requeued} job(s) interrupted by the last stop went back to the queue`);
     await this.store.removeOrphanJobInputs();
+    // Jobs queued on another server of the fleet wake this one at once; the sweep is the fallback.
+    await this.store.onJobsQueued(() => this.notify());
     this.sweepTimer = setInterval(() => void this.sweep(), this.sweepMs);
     this.sweepTimer.unref();
     this.notify();

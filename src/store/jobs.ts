@@ -120,6 +120,7 @@ export async function createJobs(
       return { created: true, queued: queued + jobs.length };
     });
     if (!outcome.created) await Promise.all([...staged.values()].map((s) => ctx.payloads.discard(s)));
+    else await ctx.db.notify(JOBS_QUEUED_CHANNEL);
     return outcome;
   } catch (err) {
     await Promise.all([...staged.values()].map((s) => ctx.payloads.discard(s)));
@@ -197,10 +198,16 @@ export async function failJob(ctx: StoreContext, id: string, attempt: number, er
   });
 }
 
+/**
+ * The channel on which a store tells every server of the fleet that jobs were queued (created, or
+ * handed back), so an idle server claims them at once rather than at its next sweep.
+ */
+export const JOBS_QUEUED_CHANNEL = 'cutout_jobs_queued';
+
 /** Hands this server's claims back to the queue (a stop past its grace period). Only claims still held move. */
 export async function requeueJobs(ctx: StoreContext, claims: { id: string; attempt: number }[]): Promise<number> {
   if (claims.length === 0) return 0;
-  return ctx.db.transaction(async (tx) => {
+  const moved = await ctx.db.transaction(async (tx) => {
     let moved = 0;
     for (const c of claims) {
       const { changes } = await tx.run(
@@ -211,6 +218,8 @@ export async function requeueJobs(ctx: StoreContext, claims: { id: string; attem
     }
     return moved;
   });
+  if (moved > 0) await ctx.db.notify(JOBS_QUEUED_CHANNEL);
+  return moved;
 }
 
 /**
@@ -259,6 +268,7 @@ export async function reclaimAbandonedJobs(ctx: StoreContext, maxAttempts: numbe
     );
     requeued += changes;
   }
+  if (requeued > 0) await ctx.db.notify(JOBS_QUEUED_CHANNEL);
   return { requeued, exhausted };
 }
 

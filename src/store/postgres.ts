@@ -60,7 +60,11 @@ export class PostgresDb implements Db {
   readonly dialect = POSTGRES;
   private readonly direct: Queryable;
 
-  private constructor(readonly pool: pg.Pool) {
+  /** Connections held for LISTEN, one per channel (a pooled client cannot keep a LISTEN). */
+  private readonly listeners = new Map<string, pg.Client>();
+  private closed = false;
+
+  private constructor(readonly pool: pg.Pool, private readonly url: string) {
     this.direct = over(pool);
   }
 
@@ -81,7 +85,7 @@ export class PostgresDb implements Db {
       await pool.end().catch(() => undefined);
       throw err;
     }
-    return new PostgresDb(pool);
+    return new PostgresDb(pool, url);
   }
 
   get<T = Row>(sql: string, params?: SqlParam[]): Promise<T | undefined> { return this.direct.get<T>(sql, params); }
@@ -125,7 +129,53 @@ export class PostgresDb implements Db {
     }
   }
 
-  close(): Promise<void> {
-    return this.pool.end();
+  async notify(channel: string): Promise<void> {
+    await this.direct.run('SELECT pg_notify(?, ?)', [channel, '']).catch(() => undefined);
+  }
+
+  /**
+   * LISTEN on a connection of its own, connected again after LIMITS.postgresListenRetryMs when
+   * PostgreSQL drops it (a restart, a failover): a notification missed meanwhile only waits for
+   * the listener's next sweep. Never fails the caller.
+   */
+  async listen(channel: string, onNotify: () => void): Promise<void> {
+    const later = () => { if (!this.closed) setTimeout(() => void connect(), LIMITS.postgresListenRetryMs).unref(); };
+    const connect = async (): Promise<void> => {
+      if (this.closed) return;
+      const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: LIMITS.postgresConnectTimeoutMs, application_name: 'cutout-listen' });
+      let lost = false;
+      const onLost = () => {
+        if (lost) return;
+        lost = true;
+        if (this.listeners.get(channel) === client) this.listeners.delete(channel);
+        client.end().catch(() => undefined);
+        later();
+      };
+      client.on('error', onLost);
+      client.on('end', onLost);
+      client.on('notification', (n) => { if (n.channel === channel) onNotify(); });
+      try {
+        await client.connect();
+        await client.query(`LISTEN "${channel.replace(/"/g, '""')}"`);
+      } catch {
+        onLost();
+        return;
+      }
+      if (this.closed) {
+        lost = true; // closed while connecting: this connection must not outlive the store
+        await client.end().catch(() => undefined);
+        return;
+      }
+      this.listeners.set(channel, client);
+    };
+    await connect();
+  }
+
+  async close(): Promise<void> {
+    // Set first: the listeners' 'end' must not schedule a new connection.
+    this.closed = true;
+    await Promise.all([...this.listeners.values()].map((c) => c.end().catch(() => undefined)));
+    this.listeners.clear();
+    await this.pool.end();
   }
 }

@@ -32,5 +32,15 @@ export interface Db extends Queryable {
    * error rethrown). `fn` must use the `tx` it is given, not the Db.
    */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Tells every process listening on `channel` that something changed (new work), after the
+   * commit that made it so. Best effort: listeners also look on their own every sweep.
+   */
+  notify(channel: string): Promise<void>;
+  /**
+   * Calls `onNotify` whenever any process (this one included) notifies `channel`, until close().
+   * An engine without a way to hear other processes (SQLite) never calls it.
+   */
+  listen(channel: string, onNotify: () => void): Promise<void>;
   close(): Promise<void>;
 }

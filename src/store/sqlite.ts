@@ -103,6 +103,10 @@ export class SqliteDb implements Db {
   }
 
   /** Waits for queued work, then closes the connection. */
+  /** One SQLite file serves one host; the servers on it find new work by their sweep. */
+  async notify(): Promise<void> {}
+  async listen(): Promise<void> {}
+
   close(): Promise<void> {
     const done = this.exclusive(
       () => new Promise<void>((resolve, reject) => this.db.close((err) => (err ? reject(err) : resolve()))),
