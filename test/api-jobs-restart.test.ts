@@ -12,6 +12,7 @@ import { openStore } from '../src/store/db.js';
 import { bearer, createKey, startServe, tempDataDir } from './helpers/api-server.js';
 import { signatureValid, startReceiver } from './helpers/callback-receiver.js';
 import { FIXTURES } from './helpers/cli.js';
+import { until } from './helpers/process.js';
 
 const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg'));
 const coffee = await fs.readFile(path.join(FIXTURES, 'coffee.jpg'));
@@ -23,15 +24,6 @@ async function status(url: string, key: string, id: string): Promise<any> {
   return res.json();
 }
 
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 90_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function storeView(dataDir: string, ids: string[]) {
   const store = await openStore(dataDir);

@@ -14,6 +14,7 @@ import { bearer, createKey, errorCode, startServe } from './helpers/api-server.j
 import { startReceiver } from './helpers/callback-receiver.js';
 import { FIXTURES } from './helpers/cli.js';
 import { testPostgres } from './helpers/postgres.js';
+import { until } from './helpers/process.js';
 
 const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg'));
 
@@ -35,15 +36,6 @@ async function scrape(url: string): Promise<string> {
   return res.text();
 }
 
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** An image server whose answers wait until `release()`: jobs that fetch from it stay in place. */
 async function startHeldImageServer(t: Tap.Test) {

@@ -133,7 +133,7 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
   });
 
   const end = await server.stop('SIGTERM');
-  t.same(end, { code: 0, signal: null }, 'SIGTERM stops it cleanly, exit code 0');
+  t.same([end.code, end.signal], [0, null], 'SIGTERM stops it cleanly, exit code 0');
   t.match(server.stderr(), /SIGTERM, finishing inferences in flight/);
 });
 

@@ -1,9 +1,10 @@
 /** Starts the real `cutout serve` in a child process on a free port, with its own data directory. */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, ROOT, runCli } from './cli.js';
+import { runCli } from './cli.js';
+import { startListening } from './process.js';
 
 export interface ServeProcess {
   url: string;
@@ -22,34 +23,10 @@ export async function tempDataDir(t: Tap.Test): Promise<string> {
 
 export async function startServe(t: Tap.Test, args: string[] = [], opts: { env?: Record<string, string>; dataDir?: string } = {}): Promise<ServeProcess> {
   const dataDir = opts.dataDir ?? (await tempDataDir(t));
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data', dataDir, ...args], {
-    cwd: ROOT,
+  const serving = await startListening(t, ['serve', '--port', '0', '--data', dataDir, ...args], {
     env: { ...process.env, CUTOUT_MARKETPLACE_SECRET: '', ...opts.env },
   });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`no listening line within 20 s; stderr: ${err}`)), 20_000);
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /^listening on (http:\/\/\S+)$/m.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    void exited.then(({ code }) => reject(new Error(`serve exited with ${code} before listening; stderr: ${err}`)));
-  });
-  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
-    const started = Date.now();
-    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    const end = await exited;
-    return { ...end, ms: Date.now() - started };
-  };
-  t.teardown(async () => { await stop('SIGKILL'); });
-  return { url, dataDir, child, stderr: () => err, stop };
+  return { ...serving, dataDir };
 }
 
 export interface CreatedKey { id: string; key: string; account: string; credits: number }
