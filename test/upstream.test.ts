@@ -124,7 +124,7 @@ t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one 
   t.equal(minimal.seen.length, 1, 'nothing sent upstream for it either');
 });
 
-t.test('an upstream answering 5xx gives 503 gpu_unavailable, a 4xx 500 processing_failed, a slow one the sync 504; none charged', async (t) => {
+t.test('an upstream answering 503 gives 503 gpu_unavailable, a 500 or 4xx 500 processing_failed, a slow one the sync 504; none charged', async (t) => {
   const minimal = await startMinimalOip(t);
   const srv = await startServe(t, ['--upstream', minimal.url, '--workers', '1', '--sync-timeout', '3000']);
   const key = await createKey(srv.dataDir);
@@ -139,6 +139,14 @@ t.test('an upstream answering 5xx gives 503 gpu_unavailable, a 4xx 500 processin
   const health = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
   t.equal(health.upstream.ready, false, 'a failed call marks the upstream not ready until the next probe');
 
+  // A 500 is the model failing on this input (Triton, KServe): not an outage, not retried.
+  minimal.failure.status = 500;
+  const res500 = await removeFull(srv.url, key.key);
+  t.equal(res500.headers.get('retry-after'), null, 'no Retry-After for a model failure');
+  const e500 = await errorCode(res500);
+  t.same([e500.status, e500.code], [500, 'processing_failed'], 'the model failed on this image');
+  t.match(e500.message, /\(500\)/);
+
   minimal.failure.status = 400;
   const e400 = await errorCode(await removeFull(srv.url, key.key));
   t.same([e400.status, e400.code], [500, 'processing_failed'], 'our request did not fit the model: not retried');
@@ -151,4 +159,37 @@ t.test('an upstream answering 5xx gives 503 gpu_unavailable, a 4xx 500 processin
   t.same([slow.status, slow.code], [504, 'processing_failed'], 'the upstream time counts against the sync deadline');
   t.ok(ms < 5500, `answered at the 3 s deadline, not after the upstream (${ms} ms)`);
   t.equal(await balanceOf(srv.url, key.key), 10, 'nothing charged');
+});
+
+t.test('a job whose upstream answers 500 ends failed, uncharged, and the next job still runs', async (t) => {
+  const minimal = await startMinimalOip(t);
+  const srv = await startServe(t, ['--upstream', minimal.url, '--workers', '1']);
+  const key = await createKey(srv.dataDir);
+  const image = await fs.readFile(FIXTURE);
+  // The first inference fails with 500 (the model raised on it), the ones after run the model.
+  minimal.failure.status = 500;
+  minimal.failure.times = 1;
+  const submit = async () => {
+    const res = await fetch(`${srv.url}/api/v1/jobs`, { method: 'POST', headers: bearer(key.key), body: upload(image, { size: 'full', format: 'png' }) });
+    t.equal(res.status, 202);
+    return ((await res.json()) as any).job_id as string;
+  };
+  const first = await submit();
+  const second = await submit();
+  const settle = async (id: string) => {
+    for (let until = Date.now() + 90_000; Date.now() < until;) {
+      const job = (await (await fetch(`${srv.url}/api/v1/jobs/${id}`, { headers: bearer(key.key) })).json()) as any;
+      if (job.status === 'done' || job.status === 'failed') return job;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`job ${id} did not settle`);
+  };
+  const a = await settle(first);
+  t.equal(a.status, 'failed', 'a 500 fails the job: not requeued');
+  t.equal(a.error?.code, 'processing_failed');
+  const b = await settle(second);
+  t.equal(b.status, 'done', 'the next job is not stalled behind it');
+  t.equal(await balanceOf(srv.url, key.key), 9, 'only the job that was done is charged');
+  t.equal(minimal.failure.times, 0, 'the failing answer was used');
+  t.notMatch(srv.stderr(), /back in the queue/, 'no outage requeue');
 });

@@ -6,9 +6,10 @@
  * - Binary tensors (Triton's extension) when `GET /v2` lists `binary_tensor_data`, JSON otherwise.
  * - Only the output the pipeline reads is asked for: ISNet has twelve.
  * - fetch (undici) keeps its connections alive; at most `maxInFlight` requests run at once.
- * - Unreachable, timed out or 5xx: `gpu_unavailable` with Retry-After (the sync route answers 503,
- *   the job runner puts the job back in the queue). A 4xx means our request was wrong for the
- *   model: `processing_failed`.
+ * - Unreachable, timed out, 502, 503 or 504: `gpu_unavailable` with Retry-After (the sync route
+ *   answers 503, the job runner puts the job back in the queue). A 500 (the model raised on this
+ *   input) or any other 5xx, and a 4xx (our request was wrong for the model): `processing_failed`
+ *   for this request alone, never retried.
  */
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
@@ -41,6 +42,12 @@ export interface UpstreamHealth {
   /** Input sides served on the upstream (the model's own, and `NAME-SIDE` models found at start). */
   sides: number[];
 }
+
+/**
+ * The answers that mean the server (or a proxy in front of it) is down, overloaded or timed out,
+ * not that this request failed: retrying later can fix them.
+ */
+const OUTAGE_STATUSES = new Set([502, 503, 504]);
 
 /** Why an upstream call failed in a way that retrying later can fix. */
 function unavailable(what: string, cause?: unknown): CutoutError {
@@ -211,10 +218,13 @@ export class UpstreamInference implements RemoteInference {
     } finally {
       release();
     }
-    if (res.status >= 500) {
+    if (OUTAGE_STATUSES.has(res.status)) {
       this.noteDown();
       throw unavailable(`the inference server answered ${res.status}: ${errorText(bytes)}`);
     }
+    // A 500 (or any other status) is about this request: Triton and KServe answer 500 when the
+    // model raises on this input, so retrying it would fail again and stall the queue.
+    if (res.status >= 500) throw new CutoutError('processing_failed', `The inference server failed on this image (${res.status}): ${errorText(bytes)}`);
     if (res.status !== 200) throw new CutoutError('processing_failed', `The inference server refused the request (${res.status}): ${errorText(bytes)}`);
     let tensorOut;
     let parsed: InferenceResponse;

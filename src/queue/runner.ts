@@ -274,8 +274,8 @@ export class JobRunner {
   }
 
   /**
-   * The model call is unavailable (an upstream inference server down, timing out or failing with
-   * 5xx): the job goes back to `queued`, uncharged, and no job is claimed for a delay that doubles
+   * The model call is unavailable (an upstream inference server down, timing out, or answering
+   * 502/503/504): the job goes back to `queued`, uncharged, and no job is claimed for a delay that doubles
    * with each outage in a row. It runs again once the inference is back; an outage never fails it.
    */
   private async putBackAfterOutage(job: JobRow, err: CutoutError): Promise<void> {

@@ -29,8 +29,11 @@ export interface SeenInference {
 
 export interface MinimalOip {
   url: string;
-  /** Set by a test: answer every inference with this status (and an error body), after this delay. */
-  failure: { status?: number; delayMs?: number };
+  /**
+   * Set by a test: answer inferences with this status (and an error body), after this delay;
+   * `times`: only that many inferences fail, the ones after run the model.
+   */
+  failure: { status?: number; delayMs?: number; times?: number };
   seen: SeenInference[];
   /** Every request: its Authorization header and the client's port (one port per connection). */
   requests: { path: string; authorization: string | undefined; clientPort: number | undefined }[];
@@ -68,7 +71,8 @@ export async function startMinimalOip(t: Tap.Test, opts: MinimalOipOptions = {})
       if (req.method === 'GET' && m[2] === '/ready') return reply(res, 200, {});
       if (req.method !== 'POST' || m[2] !== '/infer') return reply(res, 404, { error: 'not found' });
       if (failure.delayMs) await new Promise((r) => setTimeout(r, failure.delayMs));
-      if (failure.status) {
+      if (failure.status && (failure.times === undefined || failure.times > 0)) {
+        if (failure.times !== undefined) failure.times--;
         req.resume();
         return reply(res, failure.status, { error: `failing on purpose with ${failure.status}` });
       }
