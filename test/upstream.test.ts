@@ -100,6 +100,7 @@ t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one 
   const [request] = minimal.seen;
   t.match(request.contentType, /^application\/json/);
   t.equal(request.headerLength, undefined, 'no Inference-Header-Content-Length');
+  t.equal(request.acceptEncoding, 'identity', 'no gzip asked for: tensors barely compress');
   t.same(request.inputs, [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', hasParameters: false }]);
   t.same(request.outputs, [{ name: 'output' }], 'only the output the pipeline reads');
   const basic = `Basic ${Buffer.from('ops:s@cret').toString('base64')}`;
@@ -146,6 +147,14 @@ t.test('an upstream answering 503 gives 503 gpu_unavailable, a 500 or 4xx 500 pr
   const e500 = await errorCode(res500);
   t.same([e500.status, e500.code], [500, 'processing_failed'], 'the model failed on this image');
   t.match(e500.message, /\(500\)/);
+
+  // A 200 longer than any matte of this size: cut off as it streams, uncharged.
+  minimal.failure.status = undefined;
+  minimal.failure.oversizeBytes = 200 * 1_000_000;
+  const huge = await errorCode(await removeFull(srv.url, key.key));
+  t.same([huge.status, huge.code], [500, 'processing_failed'], 'an oversized answer fails the request');
+  t.match(huge.message, /longer than 26\.3 MB/, 'the JSON limit of a 1024 px matte');
+  minimal.failure.oversizeBytes = undefined;
 
   minimal.failure.status = 400;
   const e400 = await errorCode(await removeFull(srv.url, key.key));

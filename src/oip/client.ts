@@ -12,7 +12,7 @@
  *   for this request alone, never retried.
  */
 import { CutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
+import { LIMITS, formatMB, inferBodyLimit } from '../limits.js';
 import type { ModelManifest } from '../pipeline/manifest.js';
 import type { RemoteInference } from '../pipeline/model.js';
 import {
@@ -188,7 +188,9 @@ export class UpstreamInference implements RemoteInference {
         }
       : { inputs: [{ name: input.name, shape, datatype: 'FP32', data: Array.from(tensor) }], outputs: [{ name: output.name }] };
     let body: Buffer;
-    const headers: Record<string, string> = {};
+    // Node's fetch asks for gzip by default; a tensor of floats barely compresses, and Triton
+    // would spend CPU compressing every 4 MB matte: ask for it as is.
+    const headers: Record<string, string> = { 'Accept-Encoding': 'identity' };
     if (this.binary) {
       const json = Buffer.from(JSON.stringify(request));
       body = Buffer.concat([json, fp32Bytes(tensor)]);
@@ -209,9 +211,11 @@ export class UpstreamInference implements RemoteInference {
         res = await fetch(`${this.baseUrl}/v2/models/${encodeURIComponent(model)}/infer`, {
           method: 'POST', headers: this.headers(headers), body, signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
         });
-        bytes = Buffer.from(await res.arrayBuffer());
+        // The answer can only be the matte: anything longer is refused as it streams.
+        bytes = await readCapped(res, inferBodyLimit(width * height, this.binary ? 'binary' : 'json'));
       } catch (err) {
         if (signal?.aborted) throw signal.reason;
+        if (err instanceof CutoutError) throw err;
         this.noteDown();
         throw unavailable(`POST /v2/models/${model}/infer: ${networkReason(err)}`, err);
       }
@@ -271,6 +275,31 @@ export class UpstreamInference implements RemoteInference {
   get usesBinary(): boolean {
     return this.binary;
   }
+}
+
+/** A response's body, or processing_failed once it passes `limit` bytes (the rest is not read). */
+async function readCapped(res: Response, limit: number): Promise<Buffer> {
+  const tooLarge = (size: string) => new CutoutError('processing_failed', `The inference server's answer is ${size}: over the limit of ${formatMB(limit)}, what a matte of this size can take`);
+  const declared = Number(res.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > limit) {
+    await res.body?.cancel().catch(() => undefined);
+    throw tooLarge(formatMB(declared));
+  }
+  if (!res.body) return Buffer.alloc(0);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge(`longer than ${formatMB(limit)}`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks);
 }
 
 /** The `{"error": "..."}` of a protocol error body, or its first characters. */
