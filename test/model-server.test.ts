@@ -70,6 +70,7 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
 
   await t.test('errors', async (t) => {
     await fails(t, await fetch(`${server.url}/v2/models/nope`), 404, /unknown model "nope"/);
+    await fails(t, await fetch(`${server.url}/v2/models/bad%zz`), 400, /malformed model name in the path: bad%zz/);
     await fails(t, await infer('{}', undefined, 'nope'), 404, /unknown model "nope"/);
     await fails(t, await infer('{"inputs": [{"name": "input", '), 400, /malformed/);
     await fails(t, await infer('{"inputs": 3}'), 400, /inputs/);
@@ -164,6 +165,7 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
   const end = await server.stop('SIGTERM');
   t.same([end.code, end.signal], [0, null], 'SIGTERM stops it cleanly, exit code 0');
   t.match(server.stderr(), /SIGTERM, finishing inferences in flight/);
+  t.notMatch(server.stderr(), /URIError|    at /, 'no stack trace on stderr');
 });
 
 t.test('serve --upstream refuses at start an upstream whose model does not fit', async (t) => {

@@ -69,7 +69,8 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
       chunks.push(chunk);
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
+    // A client that went away ("aborted"): its request, not a fault of ours.
+    req.on('error', (err) => reject(new ProtocolError(400, `the request body could not be read: ${err.message}`)));
     // A client that goes away mid-body frees its place (a no-op once the body was read).
     req.on('close', () => {
       if (!req.complete) reject(new ProtocolError(400, 'the client closed the connection before the body was complete'));
@@ -207,7 +208,13 @@ export async function startModelServer(opts: { host: string; port: number; manif
     } else if (method === 'GET' && path === '/v2/health/ready') {
       send(res, ready ? 200 : 503, { ready });
     } else if (modelPath) {
-      const m = modelOf(decodeURIComponent(modelPath[1]));
+      let name: string;
+      try {
+        name = decodeURIComponent(modelPath[1]);
+      } catch {
+        throw new ProtocolError(400, `malformed model name in the path: ${modelPath[1]}`);
+      }
+      const m = modelOf(name);
       if (modelPath[2] !== undefined && modelPath[2] !== '1') throw new ProtocolError(404, `model "${m.name}" has no version "${modelPath[2]}"; it has: 1`);
       if (method === 'GET' && modelPath[3] === undefined) send(res, 200, metadata(m));
       else if (method === 'GET' && modelPath[3] === '/ready') send(res, ready ? 200 : 503, { name: m.name, ready });
@@ -222,7 +229,7 @@ export async function startModelServer(opts: { host: string; port: number; manif
     route(req, res).catch((err: unknown) => {
       const status = err instanceof ProtocolError ? err.status : 500;
       if (!(err instanceof ProtocolError)) process.stderr.write(`cutout model-server: ${(err as Error)?.stack ?? String(err)}\n`);
-      if (res.headersSent) {
+      if (res.headersSent || res.destroyed) {
         res.destroy();
         return;
       }
