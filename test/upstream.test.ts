@@ -123,6 +123,36 @@ t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one 
   t.match(int8.message, /precision=int8/);
   t.equal(await balanceOf(srv.url, key.key), before, 'nothing charged for it');
   t.equal(minimal.seen.length, 1, 'nothing sent upstream for it either');
+
+  // A job or a batch asking for int8 is refused at submission, as the sync route refuses it: never
+  // accepted (202) to fail later.
+  const job = await errorCode(await fetch(`${srv.url}/api/v1/jobs`, {
+    method: 'POST', headers: bearer(key.key), body: upload(await fs.readFile(FIXTURE), { size: 'full', precision: 'int8' }),
+  }));
+  t.same([job.status, job.code], [400, 'invalid_request'], 'a job with precision=int8 is refused');
+  t.match(job.message, /precision=int8/);
+  const image64 = (await fs.readFile(FIXTURE)).toString('base64');
+  const batch = await errorCode(await fetch(`${srv.url}/api/v1/jobs/batch`, {
+    method: 'POST', headers: { ...bearer(key.key), 'Content-Type': 'application/json' },
+    body: JSON.stringify({ images: [{ image_file_b64: image64 }, { image_file_b64: image64, precision: 'int8' }] }),
+  }));
+  t.same([batch.status, batch.code], [400, 'invalid_request'], 'a batch with an int8 item is refused whole');
+  t.match(batch.message, /precision=int8/);
+  const counts = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
+  t.equal(counts.queue?.queued ?? 0, 0, 'nothing was queued');
+  t.equal(minimal.seen.length, 1, 'and nothing sent upstream');
+});
+
+t.test('serve --upstream with a default precision of int8 refuses to start: one line, exit code 2', async (t) => {
+  // The upstream address is never contacted: the setting is refused first.
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-int8-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const r = await runCli(['serve', '--port', '0', '--upstream', 'http://127.0.0.1:9', '--data', dir], {
+    env: { CUTOUT_PRECISION: 'int8' },
+  });
+  t.equal(r.code, 2, 'the usage exit code');
+  t.equal(r.stderr.trim().split('\n').length, 1, 'one line');
+  t.match(r.stderr, /precision int8 .*not available with --upstream/);
 });
 
 t.test('an upstream answering 503 gives 503 gpu_unavailable, a 500 or 4xx 500 processing_failed, a slow one the sync 504; none charged', async (t) => {

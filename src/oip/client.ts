@@ -15,6 +15,7 @@ import { CutoutError } from '../errors.js';
 import { LIMITS, formatMB, inferBodyLimit } from '../limits.js';
 import type { ModelManifest } from '../pipeline/manifest.js';
 import type { RemoteInference } from '../pipeline/model.js';
+import type { Precision } from '../options.js';
 import {
   BINARY_EXTENSION, HEADER_LENGTH, SERVER_MS_PARAMETER, expectedTensors, fp32Bytes, metadataMismatch, readTensors, splitBody, withoutCredentials,
   type InferenceRequest, type InferenceResponse, type ModelMetadata,
@@ -326,9 +327,15 @@ export async function connectUpstream(manifest: ModelManifest, opts: UpstreamOpt
  * pipeline's model call. The quality settings' other sides run on `NAME-SIDE` models when the
  * upstream has them; otherwise those settings are refused with invalid_request.
  */
-export async function useUpstream(config: { upstream: string; upstreamModel: string | null; model: string; workers: number }): Promise<UpstreamInference> {
+export async function useUpstream(config: { upstream: string; upstreamModel: string | null; model: string; workers: number; precision: Precision }): Promise<UpstreamInference> {
   const { resolveModel, modelSide, useRemoteInference } = await import('../pipeline/index.js');
-  const { QUALITIES } = await import('../options.js');
+  const { QUALITIES, assertPrecisionServed } = await import('../options.js');
+  // A default precision the upstream cannot give is a bad setting: refused before any connection.
+  try {
+    assertPrecisionServed(config.precision, true);
+  } catch {
+    throw new CutoutError('invalid_request', `precision int8 (CUTOUT_PRECISION or the config's precision) is not available with --upstream: the inference server runs the weights it was given; use auto or fp32`);
+  }
   const manifest = resolveModel(config.model);
   const otherSides = [...new Set(QUALITIES.map((q) => modelSide(manifest, q)))].filter((s) => s !== manifest.input.width);
   const upstream = await connectUpstream(manifest, { url: config.upstream, model: config.upstreamModel ?? manifest.name, maxInFlight: config.workers, otherSides });

@@ -9,7 +9,7 @@ import { CutoutError } from '../errors.js';
 import type { ModelManifest } from './manifest.js';
 import { ensureModelAt } from './weights.js';
 import { resolvePrecision } from './int8.js';
-import type { Precision } from '../options.js';
+import { assertPrecisionServed, type Precision } from '../options.js';
 import type { InferenceReply, InferenceRequest } from './inference-worker.js';
 
 /** Intra-op threads: every core (measured fastest on two cores). Override with CUTOUT_THREADS. */
@@ -102,8 +102,7 @@ export async function runModel(
   let dims: number[];
   let out: { data: Float32Array; ms: number };
   if (remote) {
-    // The upstream serves the fp32 weights (models export --triton writes those); int8 is ours alone.
-    if (precision === 'int8') throw new CutoutError('invalid_request', 'precision=int8 is not available when inference runs on an upstream server; use auto or fp32');
+    assertPrecisionServed(precision, true);
     const r = await remote.run(manifest, tensor, width, height, signal);
     dims = r.dims;
     out = r;
