@@ -105,6 +105,17 @@ export const LIMITS = Object.freeze({
   /** Health's probe of the upstream's /v2/health/ready, and how long its answer is reused. */
   upstreamProbeTimeoutMs: 1_000,
   upstreamReadyCacheMs: 2_000,
+  /**
+   * Retry-After of a 503 gpu_unavailable when this server is shutting down or its sync queue is
+   * full: about one inference, by when a slot (or another server of the fleet) is free.
+   */
+  busyRetryAfterSeconds: 5,
+  /**
+   * Images from this area up run without onnxruntime's CPU memory arena (see `arenaFor` in
+   * src/pipeline/model.ts): at 16 MP and more the arena's retained 0.7 GB beside the image's own
+   * buffers went over the 1.5 GB budget.
+   */
+  arenaMaxSourcePixels: 16_000_000,
   /** Retry-After of a 503 gpu_unavailable when the upstream is unreachable or failing. */
   upstreamRetryAfterSeconds: 5,
   /** A job put back by an upstream outage waits this long, doubling per outage in a row, up to the max. */

@@ -31,7 +31,7 @@ function header(req: IncomingMessage, name: string): string | undefined {
 }
 
 function refuseWhenStopping(ctx: AppContext): void {
-  if (ctx.jobs.isStopping) throw new CutoutError('gpu_unavailable', 'The server is shutting down; retry shortly.', { headers: { 'Retry-After': '5' } });
+  if (ctx.jobs.isStopping) throw new CutoutError('gpu_unavailable', 'The server is shutting down; retry shortly.', { headers: { 'Retry-After': String(LIMITS.busyRetryAfterSeconds) } });
 }
 
 /** X-Callback-Url, checked like image_url (public http(s) only unless --allow-private-network). */
