@@ -79,10 +79,25 @@ export const LIMITS = Object.freeze({
   /** How long a claimed callback attempt stays with its server (longer than one attempt's 10 s timeout). */
   callbackLeaseMs: 60_000,
   /**
-   * Body of an Open Inference Protocol request or response (model server and upstream client):
-   * a 1024x1024 RGB FP32 tensor is 12.6 MB in binary and about 40 MB as JSON numbers.
+   * Open Inference Protocol bodies (model server requests, upstream responses) are bounded by the
+   * tensor they must carry, never by one fixed size: see `inferBodyLimit`. The JSON header beside
+   * the tensor data (names, shape, parameters, an id) gets this much.
    */
-  maxInferBodyBytes: 128 * MB,
+  inferHeaderAllowanceBytes: 64 * 1024,
+  /**
+   * Bytes one FP32 element may take as JSON text. The longest a float32 widened to a double prints
+   * as is 24 characters ("-1.1754943508222875e-38"), with its comma 25; the brackets of a nested
+   * array add under one byte per row. Typical mattes and inputs average 8 to 20.
+   */
+  inferJsonBytesPerElement: 25,
+  /**
+   * Inference requests a model server holds at once (reading, waiting for the model, running):
+   * one runs on the worker thread, the others are read and ready. Each holds its body and its
+   * tensor (12.6 MB + 12.6 MB binary at 1024 px, up to 79 MB of JSON and its parse), so this
+   * bounds the memory. Beyond it: 503 with Retry-After, which `serve --upstream` treats as an outage.
+   */
+  modelServerMaxInferences: 4,
+  modelServerRetryAfterSeconds: 1,
   /** One model call to an upstream (a sync request is also bounded by its own deadline). */
   upstreamTimeoutMs: 60_000,
   /** Reading an upstream's metadata at start. */
@@ -90,9 +105,30 @@ export const LIMITS = Object.freeze({
   /** Health's probe of the upstream's /v2/health/ready, and how long its answer is reused. */
   upstreamProbeTimeoutMs: 1_000,
   upstreamReadyCacheMs: 2_000,
+  /**
+   * Retry-After of a 503 gpu_unavailable when this server is shutting down or its sync queue is
+   * full: about one inference, by when a slot (or another server of the fleet) is free.
+   */
+  busyRetryAfterSeconds: 5,
+  /**
+   * Images from this area up run without onnxruntime's CPU memory arena (see `arenaFor` in
+   * src/pipeline/model.ts): at 16 MP and more the arena's retained 0.7 GB beside the image's own
+   * buffers went over the 1.5 GB budget.
+   */
+  arenaMaxSourcePixels: 16_000_000,
   /** Retry-After of a 503 gpu_unavailable when the upstream is unreachable or failing. */
   upstreamRetryAfterSeconds: 5,
   /** A job put back by an upstream outage waits this long, doubling per outage in a row, up to the max. */
   upstreamOutageFirstDelayMs: 1_000,
   upstreamOutageMaxDelayMs: 15_000,
 });
+
+/**
+ * The largest Open Inference Protocol body that can carry a tensor of `elements` FP32 values:
+ * binary (Triton's extension) is 4 bytes an element; JSON is `inferJsonBytesPerElement`. A body
+ * past it cannot be a valid request or answer, so it is refused before it is read or parsed.
+ */
+export function inferBodyLimit(elements: number, encoding: 'binary' | 'json'): number {
+  const perElement = encoding === 'binary' ? 4 : LIMITS.inferJsonBytesPerElement;
+  return elements * perElement + LIMITS.inferHeaderAllowanceBytes;
+}

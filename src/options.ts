@@ -22,6 +22,19 @@ export type Format = (typeof FORMATS)[number];
 export type SubjectType = (typeof TYPES)[number];
 export type Quality = (typeof QUALITIES)[number];
 export type Precision = (typeof PRECISIONS)[number];
+
+/**
+ * Refuses a precision the model call cannot give. int8 is the local model's alone: an upstream
+ * inference server (`serve --upstream`) runs the weights it was given (the fp32 ones of an
+ * exported Triton repository) and cannot switch per request. The sync route meets this in the
+ * pipeline, the job routes at submission (a job must not be accepted to fail later), and
+ * `serve` at start for its default precision.
+ */
+export function assertPrecisionServed(precision: Precision | undefined, inferenceUpstream: boolean): void {
+  if (inferenceUpstream && precision === 'int8') {
+    throw new CutoutError('invalid_request', 'precision=int8 is not available when inference runs on an upstream server; use auto or fp32');
+  }
+}
 export interface Rgb { r: number; g: number; b: number }
 
 export interface ImageOptions {

@@ -10,7 +10,7 @@ import fs from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { LIMITS } from '../src/limits.js';
+import { LIMITS, inferBodyLimit } from '../src/limits.js';
 import { resolveModel } from '../src/pipeline/manifest.js';
 import { ensureRunnableModel } from '../src/pipeline/weights.js';
 import { runCli } from './helpers/cli.js';
@@ -70,6 +70,7 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
 
   await t.test('errors', async (t) => {
     await fails(t, await fetch(`${server.url}/v2/models/nope`), 404, /unknown model "nope"/);
+    await fails(t, await fetch(`${server.url}/v2/models/bad%zz`), 400, /malformed model name in the path: bad%zz/);
     await fails(t, await infer('{}', undefined, 'nope'), 404, /unknown model "nope"/);
     await fails(t, await infer('{"inputs": [{"name": "input", '), 400, /malformed/);
     await fails(t, await infer('{"inputs": 3}'), 400, /inputs/);
@@ -82,11 +83,10 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
     const wrongOutput = binaryRequest({ inputs: [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', parameters: { binary_data_size: INPUT_ELEMENTS * 4 } }], outputs: [{ name: '1890' }] }, testTensor());
     await fails(t, await infer(wrongOutput.body, wrongOutput.headers), 400, /unknown output "1890"/);
 
-    // A body over the limit is refused from its Content-Length, before it is read.
-    const over = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = http.request(`${server.url}/v2/models/isnet-medium/infer`, {
-        method: 'POST', headers: { 'Content-Type': 'application/json', 'Content-Length': String(LIMITS.maxInferBodyBytes + 1) },
-      }, (res) => {
+    // A body over what the model's tensor can take is refused from its Content-Length, before it
+    // is read: JSON at 25 bytes an element, binary at 4, each plus 64 KB for the header.
+    const declare = (length: number, headers: Record<string, string>) => new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(`${server.url}/v2/models/isnet-medium/infer`, { method: 'POST', headers: { ...headers, 'Content-Length': String(length) } }, (res) => {
         let body = '';
         res.on('data', (d: Buffer) => (body += d.toString()));
         res.on('end', () => resolve({ status: res.statusCode!, body }));
@@ -94,9 +94,39 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
       req.on('error', reject);
       req.write('{"inputs": [');
     });
+    const jsonLimit = inferBodyLimit(INPUT_ELEMENTS, 'json');
+    t.equal(jsonLimit, INPUT_ELEMENTS * 25 + 64 * 1024);
+    const over = await declare(jsonLimit + 1, { 'Content-Type': 'application/json' });
     t.equal(over.status, 413);
-    t.match(JSON.parse(over.body).error, /over the limit of 128 MB/);
+    t.match(JSON.parse(over.body).error, /over the limit of 78.7 MB/);
+    const overBinary = await declare(INPUT_ELEMENTS * 4 + 64 * 1024 + 1, { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': '100' });
+    t.equal(overBinary.status, 413);
+    t.match(JSON.parse(overBinary.body).error, /over the limit of 12.6 MB/);
+
+    // Within the byte limit, the right shape, too many elements: 400 at the first one too many,
+    // without a flattened copy; a body of tiny arrays is refused before it is parsed.
+    const tooMany = `{"inputs": [{"name": "input", "shape": [1, 3, 1024, 1024], "datatype": "FP32", "data": [${'0,'.repeat(INPUT_ELEMENTS + 1000)}0]}]}`;
+    await fails(t, await infer(tooMany), 400, /more than 3145728 elements/);
+    const nested = `{"inputs": [{"name": "input", "shape": [1, 3, 1024, 1024], "datatype": "FP32", "data": [${'[0],'.repeat(4 * INPUT_ELEMENTS)}[0]]}]}`;
+    t.ok(nested.length < jsonLimit, `a ${(nested.length / 1e6).toFixed(1)} MB body, under the byte limit`);
+    await fails(t, await infer(nested), 400, /holds about \d+ values; model "isnet-medium" takes 3145728 elements/);
     t.equal((await get('/v2/health/ready')).status, 200, 'still serving');
+
+    // Past LIMITS.modelServerMaxInferences requests at once: 503 with Retry-After, {"error"}.
+    const held = Array.from({ length: LIMITS.modelServerMaxInferences }, () => {
+      const req = http.request(`${server.url}/v2/models/isnet-medium/infer`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'Content-Length': '1000' } });
+      req.on('error', () => undefined);
+      req.write('{"inputs": [');
+      return req;
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    const busy = await infer('{}');
+    t.equal(busy.headers.get('retry-after'), String(LIMITS.modelServerRetryAfterSeconds));
+    await fails(t, busy, 503, /busy/);
+    for (const req of held) req.destroy();
+    await new Promise((r) => setTimeout(r, 300));
+    await fails(t, await infer('{}'), 400, /inputs/);
+    // (the held requests went away: their places are free again)
   });
 
   await t.test('binary request, binary output per output and by binary_data_output', async (t) => {
@@ -135,6 +165,7 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
   const end = await server.stop('SIGTERM');
   t.same([end.code, end.signal], [0, null], 'SIGTERM stops it cleanly, exit code 0');
   t.match(server.stderr(), /SIGTERM, finishing inferences in flight/);
+  t.notMatch(server.stderr(), /URIError|    at /, 'no stack trace on stderr');
 });
 
 t.test('serve --upstream refuses at start an upstream whose model does not fit', async (t) => {

@@ -1,7 +1,7 @@
 /** The pure parts of the Open Inference Protocol code: metadata checks, tensor encodings, the Triton config. */
 import t from 'tap';
 import { resolveModel } from '../src/pipeline/manifest.js';
-import { expectedTensors, fp32Bytes, metadataMismatch, readTensors, shapeAdmits, splitBody, withoutCredentials } from '../src/oip/protocol.js';
+import { expectedTensors, fp32Bytes, fp32FromJson, jsonValueBound, metadataMismatch, readTensors, shapeAdmits, splitBody, withoutCredentials } from '../src/oip/protocol.js';
 import { tritonConfig } from '../src/oip/triton.js';
 
 const manifest = resolveModel('isnet-medium');
@@ -55,4 +55,12 @@ t.test('Triton config: variants take their side', async (t) => {
   t.match(side, /name: "isnet-medium-512"/);
   t.match(side, /dims: \[ 1, 3, 512, 512 \]/);
   t.match(side, /dims: \[ 1, 1, 512, 512 \]/);
+});
+
+t.test('JSON tensor data: nested or flat, walked without a copy, stopped at the first element too many', async (t) => {
+  t.same(Array.from(fp32FromJson([[1, 2], [3, [4]]], 4)), [1, 2, 3, 4]);
+  t.throws(() => fp32FromJson([[1, 2], [3, 4], [5]], 4), /more than 4 elements/);
+  t.throws(() => fp32FromJson([1, 2], 4), /has 2 elements, the shape needs 4/);
+  t.throws(() => fp32FromJson([1, 'x'], 2), /element 1 is not a number/);
+  t.equal(jsonValueBound(Buffer.from('{"data": [[0],[1],[2]]}')), 6, 'commas and opening brackets');
 });

@@ -98,7 +98,9 @@ t.test('operations carry their headers, responses and auth', async (t) => {
   const params = (o: any) => (o.parameters ?? []).map((p: any) => `${p.in}:${p.name}`);
 
   const remove = op('/api/v1/remove', 'post');
-  t.same(Object.keys(remove.responses).sort(), ['200', '400', '401', '402', '422', '429', '500', '504']);
+  t.same(Object.keys(remove.responses).sort(), ['200', '400', '401', '402', '422', '429', '500', '503', '504']);
+  t.ok(remove.responses['503'].headers['Retry-After'], 'an upstream outage answers 503 with Retry-After');
+  t.match(remove.responses['503'].description, /upstream inference server is unavailable/);
   t.same(Object.keys(remove.responses['200'].content).sort(), ['application/json', 'image/jpeg', 'image/png', 'image/webp']);
   t.same(
     Object.keys(remove.responses['200'].headers).sort(),

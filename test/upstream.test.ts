@@ -100,6 +100,7 @@ t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one 
   const [request] = minimal.seen;
   t.match(request.contentType, /^application\/json/);
   t.equal(request.headerLength, undefined, 'no Inference-Header-Content-Length');
+  t.equal(request.acceptEncoding, 'identity', 'no gzip asked for: tensors barely compress');
   t.same(request.inputs, [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', hasParameters: false }]);
   t.same(request.outputs, [{ name: 'output' }], 'only the output the pipeline reads');
   const basic = `Basic ${Buffer.from('ops:s@cret').toString('base64')}`;
@@ -122,9 +123,39 @@ t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one 
   t.match(int8.message, /precision=int8/);
   t.equal(await balanceOf(srv.url, key.key), before, 'nothing charged for it');
   t.equal(minimal.seen.length, 1, 'nothing sent upstream for it either');
+
+  // A job or a batch asking for int8 is refused at submission, as the sync route refuses it: never
+  // accepted (202) to fail later.
+  const job = await errorCode(await fetch(`${srv.url}/api/v1/jobs`, {
+    method: 'POST', headers: bearer(key.key), body: upload(await fs.readFile(FIXTURE), { size: 'full', precision: 'int8' }),
+  }));
+  t.same([job.status, job.code], [400, 'invalid_request'], 'a job with precision=int8 is refused');
+  t.match(job.message, /precision=int8/);
+  const image64 = (await fs.readFile(FIXTURE)).toString('base64');
+  const batch = await errorCode(await fetch(`${srv.url}/api/v1/jobs/batch`, {
+    method: 'POST', headers: { ...bearer(key.key), 'Content-Type': 'application/json' },
+    body: JSON.stringify({ images: [{ image_file_b64: image64 }, { image_file_b64: image64, precision: 'int8' }] }),
+  }));
+  t.same([batch.status, batch.code], [400, 'invalid_request'], 'a batch with an int8 item is refused whole');
+  t.match(batch.message, /precision=int8/);
+  const counts = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
+  t.equal(counts.queue?.queued ?? 0, 0, 'nothing was queued');
+  t.equal(minimal.seen.length, 1, 'and nothing sent upstream');
 });
 
-t.test('an upstream answering 5xx gives 503 gpu_unavailable, a 4xx 500 processing_failed, a slow one the sync 504; none charged', async (t) => {
+t.test('serve --upstream with a default precision of int8 refuses to start: one line, exit code 2', async (t) => {
+  // The upstream address is never contacted: the setting is refused first.
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-int8-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const r = await runCli(['serve', '--port', '0', '--upstream', 'http://127.0.0.1:9', '--data', dir], {
+    env: { CUTOUT_PRECISION: 'int8' },
+  });
+  t.equal(r.code, 2, 'the usage exit code');
+  t.equal(r.stderr.trim().split('\n').length, 1, 'one line');
+  t.match(r.stderr, /precision int8 .*not available with --upstream/);
+});
+
+t.test('an upstream answering 503 gives 503 gpu_unavailable, a 500 or 4xx 500 processing_failed, a slow one the sync 504; none charged', async (t) => {
   const minimal = await startMinimalOip(t);
   const srv = await startServe(t, ['--upstream', minimal.url, '--workers', '1', '--sync-timeout', '3000']);
   const key = await createKey(srv.dataDir);
@@ -139,6 +170,22 @@ t.test('an upstream answering 5xx gives 503 gpu_unavailable, a 4xx 500 processin
   const health = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
   t.equal(health.upstream.ready, false, 'a failed call marks the upstream not ready until the next probe');
 
+  // A 500 is the model failing on this input (Triton, KServe): not an outage, not retried.
+  minimal.failure.status = 500;
+  const res500 = await removeFull(srv.url, key.key);
+  t.equal(res500.headers.get('retry-after'), null, 'no Retry-After for a model failure');
+  const e500 = await errorCode(res500);
+  t.same([e500.status, e500.code], [500, 'processing_failed'], 'the model failed on this image');
+  t.match(e500.message, /\(500\)/);
+
+  // A 200 longer than any matte of this size: cut off as it streams, uncharged.
+  minimal.failure.status = undefined;
+  minimal.failure.oversizeBytes = 200 * 1_000_000;
+  const huge = await errorCode(await removeFull(srv.url, key.key));
+  t.same([huge.status, huge.code], [500, 'processing_failed'], 'an oversized answer fails the request');
+  t.match(huge.message, /longer than 26\.3 MB/, 'the JSON limit of a 1024 px matte');
+  minimal.failure.oversizeBytes = undefined;
+
   minimal.failure.status = 400;
   const e400 = await errorCode(await removeFull(srv.url, key.key));
   t.same([e400.status, e400.code], [500, 'processing_failed'], 'our request did not fit the model: not retried');
@@ -151,4 +198,37 @@ t.test('an upstream answering 5xx gives 503 gpu_unavailable, a 4xx 500 processin
   t.same([slow.status, slow.code], [504, 'processing_failed'], 'the upstream time counts against the sync deadline');
   t.ok(ms < 5500, `answered at the 3 s deadline, not after the upstream (${ms} ms)`);
   t.equal(await balanceOf(srv.url, key.key), 10, 'nothing charged');
+});
+
+t.test('a job whose upstream answers 500 ends failed, uncharged, and the next job still runs', async (t) => {
+  const minimal = await startMinimalOip(t);
+  const srv = await startServe(t, ['--upstream', minimal.url, '--workers', '1']);
+  const key = await createKey(srv.dataDir);
+  const image = await fs.readFile(FIXTURE);
+  // The first inference fails with 500 (the model raised on it), the ones after run the model.
+  minimal.failure.status = 500;
+  minimal.failure.times = 1;
+  const submit = async () => {
+    const res = await fetch(`${srv.url}/api/v1/jobs`, { method: 'POST', headers: bearer(key.key), body: upload(image, { size: 'full', format: 'png' }) });
+    t.equal(res.status, 202);
+    return ((await res.json()) as any).job_id as string;
+  };
+  const first = await submit();
+  const second = await submit();
+  const settle = async (id: string) => {
+    for (let until = Date.now() + 90_000; Date.now() < until;) {
+      const job = (await (await fetch(`${srv.url}/api/v1/jobs/${id}`, { headers: bearer(key.key) })).json()) as any;
+      if (job.status === 'done' || job.status === 'failed') return job;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`job ${id} did not settle`);
+  };
+  const a = await settle(first);
+  t.equal(a.status, 'failed', 'a 500 fails the job: not requeued');
+  t.equal(a.error?.code, 'processing_failed');
+  const b = await settle(second);
+  t.equal(b.status, 'done', 'the next job is not stalled behind it');
+  t.equal(await balanceOf(srv.url, key.key), 9, 'only the job that was done is charged');
+  t.equal(minimal.failure.times, 0, 'the failing answer was used');
+  t.notMatch(srv.stderr(), /back in the queue/, 'no outage requeue');
 });

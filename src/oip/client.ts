@@ -6,14 +6,17 @@
  * - Binary tensors (Triton's extension) when `GET /v2` lists `binary_tensor_data`, JSON otherwise.
  * - Only the output the pipeline reads is asked for: ISNet has twelve.
  * - fetch (undici) keeps its connections alive; at most `maxInFlight` requests run at once.
- * - Unreachable, timed out or 5xx: `gpu_unavailable` with Retry-After (the sync route answers 503,
- *   the job runner puts the job back in the queue). A 4xx means our request was wrong for the
- *   model: `processing_failed`.
+ * - Unreachable, timed out, 502, 503 or 504: `gpu_unavailable` with Retry-After (the sync route
+ *   answers 503, the job runner puts the job back in the queue). A 500 (the model raised on this
+ *   input) or any other 5xx, and a 4xx (our request was wrong for the model): `processing_failed`
+ *   for this request alone, never retried.
  */
 import { CutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
+import { LIMITS, inferBodyLimit } from '../limits.js';
+import { Slots, errorText, networkReason, readCapped } from './http.js';
 import type { ModelManifest } from '../pipeline/manifest.js';
 import type { RemoteInference } from '../pipeline/model.js';
+import type { Precision } from '../options.js';
 import {
   BINARY_EXTENSION, HEADER_LENGTH, SERVER_MS_PARAMETER, expectedTensors, fp32Bytes, metadataMismatch, readTensors, splitBody, withoutCredentials,
   type InferenceRequest, type InferenceResponse, type ModelMetadata,
@@ -42,38 +45,17 @@ export interface UpstreamHealth {
   sides: number[];
 }
 
+/**
+ * The answers that mean the server (or a proxy in front of it) is down, overloaded or timed out,
+ * not that this request failed: retrying later can fix them.
+ */
+const OUTAGE_STATUSES = new Set([502, 503, 504]);
+
 /** Why an upstream call failed in a way that retrying later can fix. */
 function unavailable(what: string, cause?: unknown): CutoutError {
   return new CutoutError('gpu_unavailable', `The inference server is unavailable (${what}); nothing was charged. Retry shortly.`, {
     headers: { 'Retry-After': String(LIMITS.upstreamRetryAfterSeconds) }, cause,
   });
-}
-
-function networkReason(err: unknown): string {
-  const e = err as Error & { cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError') return 'timed out';
-  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err);
-}
-
-/** A counting semaphore: at most `size` holders. */
-class Slots {
-  private free: number;
-  private readonly waiting: (() => void)[] = [];
-  constructor(size: number) {
-    this.free = size;
-  }
-  async take(): Promise<() => void> {
-    if (this.free > 0) this.free--;
-    else await new Promise<void>((resolve) => this.waiting.push(resolve));
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.free++;
-    };
-  }
 }
 
 export class UpstreamInference implements RemoteInference {
@@ -181,7 +163,9 @@ export class UpstreamInference implements RemoteInference {
         }
       : { inputs: [{ name: input.name, shape, datatype: 'FP32', data: Array.from(tensor) }], outputs: [{ name: output.name }] };
     let body: Buffer;
-    const headers: Record<string, string> = {};
+    // Node's fetch asks for gzip by default; a tensor of floats barely compresses, and Triton
+    // would spend CPU compressing every 4 MB matte: ask for it as is.
+    const headers: Record<string, string> = { 'Accept-Encoding': 'identity' };
     if (this.binary) {
       const json = Buffer.from(JSON.stringify(request));
       body = Buffer.concat([json, fp32Bytes(tensor)]);
@@ -202,19 +186,24 @@ export class UpstreamInference implements RemoteInference {
         res = await fetch(`${this.baseUrl}/v2/models/${encodeURIComponent(model)}/infer`, {
           method: 'POST', headers: this.headers(headers), body, signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
         });
-        bytes = Buffer.from(await res.arrayBuffer());
+        // The answer can only be the matte: anything longer is refused as it streams.
+        bytes = await readCapped(res, inferBodyLimit(width * height, this.binary ? 'binary' : 'json'));
       } catch (err) {
         if (signal?.aborted) throw signal.reason;
+        if (err instanceof CutoutError) throw err;
         this.noteDown();
         throw unavailable(`POST /v2/models/${model}/infer: ${networkReason(err)}`, err);
       }
     } finally {
       release();
     }
-    if (res.status >= 500) {
+    if (OUTAGE_STATUSES.has(res.status)) {
       this.noteDown();
       throw unavailable(`the inference server answered ${res.status}: ${errorText(bytes)}`);
     }
+    // A 500 (or any other status) is about this request: Triton and KServe answer 500 when the
+    // model raises on this input, so retrying it would fail again and stall the queue.
+    if (res.status >= 500) throw new CutoutError('processing_failed', `The inference server failed on this image (${res.status}): ${errorText(bytes)}`);
     if (res.status !== 200) throw new CutoutError('processing_failed', `The inference server refused the request (${res.status}): ${errorText(bytes)}`);
     let tensorOut;
     let parsed: InferenceResponse;
@@ -263,18 +252,6 @@ export class UpstreamInference implements RemoteInference {
   }
 }
 
-/** The `{"error": "..."}` of a protocol error body, or its first characters. */
-function errorText(bytes: Buffer): string {
-  const text = bytes.subarray(0, 2000).toString('utf8');
-  try {
-    const e = (JSON.parse(text) as { error?: unknown }).error;
-    if (typeof e === 'string') return e;
-  } catch {
-    // not JSON
-  }
-  return text.slice(0, 200) || '(empty body)';
-}
-
 /** Connects to the upstream and checks its model; the caller then hands it to the pipeline. */
 export async function connectUpstream(manifest: ModelManifest, opts: UpstreamOptions): Promise<UpstreamInference> {
   const upstream = new UpstreamInference(opts);
@@ -287,9 +264,15 @@ export async function connectUpstream(manifest: ModelManifest, opts: UpstreamOpt
  * pipeline's model call. The quality settings' other sides run on `NAME-SIDE` models when the
  * upstream has them; otherwise those settings are refused with invalid_request.
  */
-export async function useUpstream(config: { upstream: string; upstreamModel: string | null; model: string; workers: number }): Promise<UpstreamInference> {
+export async function useUpstream(config: { upstream: string; upstreamModel: string | null; model: string; workers: number; precision: Precision }): Promise<UpstreamInference> {
   const { resolveModel, modelSide, useRemoteInference } = await import('../pipeline/index.js');
-  const { QUALITIES } = await import('../options.js');
+  const { QUALITIES, assertPrecisionServed } = await import('../options.js');
+  // A default precision the upstream cannot give is a bad setting: refused before any connection.
+  try {
+    assertPrecisionServed(config.precision, true);
+  } catch {
+    throw new CutoutError('invalid_request', `precision int8 (CUTOUT_PRECISION or the config's precision) is not available with --upstream: the inference server runs the weights it was given; use auto or fp32`);
+  }
   const manifest = resolveModel(config.model);
   const otherSides = [...new Set(QUALITIES.map((q) => modelSide(manifest, q)))].filter((s) => s !== manifest.input.width);
   const upstream = await connectUpstream(manifest, { url: config.upstream, model: config.upstreamModel ?? manifest.name, maxInFlight: config.workers, otherSides });

@@ -136,18 +136,45 @@ export function fp32FromBytes(bytes: Uint8Array): Float32Array {
   return new Float32Array(copy.buffer);
 }
 
-/** JSON tensor data, flat or nested in row-major order as the protocol allows, as FP32. */
+/**
+ * JSON tensor data, flat or nested in row-major order as the protocol allows, as FP32. Walks the
+ * nesting and writes into the result as it goes (no flattened copy), and stops at the first
+ * element past `count`: a body of the right size but too many elements costs nothing more.
+ */
 export function fp32FromJson(data: unknown, count: number): Float32Array {
   if (!Array.isArray(data)) throw new Error('tensor "data" must be an array');
-  const flat = (data as unknown[]).flat(Infinity);
-  if (flat.length !== count) throw new Error(`tensor "data" has ${flat.length} elements, the shape needs ${count}`);
   const out = new Float32Array(count);
-  for (let i = 0; i < count; i++) {
-    const v = flat[i];
-    if (typeof v !== 'number') throw new Error(`tensor "data" element ${i} is not a number`);
-    out[i] = v;
-  }
+  let n = 0;
+  const walk = (list: unknown[]): void => {
+    for (const v of list) {
+      if (Array.isArray(v)) {
+        walk(v);
+        continue;
+      }
+      if (n >= count) throw new Error(`tensor "data" has more than ${count} elements, the shape needs ${count}`);
+      if (typeof v !== 'number') throw new Error(`tensor "data" element ${n} is not a number`);
+      out[n++] = v;
+    }
+  };
+  walk(data);
+  if (n !== count) throw new Error(`tensor "data" has ${n} elements, the shape needs ${count}`);
   return out;
+}
+
+/**
+ * How many JSON values a body could hold, counted before it is parsed: its commas and opening
+ * brackets (one per array or value after the first). JSON.parse of a body of tiny arrays or
+ * numbers makes an object per value, so a body within its byte limit can still take gigabytes;
+ * a caller refuses a body whose count is past what its tensor needs. Commas inside strings count
+ * too, which only errs on the side of refusing.
+ */
+export function jsonValueBound(body: Uint8Array): number {
+  let n = 0;
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i];
+    if (c === 0x2c || c === 0x5b) n++;
+  }
+  return n;
 }
 
 /** A JSON header followed by binary parts: the body and the header's length. */

@@ -6,14 +6,15 @@
  * Models: the manifest's name at its own input side, and `NAME-SIDE` for each other side the
  * manifest lists (the variants the quality settings use), loaded on their first request.
  * Errors are `{"error": "..."}`: 400 for a malformed or wrong request, 404 for an unknown model,
- * 413 for a body over LIMITS.maxInferBodyBytes, 500 when the model fails.
+ * 413 for a body larger than its model's tensor can take (`inferBodyLimit`), 503 with
+ * Retry-After past LIMITS.modelServerMaxInferences requests at once, 500 when the model fails.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { LIMITS, formatMB } from '../limits.js';
+import { LIMITS, formatMB, inferBodyLimit } from '../limits.js';
 import type { ModelManifest } from '../pipeline/manifest.js';
 import {
-  BINARY_EXTENSION, HEADER_LENGTH, SERVER_MS_PARAMETER, expectedTensors, fp32Bytes, readTensors, shapeAdmits, splitBody,
+  BINARY_EXTENSION, HEADER_LENGTH, SERVER_MS_PARAMETER, elementCount, expectedTensors, fp32Bytes, jsonValueBound, readTensors, shapeAdmits, splitBody,
   type InferenceRequest, type ModelMetadata, type ResponseOutput,
 } from './protocol.js';
 
@@ -24,7 +25,7 @@ export interface LocalModel {
 }
 
 class ProtocolError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(readonly status: number, message: string, readonly headers: Record<string, string> = {}) {
     super(message);
   }
 }
@@ -48,9 +49,8 @@ function send(res: http.ServerResponse, status: number, body: unknown, headers: 
   res.end(text);
 }
 
-/** The request body, refused with 413 past the limit (by Content-Length before reading, else as it streams). */
-function readBody(req: http.IncomingMessage): Promise<Buffer> {
-  const limit = LIMITS.maxInferBodyBytes;
+/** The request body, refused with 413 past `limit` (by Content-Length before reading, else as it streams). */
+function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) {
     return Promise.reject(new ProtocolError(413, `request body of ${formatMB(declared)} is over the limit of ${formatMB(limit)}`));
@@ -69,7 +69,12 @@ function readBody(req: http.IncomingMessage): Promise<Buffer> {
       chunks.push(chunk);
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
+    // A client that went away ("aborted"): its request, not a fault of ours.
+    req.on('error', (err) => reject(new ProtocolError(400, `the request body could not be read: ${err.message}`)));
+    // A client that goes away mid-body frees its place (a no-op once the body was read).
+    req.on('close', () => {
+      if (!req.complete) reject(new ProtocolError(400, 'the client closed the connection before the body was complete'));
+    });
   });
 }
 
@@ -95,8 +100,35 @@ export async function startModelServer(opts: { host: string; port: number; manif
     return m;
   };
 
+  let inferences = 0;
   const infer = async (m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
-    const body = await readBody(req);
+    if (inferences >= LIMITS.modelServerMaxInferences) {
+      throw new ProtocolError(503, `busy: ${inferences} inference requests in progress; retry shortly`, { 'Retry-After': String(LIMITS.modelServerRetryAfterSeconds) });
+    }
+    inferences++;
+    try {
+      await inferOne(m, req, res);
+    } finally {
+      inferences--;
+    }
+  };
+
+  const inferOne = async (m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    const want = expectedTensors(manifest, m.side);
+    const elements = elementCount(want.input.shape);
+    // With Inference-Header-Content-Length the tensor is binary; without it the body is all JSON.
+    const headerLength = req.headers[HEADER_LENGTH];
+    const encoding = headerLength === undefined ? 'json' : 'binary';
+    const body = await readBody(req, inferBodyLimit(elements, encoding));
+    // Bound what JSON.parse would build before it runs: at most one value per element, plus the
+    // brackets and commas of a nested array's rows, plus the header's own.
+    const rows = elements / want.input.shape[want.input.shape.length - 1];
+    const maxValues = (encoding === 'json' ? elements + 2 * rows : 0) + LIMITS.inferHeaderAllowanceBytes;
+    const jsonPart = encoding === 'json' ? body : body.subarray(0, Math.min(body.length, Number(headerLength) || 0));
+    const values = jsonValueBound(jsonPart);
+    if (values > maxValues) {
+      throw new ProtocolError(400, `the request's JSON holds about ${values} values; model "${m.name}" takes ${elements} elements${encoding === 'binary' ? ' (in the binary part)' : ''}`);
+    }
     let request: InferenceRequest;
     let binary: Buffer;
     try {
@@ -107,7 +139,6 @@ export async function startModelServer(opts: { host: string; port: number; manif
       throw new ProtocolError(400, `malformed request body: ${(err as Error).message}`);
     }
     if (!request || typeof request !== 'object' || !Array.isArray(request.inputs)) throw new ProtocolError(400, 'the request needs an "inputs" array');
-    const want = expectedTensors(manifest, m.side);
     if (request.inputs.length !== 1 || request.inputs[0]?.name !== want.input.name) {
       throw new ProtocolError(400, `model "${m.name}" takes one input, "${want.input.name}"; got: ${request.inputs.map((i) => i?.name).join(', ') || 'none'}`);
     }
@@ -177,7 +208,13 @@ export async function startModelServer(opts: { host: string; port: number; manif
     } else if (method === 'GET' && path === '/v2/health/ready') {
       send(res, ready ? 200 : 503, { ready });
     } else if (modelPath) {
-      const m = modelOf(decodeURIComponent(modelPath[1]));
+      let name: string;
+      try {
+        name = decodeURIComponent(modelPath[1]);
+      } catch {
+        throw new ProtocolError(400, `malformed model name in the path: ${modelPath[1]}`);
+      }
+      const m = modelOf(name);
       if (modelPath[2] !== undefined && modelPath[2] !== '1') throw new ProtocolError(404, `model "${m.name}" has no version "${modelPath[2]}"; it has: 1`);
       if (method === 'GET' && modelPath[3] === undefined) send(res, 200, metadata(m));
       else if (method === 'GET' && modelPath[3] === '/ready') send(res, ready ? 200 : 503, { name: m.name, ready });
@@ -192,12 +229,14 @@ export async function startModelServer(opts: { host: string; port: number; manif
     route(req, res).catch((err: unknown) => {
       const status = err instanceof ProtocolError ? err.status : 500;
       if (!(err instanceof ProtocolError)) process.stderr.write(`cutout model-server: ${(err as Error)?.stack ?? String(err)}\n`);
-      if (res.headersSent) {
+      if (res.headersSent || res.destroyed) {
         res.destroy();
         return;
       }
-      // Close a connection whose body was not read (413): the client may still be sending it.
-      send(res, status, { error: (err as Error).message }, status === 413 ? { Connection: 'close' } : {});
+      // Close a connection whose body was not read (413, 503 busy): the client may still be sending it.
+      const headers = err instanceof ProtocolError ? { ...err.headers } : {};
+      if (status === 413 || status === 503) headers.Connection = 'close';
+      send(res, status, { error: (err as Error).message }, headers);
     });
   });
   await new Promise<void>((resolve, reject) => {

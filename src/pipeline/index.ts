@@ -17,7 +17,7 @@ import { pasteMatte, scaleBox, zoomBox } from './zoom.js';
 import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
 
 export { probeImage } from './decode.js';
-export { loadModel, stopModels, useRemoteInference, type RemoteInference } from './model.js';
+export { loadModel, stopModels, useRemoteInference, usesRemoteInference, type RemoteInference } from './model.js';
 export { resolveModel, listManifests } from './manifest.js';
 export { modelSide } from './variants.js';
 export { onModelPreparation, setModelDataDir } from './weights.js';

@@ -6,10 +6,11 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { CutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
 import type { ModelManifest } from './manifest.js';
 import { ensureModelAt } from './weights.js';
 import { resolvePrecision } from './int8.js';
-import type { Precision } from '../options.js';
+import { assertPrecisionServed, type Precision } from '../options.js';
 import type { InferenceReply, InferenceRequest } from './inference-worker.js';
 
 /** Intra-op threads: every core (measured fastest on two cores). Override with CUTOUT_THREADS. */
@@ -28,9 +29,8 @@ function threadCount(): number {
 export function arenaFor(sourcePixels: number): boolean {
   if (process.env.CUTOUT_ARENA === '0') return false;
   if (process.env.CUTOUT_ARENA === '1') return true;
-  return sourcePixels < ARENA_MAX_SOURCE_PIXELS;
+  return sourcePixels < LIMITS.arenaMaxSourcePixels;
 }
-const ARENA_MAX_SOURCE_PIXELS = 16_000_000;
 
 type Pending = { resolve: (r: Extract<InferenceReply, { ok: true }>) => void; reject: (e: Error) => void };
 
@@ -102,8 +102,7 @@ export async function runModel(
   let dims: number[];
   let out: { data: Float32Array; ms: number };
   if (remote) {
-    // The upstream serves the fp32 weights (models export --triton writes those); int8 is ours alone.
-    if (precision === 'int8') throw new CutoutError('invalid_request', 'precision=int8 is not available when inference runs on an upstream server; use auto or fp32');
+    assertPrecisionServed(precision, true);
     const r = await remote.run(manifest, tensor, width, height, signal);
     dims = r.dims;
     out = r;
@@ -137,6 +136,11 @@ let remote: RemoteInference | null = null;
 /** Sends every model call to `inference` (null: back to the local worker thread). */
 export function useRemoteInference(inference: RemoteInference | null): void {
   remote = inference;
+}
+
+/** Whether model calls go to a remote inference server (set by `useRemoteInference`). */
+export function usesRemoteInference(): boolean {
+  return remote !== null;
 }
 
 /** How long stopModels waits for inferences in flight before it stops the worker anyway. */

@@ -13,6 +13,7 @@
  * whoever asks.
  */
 import { CutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
 
 export type TaskKind = 'sync' | 'job';
 
@@ -90,11 +91,12 @@ export class WorkPool {
   run<T>(task: () => Promise<T>, options: PoolRunOptions = {}): Promise<T> {
     const { signal, maxQueued } = options;
     const kind = options.kind ?? 'sync';
-    if (this.closing) return Promise.reject(new CutoutError('gpu_unavailable', 'The server is shutting down.', { headers: { 'Retry-After': '5' } }));
+    const retryAfter = { 'Retry-After': String(LIMITS.busyRetryAfterSeconds) };
+    if (this.closing) return Promise.reject(new CutoutError('gpu_unavailable', 'The server is shutting down.', { headers: retryAfter }));
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.busy < this.size) return this.execute(kind, task);
     if (maxQueued !== undefined && this.queuedCount >= maxQueued) {
-      return Promise.reject(new CutoutError('gpu_unavailable', undefined, { headers: { 'Retry-After': '5' } }));
+      return Promise.reject(new CutoutError('gpu_unavailable', undefined, { headers: retryAfter }));
     }
     return new Promise<T>((resolve, reject) => {
       const queue = this.waiting[kind];

@@ -274,8 +274,8 @@ export class JobRunner {
   }
 
   /**
-   * The model call is unavailable (an upstream inference server down, timing out or failing with
-   * 5xx): the job goes back to `queued`, uncharged, and no job is claimed for a delay that doubles
+   * The model call is unavailable (an upstream inference server down, timing out, or answering
+   * 502/503/504): the job goes back to `queued`, uncharged, and no job is claimed for a delay that doubles
    * with each outage in a row. It runs again once the inference is back; an outage never fails it.
    */
   private async putBackAfterOutage(job: JobRow, err: CutoutError): Promise<void> {
@@ -283,7 +283,8 @@ export class JobRunner {
     const delayMs = callbackBackoffMs(this.outages, LIMITS.upstreamOutageFirstDelayMs, LIMITS.upstreamOutageMaxDelayMs);
     this.pausedUntil = Date.now() + delayMs;
     await this.store.requeueAfterOutage({ id: job.id, attempt: job.attempts });
-    this.log(`cutout serve: job ${job.id} back in the queue, retried in ${delayMs} ms: ${err.message}`);
+    // Never the job's id: it is also its result's capability URL (GET /results/{id} needs no key).
+    this.log(`cutout serve: 1 job back in the queue (${this.outages} outage(s) in a row), claims resume in ${delayMs} ms: ${err.message}`);
     if (this.resumeTimer) clearTimeout(this.resumeTimer);
     this.resumeTimer = setTimeout(() => {
       this.resumeTimer = null;
@@ -294,7 +295,7 @@ export class JobRunner {
   /** Commits `failed` with the error (never a charge). False when the claim was lost. */
   private async fail(job: JobRow, err: unknown): Promise<boolean> {
     if (!(err instanceof CutoutError)) {
-      this.log(`cutout serve: unexpected error in job ${job.id}: ${(err as Error)?.stack ?? String(err)}`);
+      this.log(`cutout serve: unexpected error in a job: ${(err as Error)?.stack ?? String(err)}`);
     }
     const e = toCutoutError(err);
     const error: JobError = { code: e.code, message: e.message };

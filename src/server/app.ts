@@ -128,7 +128,27 @@ function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
+/**
+ * Starts the server. The model call is process-wide (the pipeline's seam): an upstream this
+ * server set up is undone when it closes or fails to start, so a later server in the same process
+ * (tests, an embedding) starts from the local worker thread again.
+ */
 export async function startServer(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline } = {}): Promise<RunningServer> {
+  const forgetUpstream = async () => {
+    if (config.upstream) (await import('../pipeline/index.js')).useRemoteInference(null);
+  };
+  let running: RunningServer;
+  try {
+    running = await startServing(config, options);
+  } catch (err) {
+    await forgetUpstream();
+    throw err;
+  }
+  const { close } = running;
+  return { ...running, close: () => close().finally(forgetUpstream) };
+}
+
+async function startServing(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline }): Promise<RunningServer> {
   const loaded = options.pipeline ?? (await loadPipeline(config.model, config.dataDir, config.precision));
   // The model call is chosen once, here: an upstream is checked before the port opens.
   const upstream = config.upstream ? await (await import('../oip/client.js')).useUpstream({ ...config, upstream: config.upstream }) : null;

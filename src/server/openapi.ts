@@ -152,6 +152,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           `hard timeout ${LIMITS.syncTimeoutMs / 1000} s (\`processing_failed\`, 504, nothing charged).`,
           `A repeated \`Idempotency-Key\` within ${hours(LIMITS.idempotencyTtlSeconds)} returns the cached result without a second charge.`,
           'Balance 0 with `size=full` yields `insufficient_credits`; previews still work.',
+          'When inference runs on an upstream server (`serve --upstream`) that is unreachable, timing out or answering 502/503/504: 503 `gpu_unavailable` with `Retry-After`, nothing charged.',
         ].join(' '),
         parameters: [...AUTH_PARAMS, ref('parameters', 'Accept'), ref('parameters', 'IdempotencyKey'), ...MARKETPLACE_PARAMS],
         requestBody: imageRequestBody,
@@ -167,7 +168,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
             },
             content: { ...imageContent(), 'application/json': { schema: schema('SyncResult') } },
           },
-          ...errors(400, 401, 402, 422, 429, 500, 504),
+          ...errors(400, 401, 402, 422, 429, 500, 503, 504),
         },
       },
     },
@@ -454,7 +455,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         headers: { 'Retry-After': ref('headers', 'RetryAfter'), ...RATE_LIMIT_HEADERS },
       }),
       Error500: errorResponse(500, ['processing_failed'], 'Model error; nothing was charged.'),
-      Error503: errorResponse(503, ['gpu_unavailable'], 'The queue is full.', {
+      Error503: errorResponse(503, ['gpu_unavailable'], 'The queue is full (jobs), or the upstream inference server is unavailable (`serve --upstream`); retry after `Retry-After` seconds, nothing was charged.', {
         headers: { 'Retry-After': ref('headers', 'RetryAfter') },
       }),
       Error504: errorResponse(504, ['processing_failed'], `Sync timeout (${LIMITS.syncTimeoutMs / 1000} s); nothing was charged.`),

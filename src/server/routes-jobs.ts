@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { formatMB, LIMITS, MB } from '../limits.js';
-import { API_DEFAULTS, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
+import { API_DEFAULTS, assertPrecisionServed, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
 import type { JobRow, NewJob } from '../store/db.js';
 import type { Queryable } from '../store/db.js';
 import { assertPublicUrl } from '../net/fetch-url.js';
@@ -31,7 +31,7 @@ function header(req: IncomingMessage, name: string): string | undefined {
 }
 
 function refuseWhenStopping(ctx: AppContext): void {
-  if (ctx.jobs.isStopping) throw new CutoutError('gpu_unavailable', 'The server is shutting down; retry shortly.', { headers: { 'Retry-After': '5' } });
+  if (ctx.jobs.isStopping) throw new CutoutError('gpu_unavailable', 'The server is shutting down; retry shortly.', { headers: { 'Retry-After': String(LIMITS.busyRetryAfterSeconds) } });
 }
 
 /** X-Callback-Url, checked like image_url (public http(s) only unless --allow-private-network). */
@@ -116,6 +116,7 @@ export async function handleCreateJob(ctx: AppContext, req: IncomingMessage, res
   refuseWhenStopping(ctx);
   const callbackUrl = await readCallbackUrl(ctx, req);
   const options = forTestKey(request.options, caller.test);
+  assertPrecisionServed(options.precision, ctx.upstream !== null);
   const { source } = request;
   if (source.kind === 'image_url') await assertPublicUrl(source.url, { allowPrivateNetwork: ctx.config.allowPrivateNetwork, label: 'image_url' });
   const print = fingerprint({
@@ -245,6 +246,7 @@ export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, r
     return;
   }
   const requests = items.map((item) => ({ ...item, options: forTestKey(item.options, caller.test) }));
+  for (const r of requests) assertPrecisionServed(r.options.precision, ctx.upstream !== null);
   const print = fingerprint({
     callbackUrl,
     items: requests.map(({ options, source }) => ({

@@ -23,14 +23,18 @@ export interface MinimalOipOptions {
 export interface SeenInference {
   contentType: string | undefined;
   headerLength: string | undefined;
+  acceptEncoding: string | undefined;
   inputs: { name: string; shape: number[]; datatype: string; hasParameters: boolean }[];
   outputs: unknown;
 }
 
 export interface MinimalOip {
   url: string;
-  /** Set by a test: answer every inference with this status (and an error body), after this delay. */
-  failure: { status?: number; delayMs?: number };
+  /**
+   * Set by a test: answer inferences with this status (and an error body), after this delay;
+   * `times`: only that many inferences fail, the ones after run the model.
+   */
+  failure: { status?: number; delayMs?: number; times?: number; oversizeBytes?: number };
   seen: SeenInference[];
   /** Every request: its Authorization header and the client's port (one port per connection). */
   requests: { path: string; authorization: string | undefined; clientPort: number | undefined }[];
@@ -68,7 +72,8 @@ export async function startMinimalOip(t: Tap.Test, opts: MinimalOipOptions = {})
       if (req.method === 'GET' && m[2] === '/ready') return reply(res, 200, {});
       if (req.method !== 'POST' || m[2] !== '/infer') return reply(res, 404, { error: 'not found' });
       if (failure.delayMs) await new Promise((r) => setTimeout(r, failure.delayMs));
-      if (failure.status) {
+      if (failure.status && (failure.times === undefined || failure.times > 0)) {
+        if (failure.times !== undefined) failure.times--;
         req.resume();
         return reply(res, failure.status, { error: `failing on purpose with ${failure.status}` });
       }
@@ -78,9 +83,19 @@ export async function startMinimalOip(t: Tap.Test, opts: MinimalOipOptions = {})
       seen.push({
         contentType: req.headers['content-type'],
         headerLength: req.headers['inference-header-content-length'] as string | undefined,
+        acceptEncoding: req.headers['accept-encoding'],
         inputs: body.inputs.map((i: any) => ({ name: i.name, shape: i.shape, datatype: i.datatype, hasParameters: i.parameters !== undefined })),
         outputs: body.outputs,
       });
+      if (failure.oversizeBytes) {
+        // A 200 whose body never ends as a matte would: padding streamed without a Content-Length.
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        const chunk = Buffer.alloc(1 << 20, 0x20);
+        for (let sent = 0; sent < failure.oversizeBytes && !res.destroyed; sent += chunk.length) {
+          if (!res.write(chunk)) await new Promise((r) => res.once('drain', r).once('close', r));
+        }
+        return res.end();
+      }
       const input = body.inputs[0];
       if (input.name !== 'input' || input.datatype !== 'FP32' || !Array.isArray(input.data)) return reply(res, 400, { error: 'expected FP32 JSON input "input"' });
       const tensor = new ort.Tensor('float32', Float32Array.from(input.data.flat(Infinity)), input.shape);
