@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { openStore, type NewJob, type Store, type StoreKind } from '../src/store/db.js';
+import { IdempotencyClaimLost, openStore, type NewJob, type Store, type StoreKind } from '../src/store/db.js';
 import { MIGRATIONS } from '../src/store/migrations.js';
 import { PG_MIGRATIONS } from '../src/store/migrations-postgres.js';
 import { CutoutError } from '../src/errors.js';
@@ -241,6 +241,77 @@ forEachEngine('idempotency keys: claim, pending, mismatch, replay, release, expi
     [{ endpoint: 'remove' }],
     'a reset drops the expired claim and keeps the fresh one of a live process',
   );
+});
+
+/** Two server identities of this host (the store's `owner`): neither heartbeats, so each is silent to the other. */
+function twoIdentities(): [string, string] {
+  return [`${os.hostname()}:${process.pid}:1:aaaaaa`, `${os.hostname()}:${process.pid}:2:bbbbbb`];
+}
+
+async function countRuns(store: Store, accountId: string): Promise<number> {
+  return Number((await store.db.get<{ n: number | string }>('SELECT COUNT(*) AS n FROM runs WHERE account_id = ?', [accountId]))?.n);
+}
+
+forEachEngine('idempotency: a claim taken over from a silent server; its late charge rolls back, its release keeps the new claim', async (t, kind) => {
+  const { dir, url } = await openTestStore(t, kind);
+  const [idA, idB] = twoIdentities();
+  const a = await openStore(dir, { url, owner: idA });
+  const b = await openStore(dir, { url, owner: idB });
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  const { account } = await a.createKey({});
+  const ref = { accountId: account, endpoint: 'remove', key: 'takeover' };
+  const ttl = 3600;
+  t.same(await a.claimIdempotencyKey(ref, 'fp', ttl), { state: 'claimed' });
+  t.same(await b.claimIdempotencyKey(ref, 'fp', ttl), { state: 'claimed' }, 'A is silent: B takes its claim over');
+
+  // A was only slow: it now commits its charge, sealing the key in the same transaction.
+  const late = await a.recordRun(run(account, 1), { within: (tx) => a.completeIdempotencyKey(ref, { id: 'from-a' }, tx) }).catch((e: unknown) => e);
+  t.type(late, IdempotencyClaimLost, 'the seal of a lost claim throws');
+  t.equal(await a.balance(account), LIMITS.freeCredits, 'and its charge rolled back');
+  t.equal(await countRuns(a, account), 0, 'no run recorded either');
+  await a.releaseIdempotencyKey(ref);
+  t.equal((await a.pendingIdempotencyClaim(ref))?.owner, idB, "A's release left B's claim in place");
+
+  await b.recordRun(run(account, 1), { within: (tx) => b.completeIdempotencyKey(ref, { id: 'from-b' }, tx) });
+  t.equal(await b.balance(account), LIMITS.freeCredits - 1, 'charged once, by the new owner');
+  t.same(await a.claimIdempotencyKey(ref, 'fp', ttl), { state: 'done', response: { id: 'from-b' } }, "every server replays B's answer");
+  await t.rejects(a.completeIdempotencyKey(ref, { id: 'again' }), IdempotencyClaimLost, 'a done key is never overwritten');
+});
+
+forEachEngine('idempotency: a waiter that gave up drops only the exact claim it saw', async (t, kind) => {
+  const { dir, url } = await openTestStore(t, kind);
+  const [idA, idB] = twoIdentities();
+  const a = await openStore(dir, { url, owner: idA });
+  const b = await openStore(dir, { url, owner: idB });
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  const { account } = await a.createKey({});
+  const ref = { accountId: account, endpoint: 'jobs', key: 'stale' };
+  t.same(await a.claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' });
+  const seen = (await a.pendingIdempotencyClaim(ref))!;
+  t.equal(seen.owner, idA);
+  await b.releaseStaleIdempotencyClaim(ref, { owner: seen.owner, createdAt: seen.createdAt - 1 });
+  await b.releaseStaleIdempotencyClaim(ref, { owner: idB, createdAt: seen.createdAt });
+  t.same(await b.pendingIdempotencyClaim(ref).then((p) => p?.owner), idA, 'another claim than the one seen stays');
+  await b.releaseIdempotencyKey(ref);
+  t.equal((await b.pendingIdempotencyClaim(ref))?.owner, idA, "a server's release drops only its own claim");
+  await b.releaseStaleIdempotencyClaim(ref, seen);
+  t.equal(await b.pendingIdempotencyClaim(ref), null, 'the exact claim seen is dropped');
+});
+
+// PostgreSQL only: SQLite has one writer at a time, so two takeovers cannot interleave there.
+t.test('[postgres] idempotency: servers taking one dead claim over at once: one claims, the others wait (no error)', async (t) => {
+  const { dir, url } = await openTestStore(t, 'postgres');
+  const ids = [0, 1, 2, 3, 4, 5, 6].map((i) => `${os.hostname()}:${process.pid}:${i + 1}:cccccc`);
+  const stores = await Promise.all(ids.map((owner) => openStore(dir, { url, owner })));
+  t.teardown(() => Promise.all(stores.map((s) => s.close())));
+  // The first server is silent (no heartbeat); the others are alive, so the one that takes the claim over keeps it.
+  for (const s of stores.slice(1)) await s.startHeartbeat(60_000);
+  const { account } = await stores[0].createKey({});
+  const ref = { accountId: account, endpoint: 'remove', key: 'race' };
+  t.same(await stores[0].claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' });
+  const claims = await Promise.all(stores.slice(1).map((s) => s.claimIdempotencyKey(ref, 'fp', 3600)));
+  t.equal(claims.filter((c) => c.state === 'claimed').length, 1, 'exactly one server takes it over');
+  t.same(claims.filter((c) => c.state !== 'claimed').map((c) => c.state), ['pending', 'pending', 'pending', 'pending', 'pending']);
 });
 
 t.test('[postgres] migrations: versioned, a no-op on reopen, safe when several servers start at once', async (t) => {
