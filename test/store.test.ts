@@ -6,6 +6,7 @@ import path from 'node:path';
 import { IdempotencyClaimLost, openStore, type NewJob, type Store, type StoreKind } from '../src/store/db.js';
 import { MIGRATIONS } from '../src/store/migrations.js';
 import { PG_MIGRATIONS } from '../src/store/migrations-postgres.js';
+import type { PostgresDb } from '../src/store/postgres.js';
 import { CutoutError } from '../src/errors.js';
 import { LIMITS } from '../src/limits.js';
 import { forEachEngine, openTestStore, storeUrl, tempDir } from './helpers/stores.js';
@@ -312,6 +313,24 @@ t.test('[postgres] idempotency: servers taking one dead claim over at once: one 
   const claims = await Promise.all(stores.slice(1).map((s) => s.claimIdempotencyKey(ref, 'fp', 3600)));
   t.equal(claims.filter((c) => c.state === 'claimed').length, 1, 'exactly one server takes it over');
   t.same(claims.filter((c) => c.state !== 'claimed').map((c) => c.state), ['pending', 'pending', 'pending', 'pending', 'pending']);
+});
+
+t.test('[postgres] PostgreSQL dropping a connection inside a transaction or an advisory lock: the call fails, the process lives on', async (t) => {
+  const { store } = await openTestStore(t, 'postgres');
+  const db = store.db as PostgresDb;
+  const killer = await openTestStore(t, 'postgres');
+  // pg_terminate_backend is what a restart or a failover does to each connection.
+  const dropped = async (q: { get: Store['db']['get'] }) => {
+    const { pid } = (await q.get<{ pid: number }>('SELECT pg_backend_pid() AS pid'))!;
+    await killer.store.db.get('SELECT pg_terminate_backend(?)', [pid]);
+    // Idle in the transaction while the server's goodbye arrives: the client emits 'error' then.
+    await new Promise((r) => setTimeout(r, 300));
+    await q.get('SELECT 1');
+  };
+  await t.rejects(db.transaction(dropped), 'the transaction rejects');
+  await t.rejects(db.withAdvisoryLock(4242, dropped), 'so does the advisory lock');
+  t.same(await db.get('SELECT 1 AS one'), { one: 1 }, 'the pool gave the broken clients up and serves new ones');
+  t.same(await db.transaction((tx) => tx.get('SELECT 2 AS two')), { two: 2 });
 });
 
 t.test('[postgres] migrations: versioned, a no-op on reopen, safe when several servers start at once', async (t) => {
