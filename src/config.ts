@@ -175,7 +175,7 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
     if (s !== null && !/^postgres(ql)?:\/\/\S+$/i.test(s)) fail('store', 'a postgres:// or postgresql:// URL', s.replace(/\/\/[^@/]*@/, '//***@'));
     return s;
   },
-  leaseMs: (v) => int('leaseMs', v, 100, 3_600_000),
+  leaseMs: (v) => int('leaseMs', v, LIMITS.minJobLeaseMs, LIMITS.maxJobLeaseMs),
   upstream: (v) => {
     const s = nullableStr('upstream', v);
     if (s !== null && !/^https?:\/\/[^/]/i.test(s)) fail('upstream', 'an http(s) URL', v);

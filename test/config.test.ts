@@ -42,5 +42,7 @@ t.test('store and leaseMs: --store > CUTOUT_STORE > "store" in the file; SQLite 
   const flagged = await loadConfig({ store: 'postgres://flag@db/cutout', leaseMs: '1500' }, { configFile: file, env: { CUTOUT_STORE: 'postgresql://env@db/cutout' } });
   t.same([flagged.store, flagged.leaseMs], ['postgres://flag@db/cutout', 1500]);
   await t.rejects(loadConfig({ store: 'mysql://u:pw@db/x' }, { env: {} }), { message: 'Expected a postgres:// or postgresql:// URL for store but received "mysql://***@db/x"' });
-  await t.rejects(loadConfig({ leaseMs: '10' }, { env: {} }), /Expected an integer from 100 to 3600000 for leaseMs/);
+  await t.rejects(loadConfig({ leaseMs: '10' }, { env: {} }), /Expected an integer from 1000 to 3600000 for leaseMs/);
+  await t.rejects(loadConfig({ leaseMs: '999' }, { env: {} }), /Expected an integer from 1000 to 3600000 for leaseMs/, 'under a second a slow renewal loses running jobs');
+  t.equal((await loadConfig({ leaseMs: '1000' }, { env: {} })).leaseMs, 1000);
 });

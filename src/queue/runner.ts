@@ -90,7 +90,7 @@ export class JobRunner {
     this.store = opts.store;
     this.pool = opts.pool;
     this.leaseMs = opts.leaseMs ?? LIMITS.jobLeaseMs;
-    this.maxAttempts = opts.maxAttempts ?? 3;
+    this.maxAttempts = opts.maxAttempts ?? LIMITS.jobMaxAttempts;
     // Often enough that a dead server's jobs move soon after its lease runs out.
     this.sweepMs = opts.sweepMs ?? Math.min(5_000, Math.max(250, Math.floor(this.leaseMs / 2)));
     this.log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
@@ -192,9 +192,17 @@ export class JobRunner {
   private async execute(job: JobRow): Promise<void> {
     const controller = new AbortController();
     this.running.set(job.id, { attempt: job.attempts, controller });
+    // Renewed every third of the lease, so two renewals may be slow or lost before it runs out.
     const heartbeat = setInterval(() => {
-      void this.store.renewJobLease(job.id, job.attempts, this.leaseMs).catch(() => undefined);
-    }, Math.max(1000, Math.floor(this.leaseMs / 3)));
+      void this.store.renewJobLease(job.id, job.attempts, this.leaseMs).then((held) => {
+        // The lease ran out and another server took the job: its result could not be committed,
+        // so stop the inference now rather than at the end. (A failed renewal is retried next time.)
+        if (held || controller.signal.aborted || this.running.get(job.id)?.controller !== controller) return;
+        this.abandoned.add(job.id);
+        controller.abort(new CutoutError('processing_failed', 'The job\'s lease was lost to another server.'));
+        this.log(`cutout serve: job ${job.id} stopped: its lease ran out and another server took it over`);
+      }, () => undefined);
+    }, Math.floor(this.leaseMs / 3));
     heartbeat.unref();
     const started = performance.now();
     let final = false;
@@ -203,6 +211,7 @@ export class JobRunner {
     } finally {
       clearInterval(heartbeat);
       this.running.delete(job.id);
+      this.abandoned.delete(job.id);
     }
     if (final) {
       this.outages = 0;
