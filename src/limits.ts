@@ -87,8 +87,10 @@ export const LIMITS = Object.freeze({
   jobMaxAttempts: 3,
   /** A `servers` row silent this long past its lease is deleted (the row of a server that died). */
   serverRowRetentionMs: 3_600_000,
-  /** One callback attempt: connect, send, read the status. */
+  /** One callback attempt: connect, send, read the status. A graceful stop waits this long for attempts in flight. */
   callbackAttemptTimeoutMs: 10_000,
+  /** Past an attempt's timeout, how long a stop waits for its outcome to be written to the store. */
+  callbackRecordMarginMs: 2_000,
   /** How long a claimed callback attempt stays with its server (longer than one attempt's timeout). */
   callbackLeaseMs: 60_000,
   /**

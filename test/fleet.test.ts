@@ -7,7 +7,10 @@
  */
 import t from 'tap';
 import fs from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { LIMITS } from '../src/limits.js';
 import { openStore, type Store } from '../src/store/db.js';
 import { balanceOf, bearer, createKey, errorCode, startServe, upload, type ServeProcess } from './helpers/api-server.js';
 import { signatureValid, startReceiver } from './helpers/callback-receiver.js';
@@ -272,4 +275,30 @@ t.test('a server whose lease was taken over stops that job at once and commits n
   t.same([row.status, row.leaseOwner], ['processing', 'another-server:1:1:x'], 'the job stays with the server that took it over');
   const charges = await observer.db.all<{ ref: string }>("SELECT ref FROM ledger WHERE reason = 'charge' AND account_id = ?", [account]);
   t.same(charges.map((c) => c.ref), [next.job_id], 'nothing charged for the stopped run');
+});
+
+t.test('SIGTERM while a callback attempt is in flight: the stop waits for it and records it, never hands it back mid-send', async (t) => {
+  const url = (await storeUrl('postgres'))!;
+  // A receiver that never answers: the attempt runs until its timeout.
+  let hooks = 0;
+  const silent = http.createServer(() => { hooks++; });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => { silent.closeAllConnections(); silent.close(); });
+  const hookUrl = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/hook`;
+  const [server] = await fleet(t, url, 1, ['--workers', '1', '--allow-private-network', '--callback-backoff', '50', '--rate-limit', '100000']);
+  const { key } = await createKey(server.dataDir, ['--store', url]);
+  const observer = await observe(t, url);
+  const { job_id: id } = (await (await submitJob(server.url, key, { size: 'preview' }, { 'X-Callback-Url': hookUrl })).json()) as any;
+  await waitForJob(server.url, key, id);
+  const until = Date.now() + 30_000;
+  while (hooks === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
+  t.equal(hooks, 1, 'the attempt is in flight');
+  const stopped = await server.stop('SIGTERM');
+  t.equal(stopped.code, 0, 'a clean exit');
+  t.ok(stopped.ms >= LIMITS.callbackAttemptTimeoutMs - 1000, 'after waiting for the attempt to time out');
+  const [delivery] = await observer.deliveriesOf(id);
+  t.match(delivery, { attempts: 1, delivered: false, gaveUp: false, lastError: /./ }, 'recorded as a failed attempt, to be retried by any server');
+  const lease = await observer.db.get<{ lease_owner: string | null }>('SELECT lease_owner FROM callback_deliveries WHERE job_id = ?', [id]);
+  t.equal(lease?.lease_owner, null, 'and no longer claimed');
+  t.equal(hooks, 1, 'sent once');
 });

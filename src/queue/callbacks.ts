@@ -4,7 +4,9 @@
  * body>`, through the SSRF-checked `postJson`. One try and `retries` (3) retries on network
  * errors and 5xx, with exponential backoff from `firstDelayMs` (--callback-backoff). Each
  * attempt's outcome is written to the store, so a restart picks pending deliveries up where
- * they were. Delivery is at least once: an attempt cut by a crash is made again.
+ * they were. Delivery is at least once: an attempt cut by a crash is made again. A stop waits for
+ * the attempts in flight to end (each within its timeout) and records them, so a graceful stop
+ * never hands an attempt still being sent to another server: at most one send per attempt.
  */
 import { LIMITS } from '../limits.js';
 import { postJson } from '../net/fetch-url.js';
@@ -43,7 +45,7 @@ export class CallbackDispatcher {
 
   constructor(private readonly opts: CallbackDispatcherOptions) {
     this.retries = opts.retries ?? LIMITS.callbackRetries;
-    this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.timeoutMs = opts.timeoutMs ?? LIMITS.callbackAttemptTimeoutMs;
     this.concurrency = opts.concurrency ?? 8;
     this.log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
   }
@@ -140,16 +142,19 @@ export class CallbackDispatcher {
   }
 
   /**
-   * Stops scheduling attempts and waits for those in flight, at most `graceMs`. Pending rows stay
-   * in the store; the next start delivers them.
+   * Stops scheduling attempts and waits for those in flight: each ends within its timeout and its
+   * outcome (a failed attempt, for a timeout) is recorded, so none is handed back while its request
+   * may still reach the receiver. Pending rows stay in the store for any server to deliver.
    */
-  async stop(graceMs: number): Promise<void> {
+  async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     const all = Promise.allSettled([this.passing, ...this.inflight.values()]);
+    const graceMs = this.timeoutMs + LIMITS.callbackRecordMarginMs;
     await Promise.race([all, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
-    // Attempts still in flight are handed back, so another server retries them without waiting for the lease.
+    // Only when recording the outcome hangs (the store unreachable): their sends have ended by
+    // now, so another server may retry them without waiting for the lease.
     if (this.inflight.size > 0) await this.opts.store.releaseDeliveries([...this.inflight.keys()]).catch(() => undefined);
   }
 }

@@ -121,8 +121,6 @@ function purgeIntervalMs(ttlSeconds: number): number {
 
 /** How long a stop lets running jobs finish before putting them back in the queue. */
 export const JOB_STOP_GRACE_MS = 20_000;
-/** How long a stop waits for callback attempts in flight (pending ones are kept for the next start). */
-const CALLBACK_STOP_GRACE_MS = 5_000;
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
@@ -238,7 +236,8 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
       // put back in the queue may still hold its slot until its model call returns: that is not
       // waited for past the grace period (it commits nothing).
       await Promise.race([context.pool.drain(), delay(Math.max(1000, deadline - Date.now()))]);
-      await callbacks.stop(CALLBACK_STOP_GRACE_MS);
+      // Attempts in flight end within their timeout and are recorded, never handed back mid-send.
+      await callbacks.stop();
       await stopped;
       await store.close();
       await stopModelsIfLoaded();
