@@ -113,12 +113,33 @@ forEachEngine('concurrent charges never overdraw, from one connection or two ser
   t.equal(await store.balance(account), 0);
 });
 
+t.test('[postgres] a charge does not wait for another transaction still writing a run or a job of the same account', async (t) => {
+  const { store, dir, url } = await openTestStore(t, 'postgres');
+  const other = await openStore(dir, { url });
+  t.teardown(() => other.close());
+  const { account } = await store.createKey({});
+  // As a charge writing its large result, or a job creation writing its input, does before it
+  // commits: a row that references the account (its foreign key holds a key-share lock on it).
+  let charge: Promise<string> | undefined;
+  const outcome = await store.db.transaction(async (tx) => {
+    await tx.run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES (?, ?, NULL, 'api', 'upload', 'full', 1, 1, ?)", [
+      crypto.randomUUID(), account, Date.now(),
+    ]);
+    charge = other.recordRun(run(account, 1)).then(() => 'charged');
+    const waited = new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 3000).unref());
+    return Promise.race([charge, waited]);
+  });
+  await charge; // if it waited, it goes through once the first transaction has committed
+  t.equal(outcome, 'charged', 'the other charge committed while the first transaction was still open');
+  t.equal(await store.balance(account), LIMITS.freeCredits - 1);
+});
+
 forEachEngine('a failing insert inside the transaction leaves no charge and no stored result', async (t, kind) => {
   const { store, dir } = await storeWithClock(t, kind);
   const { account } = await store.createKey({});
   const id = crypto.randomUUID();
   await store.recordRun(run(account, 0, { id }));
-  // Same run id again: the charge row goes in first, then the run insert violates the primary key.
+  // Same run id again: the run insert violates the primary key, so nothing of the charge stays.
   const retry = run(account, 1, { id, result: { data: Buffer.from('not really a png'), ext: 'png', name: `${id}.2`, contentType: 'image/png', width: 1, height: 1 } });
   await t.rejects(store.recordRun(retry), /UNIQUE constraint failed: runs.id|duplicate key value violates unique constraint "runs_pkey"/);
   t.equal(await store.balance(account), 10, 'the charge was rolled back');

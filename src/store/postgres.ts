@@ -9,7 +9,7 @@ import pg from 'pg';
 import { LIMITS } from '../limits.js';
 import type { Db, Dialect, Queryable, Row, SqlParam } from './sql.js';
 
-const POSTGRES: Dialect = Object.freeze({ kind: 'postgres', forUpdate: ' FOR UPDATE', skipLocked: ' FOR UPDATE SKIP LOCKED' });
+const POSTGRES: Dialect = Object.freeze({ kind: 'postgres', forUpdate: ' FOR UPDATE', skipLocked: ' FOR UPDATE SKIP LOCKED', forNoKeyUpdate: ' FOR NO KEY UPDATE' });
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
