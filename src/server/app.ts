@@ -131,16 +131,19 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
   // The model call is chosen once, here: an upstream is checked before the port opens.
   const upstream = config.upstream ? await (await import('../oip/client.js')).useUpstream({ ...config, upstream: config.upstream }) : null;
   const store = await openStore(config.dataDir, { url: config.store });
-  // The heartbeat tells the other servers of a fleet that this one runs (its claims stay its own).
-  await store.startHeartbeat(config.leaseMs);
   // Replays need their stored result: the window is the shorter of 24 h and the result retention.
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
-  await store.resetIdempotencyKeys(idempotencyTtl);
-
-  const callbackSecret = await callbackSecretOf(store, config.callbackSecret).catch(async (err: unknown) => {
-    await store.close();
+  let callbackSecret: string;
+  try {
+    // The heartbeat tells the other servers of a fleet that this one runs (its claims stay its own).
+    await store.startHeartbeat(config.leaseMs);
+    await store.resetIdempotencyKeys(idempotencyTtl);
+    callbackSecret = await callbackSecretOf(store, config.callbackSecret);
+  } catch (err) {
+    // An open PostgreSQL pool would keep the failed start alive.
+    await store.close().catch(() => undefined);
     throw err;
-  });
+  }
   const pool = new WorkPool(config.workers);
   const metrics = config.metrics ? new ServerMetrics({ store, pool }) : null;
   // The sync route and the job workers call the same (observed) pipeline.
