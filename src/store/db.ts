@@ -31,6 +31,7 @@ import { SqliteDb } from './sqlite.js';
 import { PostgresDb } from './postgres.js';
 import { migrate } from './migrations.js';
 import { migratePostgres } from './migrations-postgres.js';
+import { isPostgresUrl, redactUrl } from './url.js';
 import * as ledger from './ledger.js';
 import * as results from './results.js';
 import * as idempotency from './idempotency.js';
@@ -164,21 +165,7 @@ function sqliteReason(err: unknown): string {
   return message.replace(/^SQLITE_[A-Z_]+: /, '').split('\n')[0];
 }
 
-/** postgres:// or postgresql://: a PostgreSQL store. */
-export function isPostgresUrl(url: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(url);
-}
-
-/** The URL without its password, for messages. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return url.replace(/:[^:@/]*@/, ':***@');
-  }
-}
+export { isPostgresUrl, redactUrl } from './url.js';
 
 export interface OpenStoreOptions {
   /** Replaces the clock (tests). */
