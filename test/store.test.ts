@@ -531,7 +531,7 @@ forEachEngine('jobs: a job interrupted maxAttempts times is handed over to fail,
 forEachEngine('callback deliveries: each attempt claimed by exactly one server; a lost claim records nothing', async (t, kind) => {
   const clock = { now: Date.UTC(2025, 5, 15, 12) };
   const { store, dir, url } = await openTestStore(t, kind, { now: () => clock.now });
-  const other = await openStore(dir, { url, now: () => clock.now });
+  const other = await openStore(dir, { url, now: () => clock.now, owner: twoIdentities()[1] });
   t.teardown(() => other.close());
   const { account } = await store.createKey({});
   const jobs = Array.from({ length: 6 }, () => newJob(account, { callbackUrl: 'http://example.test/hook' }));
@@ -549,4 +549,12 @@ forEachEngine('callback deliveries: each attempt claimed by exactly one server; 
   const retaken = await other.claimDueDeliveries(10, 1000);
   t.equal(retaken.length, 5, 'leases run out: the undelivered ones are claimed again');
   t.equal(await other.nextDeliveryAt(), clock.now + 1000);
+  // The first server's late outcome for a delivery the other now holds: refused, nothing written.
+  const lost = a[1];
+  t.ok(retaken.some((d) => d.id === lost.id), 'the other server holds it now');
+  const before = await store.deliveriesOf(lost.jobId);
+  t.equal(await store.recordDeliveryAttempt(lost.id, { state: 'delivered', attempts: 1 }), false, 'the lost claim records nothing');
+  t.equal(await store.recordDeliveryAttempt(lost.id, { state: 'retry', attempts: 1, nextAttemptAt: clock.now, lastError: 'late' }), false);
+  t.same(await store.deliveriesOf(lost.jobId), before, 'the delivery is as it was');
+  t.equal(await other.recordDeliveryAttempt(lost.id, { state: 'delivered', attempts: 1 }), true, 'its holder records the attempt');
 });
