@@ -10,9 +10,19 @@
  */
 import { LIMITS } from '../limits.js';
 import { postJson } from '../net/fetch-url.js';
-import type { Delivery, Store } from '../store/db.js';
+import type { Delivery, JobError, Store } from '../store/db.js';
 import { deliveryDecision, type AttemptOutcome } from './backoff.js';
 import { signBody } from './secret.js';
+
+/** The callback body of api-spec 2.7 for a finished job: the exact text that is signed and sent. */
+export function callbackBody(job: { id: string }, outcome: { status: 'done'; url: string; creditsCharged: number; creditsRemaining: number } | { status: 'failed'; error: JobError }): string {
+  if (outcome.status === 'done') {
+    return JSON.stringify({
+      job_id: job.id, status: 'done', url: outcome.url, credits_charged: outcome.creditsCharged, credits_remaining: outcome.creditsRemaining,
+    });
+  }
+  return JSON.stringify({ job_id: job.id, status: 'failed', error: { code: outcome.error.code, message: outcome.error.message } });
+}
 
 export interface CallbackDispatcherOptions {
   store: Store;

@@ -133,7 +133,7 @@ export function filePayloads(dataDir: string): Payloads {
  * A secret kept in `<dataDir>/<name>` (mode 0600), generated once. Every server on one SQLite
  * file shares its data directory, so they share the file.
  */
-export async function fileSecret(dataDir: string, name: string, generate: () => string): Promise<string> {
+async function fileSecret(dataDir: string, name: string, generate: () => string): Promise<string> {
   const file = path.join(dataDir, name);
   await fs.mkdir(dataDir, { recursive: true });
   try {
