@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CutoutError, isPermissionError } from './errors.js';
 import { LIMITS } from './limits.js';
+import { redactUrl } from './store/url.js';
 import { parseEnum, PRECISIONS, QUALITIES, type Precision, type Quality } from './options.js';
 
 export interface CutoutConfig {
@@ -172,10 +173,10 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   store: (v) => {
     const s = nullableStr('store', v);
     // The value may hold a password: it is not repeated in the message.
-    if (s !== null && !/^postgres(ql)?:\/\/\S+$/i.test(s)) fail('store', 'a postgres:// or postgresql:// URL', s.replace(/\/\/[^@/]*@/, '//***@'));
+    if (s !== null && !/^postgres(ql)?:\/\/\S+$/i.test(s)) fail('store', 'a postgres:// or postgresql:// URL', redactUrl(s));
     return s;
   },
-  leaseMs: (v) => int('leaseMs', v, 100, 3_600_000),
+  leaseMs: (v) => int('leaseMs', v, LIMITS.minJobLeaseMs, LIMITS.maxJobLeaseMs),
   upstream: (v) => {
     const s = nullableStr('upstream', v);
     if (s !== null && !/^https?:\/\/[^/]/i.test(s)) fail('upstream', 'an http(s) URL', v);

@@ -71,12 +71,27 @@ export const LIMITS = Object.freeze({
   /** PostgreSQL connections per server process (100 servers x 10 fits a max_connections of 1000+). */
   postgresPoolSize: 10,
   /** Time allowed to open a PostgreSQL connection in ms. */
+  postgresConnectTimeoutMs: 10_000,
   /** How long a lost LISTEN connection waits before it connects again (new jobs are still found by the sweep). */
   postgresListenRetryMs: 1000,
-  postgresConnectTimeoutMs: 10_000,
   /** Default `--lease-ms`: how long a claimed job stays with a silent server. */
   jobLeaseMs: 30_000,
-  /** How long a claimed callback attempt stays with its server (longer than one attempt's 10 s timeout). */
+  /**
+   * Shortest `--lease-ms`: leases and heartbeats are renewed every third of it, and a renewal is
+   * one round trip to the store; under a second, one slow query hands a running job to another server.
+   */
+  minJobLeaseMs: 1_000,
+  /** Longest `--lease-ms` (an hour: a dead server's jobs wait that long). */
+  maxJobLeaseMs: 3_600_000,
+  /** Runs of a job (the first and the retries after its server died or was stopped) before it fails. */
+  jobMaxAttempts: 3,
+  /** A `servers` row silent this long past its lease is deleted (the row of a server that died). */
+  serverRowRetentionMs: 3_600_000,
+  /** One callback attempt: connect, send, read the status. A graceful stop waits this long for attempts in flight. */
+  callbackAttemptTimeoutMs: 10_000,
+  /** Past an attempt's timeout, how long a stop waits for its outcome to be written to the store. */
+  callbackRecordMarginMs: 2_000,
+  /** How long a claimed callback attempt stays with its server (longer than one attempt's timeout). */
   callbackLeaseMs: 60_000,
   /**
    * Open Inference Protocol bodies (model server requests, upstream responses) are bounded by the

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { redactUrl } from '../src/store/url.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -41,6 +42,27 @@ t.test('store and leaseMs: --store > CUTOUT_STORE > "store" in the file; SQLite 
   t.equal((await loadConfig({}, { configFile: file, env: { CUTOUT_STORE: 'postgresql://env@db/cutout' } })).store, 'postgresql://env@db/cutout');
   const flagged = await loadConfig({ store: 'postgres://flag@db/cutout', leaseMs: '1500' }, { configFile: file, env: { CUTOUT_STORE: 'postgresql://env@db/cutout' } });
   t.same([flagged.store, flagged.leaseMs], ['postgres://flag@db/cutout', 1500]);
-  await t.rejects(loadConfig({ store: 'mysql://u:pw@db/x' }, { env: {} }), { message: 'Expected a postgres:// or postgresql:// URL for store but received "mysql://***@db/x"' });
-  await t.rejects(loadConfig({ leaseMs: '10' }, { env: {} }), /Expected an integer from 100 to 3600000 for leaseMs/);
+  await t.rejects(loadConfig({ store: 'mysql://u:pw@db/x' }, { env: {} }), { message: 'Expected a postgres:// or postgresql:// URL for store but received "mysql://u:***@db/x"' });
+  // Without `//` there is no URL host to parse: the password is masked all the same.
+  await t.rejects(loadConfig({ store: 'postgres:/u:pw@h/db' }, { env: {} }), { message: 'Expected a postgres:// or postgresql:// URL for store but received "postgres:/u:***@h/db"' });
+  const odd = await loadConfig({ store: 'postgres:s3cret@h/db' }, { env: {} }).catch((err: Error) => err);
+  t.notMatch((odd as Error).message, /s3cret/, 'nor when the scheme\'s colon is all there is');
+  await t.rejects(loadConfig({ leaseMs: '10' }, { env: {} }), /Expected an integer from 1000 to 3600000 for leaseMs/);
+  await t.rejects(loadConfig({ leaseMs: '999' }, { env: {} }), /Expected an integer from 1000 to 3600000 for leaseMs/, 'under a second a slow renewal loses running jobs');
+  t.equal((await loadConfig({ leaseMs: '1000' }, { env: {} })).leaseMs, 1000);
+});
+
+t.test('redactUrl: the password is never shown, URL or not', async (t) => {
+  const cases: [string, string][] = [
+    ['postgres://u:pw@h:5432/db', 'postgres://u:***@h:5432/db'],
+    ['postgresql://u@h/db', 'postgresql://u@h/db'],
+    ['postgres://h/db', 'postgres://h/db'],
+    ['postgres://u:p@ss@h/db', 'postgres://u:***@h/db'],
+    ['postgres:/u:pw@h/db', 'postgres:/u:***@h/db'],
+    ['postgres:u:pw@h/db', 'postgres:u:***@h/db'],
+    ['u:pw@h/db', 'u:***@h/db'],
+    ['postgres:user@h', 'postgres:***@h'],
+    ['not a url', 'not a url'],
+  ];
+  for (const [url, shown] of cases) t.equal(redactUrl(url), shown, url);
 });

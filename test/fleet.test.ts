@@ -7,11 +7,15 @@
  */
 import t from 'tap';
 import fs from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { LIMITS } from '../src/limits.js';
 import { openStore, type Store } from '../src/store/db.js';
 import { balanceOf, bearer, createKey, errorCode, startServe, upload, type ServeProcess } from './helpers/api-server.js';
 import { signatureValid, startReceiver } from './helpers/callback-receiver.js';
 import { FIXTURES } from './helpers/cli.js';
+import { startHeldImageServer } from './helpers/held-image.js';
 import { storeUrl, tempDir } from './helpers/stores.js';
 
 const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x300
@@ -45,6 +49,30 @@ async function waitForJob(url: string, key: string, id: string, statuses = ['don
     if (statuses.includes(job.status)) return job;
     if (Date.now() > until) throw new Error(`job ${id} still ${job.status} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A job whose image is fetched from `imageUrl`. */
+async function submitUrlJob(url: string, key: string, imageUrl: string, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${url}/api/v1/jobs`, {
+    method: 'POST', headers: bearer(key, { 'Content-Type': 'application/json', ...headers }), body: JSON.stringify({ image_url: imageUrl, size: 'full', quality: 'fast' }),
+  });
+}
+
+/** The server identity a server reports in health. */
+async function identityOf(server: ServeProcess): Promise<string> {
+  return ((await (await fetch(`${server.url}/api/v1/health`)).json()) as any).server.id;
+}
+
+/** Waits until `count` of the jobs `ids` are processing; their lease owners. */
+async function waitForHolders(observer: Store, ids: string[], count: number, timeoutMs = 60_000): Promise<string[]> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
+    const holding = rows.filter((r) => r!.status === 'processing');
+    if (holding.length >= count) return holding.map((r) => r!.leaseOwner!);
+    if (Date.now() > until) throw new Error(`${holding.length} of the jobs processing after ${timeoutMs} ms, expected ${count}`);
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -112,19 +140,22 @@ t.test('kill -9 of a server holding jobs: another finishes them, each charged on
   const url = (await storeUrl('postgres'))!;
   const receiver = await startReceiver(t);
   const args = ['--workers', '1', '--lease-ms', '1500', '--allow-private-network', '--callback-backoff', '50', '--rate-limit', '100000'];
+  // The jobs fetch an image that is held back, so each server keeps the one it claims until the
+  // kill, however fast the model is.
+  const images = await startHeldImageServer(t, chelsea);
+  const [survivor] = await fleet(t, url, 1, args);
   const [doomed] = await fleet(t, url, 1, args);
+  const doomedId = await identityOf(doomed);
   const { key, account } = await createKey(doomed.dataDir, ['--store', url]);
   const observer = await observe(t, url);
   const ids: string[] = [];
   for (let i = 0; i < 4; i++) {
-    const res = await submitJob(doomed.url, key, { size: 'full', quality: 'fast' }, { 'X-Callback-Url': `${receiver.url}/hook` });
+    const res = await submitUrlJob(doomed.url, key, images.url, { 'X-Callback-Url': `${receiver.url}/hook` });
     t.equal(res.status, 202);
     ids.push(((await res.json()) as any).job_id);
   }
-  // Wait until the doomed server holds a job, then start the survivor and kill the first.
-  const held = await waitForJob(doomed.url, key, ids[0], ['processing', 'done']);
-  t.equal(held.status, 'processing', 'the first job is running on the doomed server');
-  const [survivor] = await fleet(t, url, 1, args);
+  const holders = await waitForHolders(observer, ids, 2);
+  t.ok(holders.includes(doomedId), 'the doomed server holds a job');
   // A sync request with an Idempotency-Key waits on the doomed server for its one worker, its key claimed.
   const sync = (s: ServeProcess) => fetch(`${s.url}/api/v1/remove`, {
     method: 'POST', headers: bearer(key, { 'Idempotency-Key': 'sync-cut', Accept: 'application/json' }), body: upload(chelsea, { size: 'full', quality: 'fast' }),
@@ -136,6 +167,7 @@ t.test('kill -9 of a server holding jobs: another finishes them, each charged on
   const killed = await doomed.stop('SIGKILL');
   t.equal(killed.signal, 'SIGKILL');
   t.equal(await cut, 'cut', 'the sync request died with its server');
+  images.release();
   // Its claim belonged to the dead server: once the heartbeat has stopped, a retry elsewhere runs it.
   const retry = await sync(survivor);
   t.equal(retry.status, 200);
@@ -153,7 +185,11 @@ t.test('kill -9 of a server holding jobs: another finishes them, each charged on
   const calls = await receiver.waitFor((r) => r.path === '/hook', 4);
   t.same(new Set(calls.map((r) => r.json.job_id)), new Set(ids), 'a callback for every job');
   t.ok(calls.every((r) => r.json.status === 'done' && signatureValid(r, SECRET)), 'done and signed with the fleet\'s secret');
-  for (const id of ids) t.match(await observer.deliveriesOf(id), [{ delivered: true }], `delivery of ${id} recorded once`);
+  for (const id of ids) {
+    const deliveries = await observer.deliveriesOf(id);
+    t.equal(deliveries.length, 1, `one delivery of ${id}`);
+    t.match(deliveries, [{ delivered: true }], 'recorded as delivered');
+  }
   t.notOk(survivor.stderr().includes('unexpected error'), 'the survivor logged no unexpected error');
 });
 
@@ -165,13 +201,18 @@ t.test('concurrent claims: many jobs on two servers, none run twice', async (t) 
   const { key, account } = await createKey(a.dataDir, ['--store', url]);
   await (await observe(t, url)).addCredits(account, 20);
   const observer = await observe(t, url);
-  const batch = { images: Array.from({ length: 12 }, () => ({ image_file_b64: chelsea.toString('base64') })), size: 'full', quality: 'fast' };
+  // The first image of each server is held back until both hold one, so both run some.
+  const images = await startHeldImageServer(t, chelsea);
+  const batch = { images: Array.from({ length: 12 }, () => ({ image_url: images.url })), size: 'full', quality: 'fast' };
   const res = await fetch(`${a.url}/api/v1/jobs/batch`, {
     method: 'POST', headers: bearer(key, { 'Content-Type': 'application/json', 'X-Callback-Url': `${receiver.url}/batch` }), body: JSON.stringify(batch),
   });
   t.equal(res.status, 202);
   const ids: string[] = ((await res.json()) as any).job_ids;
   t.equal(ids.length, 12);
+  const holders = await waitForHolders(observer, ids, 2);
+  t.equal(new Set(holders).size, 2, 'each server holds one job');
+  images.release();
   await Promise.all(ids.map((id, i) => waitForJob([a, b][i % 2].url, key, id)));
   const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
   t.ok(rows.every((r) => r!.status === 'done'), 'all done');
@@ -210,4 +251,55 @@ t.test('SIGTERM: a server finishes or hands back its jobs and leaves; another ru
   t.ok(Date.now() - started < 60_000, 'well within the 60 s lease: nothing waited for it');
   const charges = await observer.db.all<{ n: number }>("SELECT COUNT(*) AS n FROM ledger WHERE reason = 'charge' AND account_id = ? GROUP BY ref", [account]);
   t.same(charges.map((r) => r.n), [1, 1, 1], 'each charged once');
+});
+
+t.test('a server whose lease was taken over stops that job at once and commits nothing', async (t) => {
+  const url = (await storeUrl('postgres'))!;
+  const images = await startHeldImageServer(t, chelsea);
+  const [server] = await fleet(t, url, 1, ['--workers', '1', '--lease-ms', '1500', '--allow-private-network', '--rate-limit', '100000']);
+  const { key, account } = await createKey(server.dataDir, ['--store', url]);
+  const observer = await observe(t, url);
+  const { job_id: id } = (await (await submitUrlJob(server.url, key, images.url)).json()) as any;
+  await waitForHolders(observer, [id], 1);
+  // Another server's takeover, as reclaimAbandonedJobs and claimNextJob would write it after a missed renewal.
+  // (Its lease runs ten minutes, so no sweep hands the job back during the test.)
+  await observer.db.run("UPDATE jobs SET lease_owner = 'another-server:1:1:x', attempts = attempts + 1, lease_until = ? WHERE id = ?", [Date.now() + 600_000, id]);
+  const deadline = Date.now() + 10_000;
+  while (!server.stderr().includes('a job was stopped') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  t.match(server.stderr(), 'a job was stopped: its lease ran out and another server took it over', 'the next renewal finds the lease lost and stops the job');
+  t.notMatch(server.stderr(), id, 'the job id (its result\'s capability) is not logged');
+  images.release();
+  // The server is free again: a new job runs on it (the stopped one no longer holds its only worker).
+  const next = (await (await submitJob(server.url, key, { size: 'full', quality: 'fast' })).json()) as any;
+  t.equal((await waitForJob(server.url, key, next.job_id)).status, 'done');
+  const row = (await observer.getJobById(id))!;
+  t.same([row.status, row.leaseOwner], ['processing', 'another-server:1:1:x'], 'the job stays with the server that took it over');
+  const charges = await observer.db.all<{ ref: string }>("SELECT ref FROM ledger WHERE reason = 'charge' AND account_id = ?", [account]);
+  t.same(charges.map((c) => c.ref), [next.job_id], 'nothing charged for the stopped run');
+});
+
+t.test('SIGTERM while a callback attempt is in flight: the stop waits for it and records it, never hands it back mid-send', async (t) => {
+  const url = (await storeUrl('postgres'))!;
+  // A receiver that never answers: the attempt runs until its timeout.
+  let hooks = 0;
+  const silent = http.createServer(() => { hooks++; });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => { silent.closeAllConnections(); silent.close(); });
+  const hookUrl = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/hook`;
+  const [server] = await fleet(t, url, 1, ['--workers', '1', '--allow-private-network', '--callback-backoff', '50', '--rate-limit', '100000']);
+  const { key } = await createKey(server.dataDir, ['--store', url]);
+  const observer = await observe(t, url);
+  const { job_id: id } = (await (await submitJob(server.url, key, { size: 'preview' }, { 'X-Callback-Url': hookUrl })).json()) as any;
+  await waitForJob(server.url, key, id);
+  const until = Date.now() + 30_000;
+  while (hooks === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
+  t.equal(hooks, 1, 'the attempt is in flight');
+  const stopped = await server.stop('SIGTERM');
+  t.equal(stopped.code, 0, 'a clean exit');
+  t.ok(stopped.ms >= LIMITS.callbackAttemptTimeoutMs - 1000, 'after waiting for the attempt to time out');
+  const [delivery] = await observer.deliveriesOf(id);
+  t.match(delivery, { attempts: 1, delivered: false, gaveUp: false, lastError: /./ }, 'recorded as a failed attempt, to be retried by any server');
+  const lease = await observer.db.get<{ lease_owner: string | null }>('SELECT lease_owner FROM callback_deliveries WHERE job_id = ?', [id]);
+  t.equal(lease?.lease_owner, null, 'and no longer claimed');
+  t.equal(hooks, 1, 'sent once');
 });

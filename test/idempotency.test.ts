@@ -126,3 +126,33 @@ t.test('[postgres] a claim of another server is kept while its heartbeat runs, t
   t.same(await store.pendingIdempotencyClaim(ref).then((p) => p?.ownerAlive), false);
   t.same(await store.claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' }, 'its heartbeat stopped: the claim is taken over');
 });
+
+forEachEngine('a slow server whose claim was taken over: its late charge rolls back and it replays the new owner\'s answer', async (t, kind) => {
+  const { dir, url } = await openTestStore(t, kind);
+  // Two server identities of this host, neither heartbeating: each looks gone to the other.
+  const slow = await openStore(dir, { url, owner: `${os.hostname()}:${process.pid}:1:aaaaaa` });
+  const other = await openStore(dir, { url, owner: `${os.hostname()}:${process.pid}:2:bbbbbb` });
+  t.teardown(async () => { await slow.close(); await other.close(); });
+  const { account } = await slow.createKey({});
+  const caller: Caller = { accountId: account, keyId: null, test: false, channel: 'key', rateKey: 'k' };
+  const charge = (store: typeof slow, id: string) => async (seal: (tx: any, value: { id: string }) => Promise<void>) => {
+    await store.recordRun(
+      { id, accountId: account, keyId: null, channel: 'api', input: 'upload', size: 'full', credits: 1, ms: 1 },
+      { within: (tx) => seal(tx, { id }) },
+    );
+    return { id };
+  };
+  let resume!: () => void;
+  const paused = new Promise<void>((resolve) => { resume = resolve; });
+  const a = new Idempotency(slow, 3600, 45_000);
+  const b = new Idempotency(other, 3600, 45_000);
+  const first = a.run(caller, 'remove', 'order-9', 'fp', async (seal) => { await paused; return charge(slow, 'run-a')(seal); });
+  await new Promise((resolve) => setTimeout(resolve, 50)); // the slow server has claimed the key
+  const second = await b.run(caller, 'remove', 'order-9', 'fp', charge(other, 'run-b'));
+  t.same(second, { value: { id: 'run-b' }, replayed: false }, 'the other server took the silent claim over and ran');
+  resume();
+  t.same(await first, { value: { id: 'run-b' }, replayed: true }, 'the slow server answers with the new owner\'s result');
+  t.equal(await slow.balance(account), 9, 'charged once');
+  const charges = await slow.db.all<{ ref: string }>("SELECT ref FROM ledger WHERE reason = 'charge'");
+  t.same(charges.map((c) => c.ref), ['run-b']);
+});

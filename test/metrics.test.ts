@@ -7,11 +7,10 @@
 import t from 'tap';
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { bearer, createKey, errorCode, startServe } from './helpers/api-server.js';
 import { startReceiver } from './helpers/callback-receiver.js';
+import { startHeldImageServer } from './helpers/held-image.js';
 import { FIXTURES } from './helpers/cli.js';
 import { testPostgres } from './helpers/postgres.js';
 import { until } from './helpers/process.js';
@@ -37,30 +36,8 @@ async function scrape(url: string): Promise<string> {
 }
 
 
-/** An image server whose answers wait until `release()`: jobs that fetch from it stay in place. */
-async function startHeldImageServer(t: Tap.Test) {
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  let requests = 0;
-  const server = http.createServer((_req, res) => {
-    requests++;
-    void released.then(() => {
-      res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': String(chelsea.length) });
-      res.end(chelsea);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    release();
-    server.closeAllConnections();
-    server.close();
-  });
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/photo.jpg`, release, requests: () => requests };
-}
-
 t.test('/metrics: request durations by route pattern, job gauges, inference, callbacks, process metrics', async (t) => {
-  const images = await startHeldImageServer(t);
+  const images = await startHeldImageServer(t, chelsea);
   const receiver = await startReceiver(t);
   const srv = await startServe(t, ['--workers', '1', '--allow-private-network', '--rate-limit', '100000']);
   const { key } = await createKey(srv.dataDir);
@@ -144,7 +121,7 @@ t.test('--no-metrics: /metrics is a 404 with the error body; the API still serve
 t.test('a fleet on one PostgreSQL: every server reports the fleet-wide job gauges and its own requests', async (t) => {
   const pg = await testPostgres(t);
   const url = await pg.freshDatabase();
-  const images = await startHeldImageServer(t);
+  const images = await startHeldImageServer(t, chelsea);
   const a = await startServe(t, ['--store', url, '--workers', '1', '--allow-private-network']);
   const b = await startServe(t, ['--store', url, '--workers', '1', '--allow-private-network']);
   const { key } = await createKey(a.dataDir, ['--store', url]);

@@ -6,12 +6,11 @@
 import t from 'tap';
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { callbackBackoffMs, deliveryDecision, queueRetryAfterSeconds } from '../src/queue/backoff.js';
-import { loadCallbackSecret, signBody } from '../src/queue/secret.js';
+import { callbackSecretOf, signBody } from '../src/queue/secret.js';
 import { chooseNext, WorkPool } from '../src/queue/pool.js';
-import type { NewJob, StoreKind } from '../src/store/db.js';
+import { openStore, type NewJob, type StoreKind } from '../src/store/db.js';
 import { forEachEngine, openTestStore } from './helpers/stores.js';
 
 t.test('callback backoff: the first delay, doubling', async (t) => {
@@ -197,14 +196,15 @@ forEachEngine('job table: queue limit, FIFO claims, tokens, done in the charge t
   t.ok(await store.getJobById(e.id), 'queued jobs stay');
 });
 
-t.test('callback secret: generated once with mode 0600, or the configured one', async (t) => {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-secret-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const first = await loadCallbackSecret(dir, null);
+t.test('callback secret: generated once with mode 0600 in the SQLite data directory, or the configured one', async (t) => {
+  const { store, dir } = await openTestStore(t, 'sqlite');
+  const first = await callbackSecretOf(store, null);
   t.match(first, /^[0-9a-f]{64}$/);
   t.equal((await fs.stat(path.join(dir, 'callback-secret'))).mode & 0o777, 0o600);
-  t.equal(await loadCallbackSecret(dir, null), first, 'kept across starts');
-  t.equal(await loadCallbackSecret(dir, 'from-env'), 'from-env');
+  const reopened = await openStore(dir);
+  t.teardown(() => reopened.close());
+  t.equal(await callbackSecretOf(reopened, null), first, 'kept across starts');
+  t.equal(await callbackSecretOf(store, 'from-env'), 'from-env');
   const body = '{"job_id":"1"}';
   t.equal(signBody(body, 'k'), `sha256=${crypto.createHmac('sha256', 'k').update(body).digest('hex')}`);
 });

@@ -51,3 +51,14 @@ t.test('a bad or unreachable store is one line, without the password', async (t)
   t.notMatch(down.stderr, /hunter2/);
   t.equal(down.stderr.trim().split('\n').length, 1);
 });
+
+t.test('remove --key with a refused key on PostgreSQL exits at once: the store is closed on the error path too', async (t) => {
+  const url = (await storeUrl('postgres'))!;
+  const data = await tempDir(t, 'cutout-cli-pg-');
+  const started = Date.now();
+  const refused = await runCli(['remove', path.join(FIXTURES, 'chelsea.jpg'), '-o', path.join(data, 'x.png'), '--key', 'ck_live_not_a_key', '--store', url, '--data', data]);
+  t.equal(refused.code, 2, 'a usage error');
+  t.match(refused.stderr, /--key: invalid or revoked API key/);
+  // An open pool keeps a process alive until its idle connections time out (10 s in pg).
+  t.ok(Date.now() - started < 8_000, `exited without waiting for the pool (${Date.now() - started} ms)`);
+});

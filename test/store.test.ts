@@ -3,9 +3,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { openStore, type NewJob, type Store, type StoreKind } from '../src/store/db.js';
+import { IdempotencyClaimLost, openStore, type NewJob, type Store, type StoreKind } from '../src/store/db.js';
 import { MIGRATIONS } from '../src/store/migrations.js';
 import { PG_MIGRATIONS } from '../src/store/migrations-postgres.js';
+import type { PostgresDb } from '../src/store/postgres.js';
 import { CutoutError } from '../src/errors.js';
 import { LIMITS } from '../src/limits.js';
 import { forEachEngine, openTestStore, storeUrl, tempDir } from './helpers/stores.js';
@@ -112,12 +113,33 @@ forEachEngine('concurrent charges never overdraw, from one connection or two ser
   t.equal(await store.balance(account), 0);
 });
 
+t.test('[postgres] a charge does not wait for another transaction still writing a run or a job of the same account', async (t) => {
+  const { store, dir, url } = await openTestStore(t, 'postgres');
+  const other = await openStore(dir, { url });
+  t.teardown(() => other.close());
+  const { account } = await store.createKey({});
+  // As a charge writing its large result, or a job creation writing its input, does before it
+  // commits: a row that references the account (its foreign key holds a key-share lock on it).
+  let charge: Promise<string> | undefined;
+  const outcome = await store.db.transaction(async (tx) => {
+    await tx.run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES (?, ?, NULL, 'api', 'upload', 'full', 1, 1, ?)", [
+      crypto.randomUUID(), account, Date.now(),
+    ]);
+    charge = other.recordRun(run(account, 1)).then(() => 'charged');
+    const waited = new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 3000).unref());
+    return Promise.race([charge, waited]);
+  });
+  await charge; // if it waited, it goes through once the first transaction has committed
+  t.equal(outcome, 'charged', 'the other charge committed while the first transaction was still open');
+  t.equal(await store.balance(account), LIMITS.freeCredits - 1);
+});
+
 forEachEngine('a failing insert inside the transaction leaves no charge and no stored result', async (t, kind) => {
   const { store, dir } = await storeWithClock(t, kind);
   const { account } = await store.createKey({});
   const id = crypto.randomUUID();
   await store.recordRun(run(account, 0, { id }));
-  // Same run id again: the charge row goes in first, then the run insert violates the primary key.
+  // Same run id again: the run insert violates the primary key, so nothing of the charge stays.
   const retry = run(account, 1, { id, result: { data: Buffer.from('not really a png'), ext: 'png', name: `${id}.2`, contentType: 'image/png', width: 1, height: 1 } });
   await t.rejects(store.recordRun(retry), /UNIQUE constraint failed: runs.id|duplicate key value violates unique constraint "runs_pkey"/);
   t.equal(await store.balance(account), 10, 'the charge was rolled back');
@@ -241,6 +263,95 @@ forEachEngine('idempotency keys: claim, pending, mismatch, replay, release, expi
     [{ endpoint: 'remove' }],
     'a reset drops the expired claim and keeps the fresh one of a live process',
   );
+});
+
+/** Two server identities of this host (the store's `owner`): neither heartbeats, so each is silent to the other. */
+function twoIdentities(): [string, string] {
+  return [`${os.hostname()}:${process.pid}:1:aaaaaa`, `${os.hostname()}:${process.pid}:2:bbbbbb`];
+}
+
+async function countRuns(store: Store, accountId: string): Promise<number> {
+  return Number((await store.db.get<{ n: number | string }>('SELECT COUNT(*) AS n FROM runs WHERE account_id = ?', [accountId]))?.n);
+}
+
+forEachEngine('idempotency: a claim taken over from a silent server; its late charge rolls back, its release keeps the new claim', async (t, kind) => {
+  const { dir, url } = await openTestStore(t, kind);
+  const [idA, idB] = twoIdentities();
+  const a = await openStore(dir, { url, owner: idA });
+  const b = await openStore(dir, { url, owner: idB });
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  const { account } = await a.createKey({});
+  const ref = { accountId: account, endpoint: 'remove', key: 'takeover' };
+  const ttl = 3600;
+  t.same(await a.claimIdempotencyKey(ref, 'fp', ttl), { state: 'claimed' });
+  t.same(await b.claimIdempotencyKey(ref, 'fp', ttl), { state: 'claimed' }, 'A is silent: B takes its claim over');
+
+  // A was only slow: it now commits its charge, sealing the key in the same transaction.
+  const late = await a.recordRun(run(account, 1), { within: (tx) => a.completeIdempotencyKey(ref, { id: 'from-a' }, tx) }).catch((e: unknown) => e);
+  t.type(late, IdempotencyClaimLost, 'the seal of a lost claim throws');
+  t.equal(await a.balance(account), LIMITS.freeCredits, 'and its charge rolled back');
+  t.equal(await countRuns(a, account), 0, 'no run recorded either');
+  await a.releaseIdempotencyKey(ref);
+  t.equal((await a.pendingIdempotencyClaim(ref))?.owner, idB, "A's release left B's claim in place");
+
+  await b.recordRun(run(account, 1), { within: (tx) => b.completeIdempotencyKey(ref, { id: 'from-b' }, tx) });
+  t.equal(await b.balance(account), LIMITS.freeCredits - 1, 'charged once, by the new owner');
+  t.same(await a.claimIdempotencyKey(ref, 'fp', ttl), { state: 'done', response: { id: 'from-b' } }, "every server replays B's answer");
+  await t.rejects(a.completeIdempotencyKey(ref, { id: 'again' }), IdempotencyClaimLost, 'a done key is never overwritten');
+});
+
+forEachEngine('idempotency: a waiter that gave up drops only the exact claim it saw', async (t, kind) => {
+  const { dir, url } = await openTestStore(t, kind);
+  const [idA, idB] = twoIdentities();
+  const a = await openStore(dir, { url, owner: idA });
+  const b = await openStore(dir, { url, owner: idB });
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  const { account } = await a.createKey({});
+  const ref = { accountId: account, endpoint: 'jobs', key: 'stale' };
+  t.same(await a.claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' });
+  const seen = (await a.pendingIdempotencyClaim(ref))!;
+  t.equal(seen.owner, idA);
+  await b.releaseStaleIdempotencyClaim(ref, { owner: seen.owner, createdAt: seen.createdAt - 1 });
+  await b.releaseStaleIdempotencyClaim(ref, { owner: idB, createdAt: seen.createdAt });
+  t.same(await b.pendingIdempotencyClaim(ref).then((p) => p?.owner), idA, 'another claim than the one seen stays');
+  await b.releaseIdempotencyKey(ref);
+  t.equal((await b.pendingIdempotencyClaim(ref))?.owner, idA, "a server's release drops only its own claim");
+  await b.releaseStaleIdempotencyClaim(ref, seen);
+  t.equal(await b.pendingIdempotencyClaim(ref), null, 'the exact claim seen is dropped');
+});
+
+// PostgreSQL only: SQLite has one writer at a time, so two takeovers cannot interleave there.
+t.test('[postgres] idempotency: servers taking one dead claim over at once: one claims, the others wait (no error)', async (t) => {
+  const { dir, url } = await openTestStore(t, 'postgres');
+  const ids = [0, 1, 2, 3, 4, 5, 6].map((i) => `${os.hostname()}:${process.pid}:${i + 1}:cccccc`);
+  const stores = await Promise.all(ids.map((owner) => openStore(dir, { url, owner })));
+  t.teardown(() => Promise.all(stores.map((s) => s.close())));
+  // The first server is silent (no heartbeat); the others are alive, so the one that takes the claim over keeps it.
+  for (const s of stores.slice(1)) await s.startHeartbeat(60_000);
+  const { account } = await stores[0].createKey({});
+  const ref = { accountId: account, endpoint: 'remove', key: 'race' };
+  t.same(await stores[0].claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' });
+  const claims = await Promise.all(stores.slice(1).map((s) => s.claimIdempotencyKey(ref, 'fp', 3600)));
+  t.equal(claims.filter((c) => c.state === 'claimed').length, 1, 'exactly one server takes it over');
+  t.same(claims.filter((c) => c.state !== 'claimed').map((c) => c.state), ['pending', 'pending', 'pending', 'pending', 'pending']);
+});
+
+t.test('[postgres] PostgreSQL dropping a connection inside a transaction or an advisory lock: the call fails, the process lives on', async (t) => {
+  const { store } = await openTestStore(t, 'postgres');
+  const db = store.db as PostgresDb;
+  const killer = await openTestStore(t, 'postgres');
+  // pg_terminate_backend is what a restart or a failover does to each connection.
+  const dropped = async (q: { get: Store['db']['get'] }) => {
+    const { pid } = (await q.get<{ pid: number }>('SELECT pg_backend_pid() AS pid'))!;
+    await killer.store.db.get('SELECT pg_terminate_backend(?)', [pid]);
+    // Idle in the transaction while the server's goodbye arrives: the client emits 'error' then.
+    await new Promise((r) => setTimeout(r, 300));
+    await q.get('SELECT 1');
+  };
+  await t.rejects(db.transaction(dropped), 'the transaction rejects');
+  await t.rejects(db.withAdvisoryLock(4242, dropped), 'so does the advisory lock');
+  t.same(await db.get('SELECT 1 AS one'), { one: 1 }, 'the pool gave the broken clients up and serves new ones');
+  t.same(await db.transaction((tx) => tx.get('SELECT 2 AS two')), { two: 2 });
 });
 
 t.test('[postgres] migrations: versioned, a no-op on reopen, safe when several servers start at once', async (t) => {
@@ -420,7 +531,7 @@ forEachEngine('jobs: a job interrupted maxAttempts times is handed over to fail,
 forEachEngine('callback deliveries: each attempt claimed by exactly one server; a lost claim records nothing', async (t, kind) => {
   const clock = { now: Date.UTC(2025, 5, 15, 12) };
   const { store, dir, url } = await openTestStore(t, kind, { now: () => clock.now });
-  const other = await openStore(dir, { url, now: () => clock.now });
+  const other = await openStore(dir, { url, now: () => clock.now, owner: twoIdentities()[1] });
   t.teardown(() => other.close());
   const { account } = await store.createKey({});
   const jobs = Array.from({ length: 6 }, () => newJob(account, { callbackUrl: 'http://example.test/hook' }));
@@ -438,4 +549,12 @@ forEachEngine('callback deliveries: each attempt claimed by exactly one server; 
   const retaken = await other.claimDueDeliveries(10, 1000);
   t.equal(retaken.length, 5, 'leases run out: the undelivered ones are claimed again');
   t.equal(await other.nextDeliveryAt(), clock.now + 1000);
+  // The first server's late outcome for a delivery the other now holds: refused, nothing written.
+  const lost = a[1];
+  t.ok(retaken.some((d) => d.id === lost.id), 'the other server holds it now');
+  const before = await store.deliveriesOf(lost.jobId);
+  t.equal(await store.recordDeliveryAttempt(lost.id, { state: 'delivered', attempts: 1 }), false, 'the lost claim records nothing');
+  t.equal(await store.recordDeliveryAttempt(lost.id, { state: 'retry', attempts: 1, nextAttemptAt: clock.now, lastError: 'late' }), false);
+  t.same(await store.deliveriesOf(lost.jobId), before, 'the delivery is as it was');
+  t.equal(await other.recordDeliveryAttempt(lost.id, { state: 'delivered', attempts: 1 }), true, 'its holder records the attempt');
 });

@@ -208,111 +208,115 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   onModelPreparation((event) => (reporterForPreparation ? reporterForPreparation.preparation(event) : earlyPreparation.push(event)));
   if (items.length) loadModel(manifest!, modelSide(manifest!, options.quality), options.precision).catch(() => undefined);
   const store = await openStore(config.dataDir, { url: config.store });
-  let account: { accountId: string; keyId: string; test: boolean } | null = null;
-  if (flags.key) {
-    account = await store.authenticate(flags.key);
-    if (!account) usage('--key: invalid or revoked API key');
-  }
+  // Closed on every path: an open PostgreSQL pool would keep the CLI alive after an error.
+  try {
+    let account: { accountId: string; keyId: string; test: boolean } | null = null;
+    if (flags.key) {
+      account = await store.authenticate(flags.key);
+      if (!account) usage('--key: invalid or revoked API key');
+    }
 
-  removeStagedOnSignals();
-  const reporter = createReporter({
-    total: items.length + unmatched.length + unreadable.length,
-    json: Boolean(flags.json),
-    quiet: Boolean(flags.quiet) || flags.progress === false,
-  });
-  reporterForPreparation = reporter;
-  for (const event of earlyPreparation) reporter.preparation(event);
-  let failures = 0;
-  // Set at the first failure, not at the end: a reader that closes stdout early ends the run
-  // with the exit code so far (cli.ts), which must already say 1.
-  const fail = () => {
-    failures++;
-    process.exitCode = 1;
-  };
-  for (const u of unmatched) {
-    fail();
-    reporter.done({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
-  }
-  for (const u of unreadable) {
-    fail();
-    reporter.done({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
-  }
-  const runOptions = forTestKey(options, account?.test ?? false);
-  const suffix = flags.mask ? '.mask' : '.cutout';
-  const outputs = items.map((item) => outputPathFor(item, plan, options.format, suffix));
-  const shadowedBy = earlierWithSameOutput(items, outputs);
+    removeStagedOnSignals();
+    const reporter = createReporter({
+      total: items.length + unmatched.length + unreadable.length,
+      json: Boolean(flags.json),
+      quiet: Boolean(flags.quiet) || flags.progress === false,
+    });
+    reporterForPreparation = reporter;
+    for (const event of earlyPreparation) reporter.preparation(event);
+    let failures = 0;
+    // Set at the first failure, not at the end: a reader that closes stdout early ends the run
+    // with the exit code so far (cli.ts), which must already say 1.
+    const fail = () => {
+      failures++;
+      process.exitCode = 1;
+    };
+    for (const u of unmatched) {
+      fail();
+      reporter.done({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
+    }
+    for (const u of unreadable) {
+      fail();
+      reporter.done({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
+    }
+    const runOptions = forTestKey(options, account?.test ?? false);
+    const suffix = flags.mask ? '.mask' : '.cutout';
+    const outputs = items.map((item) => outputPathFor(item, plan, options.format, suffix));
+    const shadowedBy = earlierWithSameOutput(items, outputs);
 
-  const limit = pLimit(config.concurrency);
-  await Promise.all(
-    items.map((item, index) =>
-      limit(async () => {
-        const started = performance.now();
-        const output = outputs[index];
-        const report: ItemReport = { input: item.path, output, width: null, height: null, ms: 0, error: null };
-        reporter.start(item.path);
-        try {
-          const owner = shadowedBy.get(item);
-          if (owner) {
-            throw new CutoutError('invalid_request', `Output ${output} is also the output of ${owner.path}; rename one of them, or run them separately`);
-          }
-          if (output && isInputItself(output, item.path)) {
-            throw new CutoutError('invalid_request', `Output ${output} is the input itself; --overwrite replaces outputs, never the photo`);
-          }
-          if (output && fs.existsSync(output) && !flags.overwrite) {
-            if (flags.skipExisting) {
-              report.skipped = true;
-              return;
+    const limit = pLimit(config.concurrency);
+    await Promise.all(
+      items.map((item, index) =>
+        limit(async () => {
+          const started = performance.now();
+          const output = outputs[index];
+          const report: ItemReport = { input: item.path, output, width: null, height: null, ms: 0, error: null };
+          reporter.start(item.path);
+          try {
+            const owner = shadowedBy.get(item);
+            if (owner) {
+              throw new CutoutError('invalid_request', `Output ${output} is also the output of ${owner.path}; rename one of them, or run them separately`);
             }
-            throw new CutoutError('invalid_request', `Output ${output} exists; use --overwrite or --skip-existing`);
-          }
-          const bytes = await readInput(item);
-          const wantsCharge = account && !account.test;
-          if (wantsCharge && runOptions.size === 'full' && (await store.balance(account!.accountId)) <= 0) {
-            throw new CutoutError('insufficient_credits');
-          }
-          const result = await removeBackground(bytes, { ...runOptions, ...edges, mask: Boolean(flags.mask), model: config.model });
-          const credits: 0 | 1 = wantsCharge && result.resolvedSize === 'full' ? 1 : 0;
-          const run = {
-            id: randomUUID(),
-            accountId: account?.accountId ?? null,
-            keyId: account?.keyId ?? null,
-            channel: 'cli' as const,
-            input: item.path === '-' ? 'stdin' : path.resolve(item.path),
-            size: result.resolvedSize,
-            credits,
-            ms: result.ms,
-          };
-          let charged;
-          if (output) {
-            // The output is renamed into place inside the charge's transaction: a refused charge
-            // writes nothing, and a failed write charges nothing.
-            const tmp = await stageOutput(output, result.data);
-            try {
-              charged = await store.recordRun(run, { within: () => commitOutput(tmp, output) });
-            } finally {
-              await discardStaged(tmp);
+            if (output && isInputItself(output, item.path)) {
+              throw new CutoutError('invalid_request', `Output ${output} is the input itself; --overwrite replaces outputs, never the photo`);
             }
-          } else {
-            // stdout cannot be taken back: the charge commits first, so a refused one sends nothing.
-            charged = await store.recordRun(run);
-            await new Promise<void>((resolve, reject) => process.stdout.write(result.data, (err) => (err ? reject(err) : resolve())));
+            if (output && fs.existsSync(output) && !flags.overwrite) {
+              if (flags.skipExisting) {
+                report.skipped = true;
+                return;
+              }
+              throw new CutoutError('invalid_request', `Output ${output} exists; use --overwrite or --skip-existing`);
+            }
+            const bytes = await readInput(item);
+            const wantsCharge = account && !account.test;
+            if (wantsCharge && runOptions.size === 'full' && (await store.balance(account!.accountId)) <= 0) {
+              throw new CutoutError('insufficient_credits');
+            }
+            const result = await removeBackground(bytes, { ...runOptions, ...edges, mask: Boolean(flags.mask), model: config.model });
+            const credits: 0 | 1 = wantsCharge && result.resolvedSize === 'full' ? 1 : 0;
+            const run = {
+              id: randomUUID(),
+              accountId: account?.accountId ?? null,
+              keyId: account?.keyId ?? null,
+              channel: 'cli' as const,
+              input: item.path === '-' ? 'stdin' : path.resolve(item.path),
+              size: result.resolvedSize,
+              credits,
+              ms: result.ms,
+            };
+            let charged;
+            if (output) {
+              // The output is renamed into place inside the charge's transaction: a refused charge
+              // writes nothing, and a failed write charges nothing.
+              const tmp = await stageOutput(output, result.data);
+              try {
+                charged = await store.recordRun(run, { within: () => commitOutput(tmp, output) });
+              } finally {
+                await discardStaged(tmp);
+              }
+            } else {
+              // stdout cannot be taken back: the charge commits first, so a refused one sends nothing.
+              charged = await store.recordRun(run);
+              await new Promise<void>((resolve, reject) => process.stdout.write(result.data, (err) => (err ? reject(err) : resolve())));
+            }
+            report.width = result.width;
+            report.height = result.height;
+            if (account) report.credits_charged = charged.creditsCharged;
+          } catch (err) {
+            const e = toCutoutError(err);
+            fail();
+            report.output = null; // nothing was written
+            report.error = { code: e.code, message: describe(e) };
+          } finally {
+            report.ms = Math.round(performance.now() - started);
+            reporter.done(report);
           }
-          report.width = result.width;
-          report.height = result.height;
-          if (account) report.credits_charged = charged.creditsCharged;
-        } catch (err) {
-          const e = toCutoutError(err);
-          fail();
-          report.output = null; // nothing was written
-          report.error = { code: e.code, message: describe(e) };
-        } finally {
-          report.ms = Math.round(performance.now() - started);
-          reporter.done(report);
-        }
-      }),
-    ),
-  );
-  reporter.finish();
-  await store.close();
-  return failures ? 1 : 0;
+        }),
+      ),
+    );
+    reporter.finish();
+    return failures ? 1 : 0;
+  } finally {
+    await store.close();
+  }
 }

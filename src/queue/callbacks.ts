@@ -4,13 +4,25 @@
  * body>`, through the SSRF-checked `postJson`. One try and `retries` (3) retries on network
  * errors and 5xx, with exponential backoff from `firstDelayMs` (--callback-backoff). Each
  * attempt's outcome is written to the store, so a restart picks pending deliveries up where
- * they were. Delivery is at least once: an attempt cut by a crash is made again.
+ * they were. Delivery is at least once: an attempt cut by a crash is made again. A stop waits for
+ * the attempts in flight to end (each within its timeout) and records them, so a graceful stop
+ * never hands an attempt still being sent to another server: at most one send per attempt.
  */
 import { LIMITS } from '../limits.js';
 import { postJson } from '../net/fetch-url.js';
-import type { Delivery, Store } from '../store/db.js';
+import type { Delivery, JobError, Store } from '../store/db.js';
 import { deliveryDecision, type AttemptOutcome } from './backoff.js';
 import { signBody } from './secret.js';
+
+/** The callback body of api-spec 2.7 for a finished job: the exact text that is signed and sent. */
+export function callbackBody(job: { id: string }, outcome: { status: 'done'; url: string; creditsCharged: number; creditsRemaining: number } | { status: 'failed'; error: JobError }): string {
+  if (outcome.status === 'done') {
+    return JSON.stringify({
+      job_id: job.id, status: 'done', url: outcome.url, credits_charged: outcome.creditsCharged, credits_remaining: outcome.creditsRemaining,
+    });
+  }
+  return JSON.stringify({ job_id: job.id, status: 'failed', error: { code: outcome.error.code, message: outcome.error.message } });
+}
 
 export interface CallbackDispatcherOptions {
   store: Store;
@@ -43,7 +55,7 @@ export class CallbackDispatcher {
 
   constructor(private readonly opts: CallbackDispatcherOptions) {
     this.retries = opts.retries ?? LIMITS.callbackRetries;
-    this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.timeoutMs = opts.timeoutMs ?? LIMITS.callbackAttemptTimeoutMs;
     this.concurrency = opts.concurrency ?? 8;
     this.log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
   }
@@ -86,7 +98,7 @@ export class CallbackDispatcher {
     for (const d of due) {
       if (this.inflight.has(d.id)) continue;
       const attempt = this.attempt(d).catch((err: unknown) => {
-        if (!this.stopped) this.log(`cutout serve: callback delivery for job ${d.jobId}: ${(err as Error).message}`);
+        if (!this.stopped) this.log(`cutout serve: callback delivery ${d.id}: ${(err as Error).message}`);
       }).finally(() => {
         this.inflight.delete(d.id);
         this.kick();
@@ -134,22 +146,25 @@ export class CallbackDispatcher {
       await store.recordDeliveryAttempt(d.id, { state: 'retry', attempts: attemptsMade, nextAttemptAt: store.now() + decision.delayMs, lastError: decision.reason });
     } else {
       await store.recordDeliveryAttempt(d.id, { state: 'gave_up', attempts: attemptsMade, lastError: decision.reason });
-      this.log(`cutout serve: callback for job ${d.jobId} not delivered: ${decision.reason}`);
+      this.log(`cutout serve: callback delivery ${d.id} given up: ${decision.reason}`);
     }
     this.opts.onAttempt?.(decision.state);
   }
 
   /**
-   * Stops scheduling attempts and waits for those in flight, at most `graceMs`. Pending rows stay
-   * in the store; the next start delivers them.
+   * Stops scheduling attempts and waits for those in flight: each ends within its timeout and its
+   * outcome (a failed attempt, for a timeout) is recorded, so none is handed back while its request
+   * may still reach the receiver. Pending rows stay in the store for any server to deliver.
    */
-  async stop(graceMs: number): Promise<void> {
+  async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     const all = Promise.allSettled([this.passing, ...this.inflight.values()]);
+    const graceMs = this.timeoutMs + LIMITS.callbackRecordMarginMs;
     await Promise.race([all, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
-    // Attempts still in flight are handed back, so another server retries them without waiting for the lease.
+    // Only when recording the outcome hangs (the store unreachable): their sends have ended by
+    // now, so another server may retry them without waiting for the lease.
     if (this.inflight.size > 0) await this.opts.store.releaseDeliveries([...this.inflight.keys()]).catch(() => undefined);
   }
 }

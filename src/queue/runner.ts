@@ -22,7 +22,10 @@ import { fetchImageUrl } from '../net/fetch-url.js';
 import type { Pipeline } from '../pipeline/types.js';
 import type { WorkPool } from './pool.js';
 import type { JobError, JobRow, Store } from '../store/db.js';
-import { callbackBackoffMs, queueRetryAfterSeconds } from './backoff.js';
+import { callbackBody } from './callbacks.js';
+import { queueRetryAfterSeconds } from './backoff.js';
+import { keepLease } from './lease.js';
+import { OutagePause } from './outage.js';
 
 export interface JobRunnerOptions {
   store: Store;
@@ -40,16 +43,6 @@ export interface JobRunnerOptions {
   /** How often expired leases are swept and the store looked at for jobs queued by others. */
   sweepMs?: number;
   log?: (line: string) => void;
-}
-
-/** The callback body of api-spec 2.7 for a finished job: the exact text that is signed and sent. */
-export function callbackBody(job: { id: string }, outcome: { status: 'done'; url: string; creditsCharged: number; creditsRemaining: number } | { status: 'failed'; error: JobError }): string {
-  if (outcome.status === 'done') {
-    return JSON.stringify({
-      job_id: job.id, status: 'done', url: outcome.url, credits_charged: outcome.creditsCharged, credits_remaining: outcome.creditsRemaining,
-    });
-  }
-  return JSON.stringify({ job_id: job.id, status: 'failed', error: { code: outcome.error.code, message: outcome.error.message } });
 }
 
 class ClaimLost extends Error {}
@@ -81,16 +74,14 @@ export class JobRunner {
   private readonly abandoned = new Set<string>();
   /** Recent mean time of a job, for Retry-After. */
   private meanMs = 3000;
-  /** Inference outages in a row (gpu_unavailable from the model call); no claims until `pausedUntil`. */
-  private outages = 0;
-  private pausedUntil = 0;
-  private resumeTimer: NodeJS.Timeout | null = null;
+  /** No claims during an inference outage (gpu_unavailable from the model call). */
+  private readonly outage = new OutagePause(() => this.notify());
 
   constructor(private readonly opts: JobRunnerOptions) {
     this.store = opts.store;
     this.pool = opts.pool;
     this.leaseMs = opts.leaseMs ?? LIMITS.jobLeaseMs;
-    this.maxAttempts = opts.maxAttempts ?? 3;
+    this.maxAttempts = opts.maxAttempts ?? LIMITS.jobMaxAttempts;
     // Often enough that a dead server's jobs move soon after its lease runs out.
     this.sweepMs = opts.sweepMs ?? Math.min(5_000, Math.max(250, Math.floor(this.leaseMs / 2)));
     this.log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
@@ -127,7 +118,7 @@ export class JobRunner {
 
   private pump(): void {
     if (this.stopping || !this.more || this.probing || this.active >= this.pool.size || this.pool.draining) return;
-    if (Date.now() < this.pausedUntil) return; // resumeTimer wakes the queue
+    if (this.outage.paused) return; // the pause's end wakes the queue
     this.probing = true;
     this.active++;
     const wake = this.wakeups;
@@ -192,20 +183,24 @@ export class JobRunner {
   private async execute(job: JobRow): Promise<void> {
     const controller = new AbortController();
     this.running.set(job.id, { attempt: job.attempts, controller });
-    const heartbeat = setInterval(() => {
-      void this.store.renewJobLease(job.id, job.attempts, this.leaseMs).catch(() => undefined);
-    }, Math.max(1000, Math.floor(this.leaseMs / 3)));
-    heartbeat.unref();
+    // Renewed every third of the lease, so two renewals may be slow or lost before it runs out.
+    const stopRenewing = keepLease(this.store, { id: job.id, attempt: job.attempts }, this.leaseMs, () => {
+      if (controller.signal.aborted) return;
+      this.abandoned.add(job.id);
+      controller.abort(new CutoutError('processing_failed', 'The job\'s lease was lost to another server.'));
+      this.log(`cutout serve: a job was stopped: its lease ran out and another server took it over`);
+    });
     const started = performance.now();
     let final = false;
     try {
       final = await this.process(job, controller.signal);
     } finally {
-      clearInterval(heartbeat);
+      stopRenewing();
       this.running.delete(job.id);
+      this.abandoned.delete(job.id);
     }
     if (final) {
-      this.outages = 0;
+      this.outage.end();
       this.meanMs = this.meanMs * 0.8 + (performance.now() - started) * 0.2;
       await this.finished(job);
     }
@@ -279,17 +274,10 @@ export class JobRunner {
    * with each outage in a row. It runs again once the inference is back; an outage never fails it.
    */
   private async putBackAfterOutage(job: JobRow, err: CutoutError): Promise<void> {
-    this.outages++;
-    const delayMs = callbackBackoffMs(this.outages, LIMITS.upstreamOutageFirstDelayMs, LIMITS.upstreamOutageMaxDelayMs);
-    this.pausedUntil = Date.now() + delayMs;
+    const delayMs = this.outage.begin(); // before the requeue: this server does not claim it back at once
     await this.store.requeueAfterOutage({ id: job.id, attempt: job.attempts });
     // Never the job's id: it is also its result's capability URL (GET /results/{id} needs no key).
-    this.log(`cutout serve: 1 job back in the queue (${this.outages} outage(s) in a row), claims resume in ${delayMs} ms: ${err.message}`);
-    if (this.resumeTimer) clearTimeout(this.resumeTimer);
-    this.resumeTimer = setTimeout(() => {
-      this.resumeTimer = null;
-      this.notify();
-    }, delayMs);
+    this.log(`cutout serve: 1 job back in the queue, claims resume in ${delayMs} ms: ${err.message}`);
   }
 
   /** Commits `failed` with the error (never a charge). False when the claim was lost. */
@@ -309,7 +297,7 @@ export class JobRunner {
    */
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
-    if (this.resumeTimer) clearTimeout(this.resumeTimer);
+    this.outage.cancel();
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.sweepTimer = null;
     if (this.tasks.size > 0) {

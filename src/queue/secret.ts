@@ -6,7 +6,6 @@
  * it with a receiver by reading that file (or row), or sets CUTOUT_CALLBACK_SECRET everywhere.
  */
 import crypto from 'node:crypto';
-import { fileSecret } from '../store/engine-sqlite.js';
 import type { Store } from '../store/db.js';
 
 export const CALLBACK_SECRET_FILE = 'callback-secret';
@@ -19,12 +18,6 @@ function newSecret(): string {
 export function callbackSecretOf(store: Store, configured: string | null): Promise<string> {
   if (configured !== null && configured !== '') return Promise.resolve(configured);
   return store.sharedSecret(CALLBACK_SECRET_FILE, newSecret);
-}
-
-/** The secret kept in a data directory (SQLite's place), or the configured one. */
-export async function loadCallbackSecret(dataDir: string, configured: string | null): Promise<string> {
-  if (configured !== null && configured !== '') return configured;
-  return fileSecret(dataDir, CALLBACK_SECRET_FILE, newSecret);
 }
 
 /** `sha256=<hex HMAC-SHA256 of the raw body>`, the X-Service-Signature header value. */

@@ -121,8 +121,6 @@ function purgeIntervalMs(ttlSeconds: number): number {
 
 /** How long a stop lets running jobs finish before putting them back in the queue. */
 export const JOB_STOP_GRACE_MS = 20_000;
-/** How long a stop waits for callback attempts in flight (pending ones are kept for the next start). */
-const CALLBACK_STOP_GRACE_MS = 5_000;
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
@@ -153,16 +151,19 @@ async function startServing(config: Readonly<CutoutConfig>, options: { pipeline?
   // The model call is chosen once, here: an upstream is checked before the port opens.
   const upstream = config.upstream ? await (await import('../oip/client.js')).useUpstream({ ...config, upstream: config.upstream }) : null;
   const store = await openStore(config.dataDir, { url: config.store });
-  // The heartbeat tells the other servers of a fleet that this one runs (its claims stay its own).
-  await store.startHeartbeat(config.leaseMs);
   // Replays need their stored result: the window is the shorter of 24 h and the result retention.
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
-  await store.resetIdempotencyKeys(idempotencyTtl);
-
-  const callbackSecret = await callbackSecretOf(store, config.callbackSecret).catch(async (err: unknown) => {
-    await store.close();
+  let callbackSecret: string;
+  try {
+    // The heartbeat tells the other servers of a fleet that this one runs (its claims stay its own).
+    await store.startHeartbeat(config.leaseMs);
+    await store.resetIdempotencyKeys(idempotencyTtl);
+    callbackSecret = await callbackSecretOf(store, config.callbackSecret);
+  } catch (err) {
+    // An open PostgreSQL pool would keep the failed start alive.
+    await store.close().catch(() => undefined);
     throw err;
-  });
+  }
   const pool = new WorkPool(config.workers);
   const metrics = config.metrics ? new ServerMetrics({ store, pool }) : null;
   // The sync route and the job workers call the same (observed) pipeline.
@@ -258,7 +259,8 @@ async function startServing(config: Readonly<CutoutConfig>, options: { pipeline?
       // put back in the queue may still hold its slot until its model call returns: that is not
       // waited for past the grace period (it commits nothing).
       await Promise.race([context.pool.drain(), delay(Math.max(1000, deadline - Date.now()))]);
-      await callbacks.stop(CALLBACK_STOP_GRACE_MS);
+      // Attempts in flight end within their timeout and are recorded, never handed back mid-send.
+      await callbacks.stop();
       await stopped;
       await store.close();
       await stopModelsIfLoaded();

@@ -6,7 +6,7 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
-import type { RateDecision, Store } from '../store/db.js';
+import { IdempotencyClaimLost, type RateDecision, type Store } from '../store/db.js';
 import type { IdempotencyRef } from '../store/idempotency.js';
 import type { Queryable } from '../store/db.js';
 
@@ -132,7 +132,8 @@ export class Idempotency {
       const pending = await this.store.pendingIdempotencyClaim(ref);
       if (pending === null || !pending.ownerAlive) return;
       if (pending.ageMs > this.maxWaitMs) {
-        await this.store.releaseIdempotencyKey(ref);
+        // Only the claim seen: a newer one, made since by any server, is a live request's.
+        await this.store.releaseStaleIdempotencyClaim(ref, pending);
         return;
       }
     }
@@ -173,14 +174,22 @@ export class Idempotency {
           if (!sealed) await this.store.completeIdempotencyKey(ref, value);
           return value;
         } catch (err) {
-          await this.store.releaseIdempotencyKey(ref);
+          // A lost claim is another server's now (and our charge rolled back with the seal).
+          if (!(err instanceof IdempotencyClaimLost)) await this.store.releaseIdempotencyKey(ref);
           throw err;
         } finally {
           this.inflight.delete(slot);
         }
       })();
       this.inflight.set(slot, promise);
-      return { value: await promise, replayed: false };
+      try {
+        return { value: await promise, replayed: false };
+      } catch (err) {
+        // Our heartbeat had stopped and another server took the key over: nothing was charged
+        // here; wait for that server's answer and replay it, as for any repeat of the key.
+        if (err instanceof IdempotencyClaimLost) continue;
+        throw err;
+      }
     }
   }
 }

@@ -14,7 +14,7 @@
  *        -> { creditsCharged, creditsRemaining|null }  charge + run + stored result (+ `within`) in ONE transaction; insufficient_credits at 0
  *   store.account(accountId|null), store.usage(accountId|null)
  *   store.getResult(id, ttlS) -> { jobId, contentType, width, height, createdAt, data } | null;  store.purgeResults(ttlS)
- *   idempotency: claimIdempotencyKey / completeIdempotencyKey / releaseIdempotencyKey / pendingIdempotencyClaim / resetIdempotencyKeys / purgeIdempotencyKeys
+ *   idempotency: claimIdempotencyKey / completeIdempotencyKey (throws IdempotencyClaimLost) / releaseIdempotencyKey / releaseStaleIdempotencyClaim / pendingIdempotencyClaim / resetIdempotencyKeys / purgeIdempotencyKeys
  *   rate limit: hitRateLimit(rateKey, limit, windowMs) -> RateDecision;  purgeRateWindows(windowMs)
  *   jobs: createJobs, claimNextJob, renewJobLease, markJobDoneIn, failJob, requeueJobs, requeueAfterOutage, reclaimAbandonedJobs, adoptAbandonedJob,
  *         readJobInput, removeJobInput, removeOrphanJobInputs, getJob, getJobById, jobCounts, purgeJobs
@@ -31,6 +31,7 @@ import { SqliteDb } from './sqlite.js';
 import { PostgresDb } from './postgres.js';
 import { migrate } from './migrations.js';
 import { migratePostgres } from './migrations-postgres.js';
+import { isPostgresUrl, redactUrl } from './url.js';
 import * as ledger from './ledger.js';
 import * as results from './results.js';
 import * as idempotency from './idempotency.js';
@@ -44,7 +45,8 @@ import type { Db, Queryable, StoreKind } from './sql.js';
 
 export type { AccountInfo, AuthResult, Channel, KeyInfo, Plan, RunRecord, UsageDay } from './ledger.js';
 export type { StoredResult } from './results.js';
-export type { IdempotencyClaim, IdempotencyRef } from './idempotency.js';
+export type { IdempotencyClaim, IdempotencyRef, PendingClaim } from './idempotency.js';
+export { IdempotencyClaimLost } from './idempotency.js';
 export type { JobError, JobRow, JobSourceKind, JobStatus, NewJob } from './jobs.js';
 export type { Delivery, DeliveryInfo, DeliveryUpdate } from './deliveries.js';
 export type { RateDecision } from './rate-limit.js';
@@ -58,13 +60,14 @@ export class Store {
   private readonly ctx: StoreContext;
   private heartbeatTimer: NodeJS.Timeout | null = null;
 
-  constructor(readonly db: Db, readonly dataDir: string, now: () => number = Date.now) {
+  /** `owner`: the server identity its claims are made under (another one in tests of a fleet). */
+  constructor(readonly db: Db, readonly dataDir: string, now: () => number = Date.now, owner: string = serverIdentity().id) {
     const postgres = db.dialect.kind === 'postgres';
     this.ctx = {
       db, dataDir, now,
       payloads: postgres ? byteaPayloads : filePayloads(dataDir),
       liveness: postgres ? heartbeatLiveness : pidLiveness,
-      owner: serverIdentity().id,
+      owner,
     };
   }
 
@@ -89,6 +92,7 @@ export class Store {
   claimIdempotencyKey(ref: IdempotencyRef, fingerprint: string, ttlSeconds: number) { return idempotency.claimIdempotencyKey(this.ctx, ref, fingerprint, ttlSeconds); }
   completeIdempotencyKey(ref: IdempotencyRef, response: unknown, q?: Queryable) { return idempotency.completeIdempotencyKey(this.ctx, ref, response, q); }
   releaseIdempotencyKey(ref: IdempotencyRef) { return idempotency.releaseIdempotencyKey(this.ctx, ref); }
+  releaseStaleIdempotencyClaim(ref: IdempotencyRef, seen: { owner: string | null; createdAt: number }) { return idempotency.releaseStaleIdempotencyClaim(this.ctx, ref, seen); }
   pendingIdempotencyClaim(ref: IdempotencyRef) { return idempotency.pendingIdempotencyClaim(this.ctx, ref); }
   resetIdempotencyKeys(ttlSeconds: number) { return idempotency.resetIdempotencyKeys(this.ctx, ttlSeconds); }
   purgeIdempotencyKeys(ttlSeconds: number) { return idempotency.purgeIdempotencyKeys(this.ctx, ttlSeconds); }
@@ -161,27 +165,18 @@ function sqliteReason(err: unknown): string {
   return message.replace(/^SQLITE_[A-Z_]+: /, '').split('\n')[0];
 }
 
-/** postgres:// or postgresql://: a PostgreSQL store. */
-export function isPostgresUrl(url: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(url);
-}
-
-/** The URL without its password, for messages. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return url.replace(/:[^:@/]*@/, ':***@');
-  }
-}
+export { isPostgresUrl, redactUrl } from './url.js';
 
 export interface OpenStoreOptions {
   /** Replaces the clock (tests). */
   now?: () => number;
   /** A postgres:// URL; absent or null: SQLite in the data directory. */
   url?: string | null;
+  /**
+   * The server identity (src/identity.ts) this store's claims and heartbeat are made under;
+   * default this process's. Tests give two stores in one process two identities, as two servers.
+   */
+  owner?: string;
 }
 
 /**
@@ -201,7 +196,7 @@ export async function openStore(dataDir: string, options: OpenStoreOptions = {})
       await db?.close().catch(() => undefined);
       throw new Error(`Cannot open the store ${redactUrl(options.url)}: ${String((err as Error)?.message ?? err).split('\n')[0]}`);
     }
-    return new Store(db, dir, options.now);
+    return new Store(db, dir, options.now, options.owner);
   }
   const file = path.join(dir, DB_FILE);
   try {
@@ -217,5 +212,5 @@ export async function openStore(dataDir: string, options: OpenStoreOptions = {})
     await db?.close().catch(() => undefined);
     throw new Error(`Cannot open the store ${file}: ${sqliteReason(err)}`);
   }
-  return new Store(db, dir, options.now);
+  return new Store(db, dir, options.now, options.owner);
 }

@@ -4,7 +4,6 @@
  * its heartbeat row in `servers` (written every third of its lease; a server killed with -9 stops
  * writing it and is gone once its lease has passed).
  */
-import { serverIdentity } from '../identity.js';
 import type { Liveness, Payloads, StoredResultRow } from './engine.js';
 
 export const byteaPayloads: Payloads = {
@@ -57,9 +56,9 @@ export const byteaPayloads: Payloads = {
 
 export const heartbeatLiveness: Liveness = {
   knowsDeathBeforeLease: false,
-  async ownerAlive(q, owner) {
+  async ownerAlive(q, owner, _ownerPid, self) {
     if (owner === null) return false;
-    if (owner === serverIdentity().id) return true;
+    if (owner === self) return true;
     const row = await q.get<{ heartbeat_at: number; lease_ms: number }>('SELECT heartbeat_at, lease_ms FROM servers WHERE id = ?', [owner]);
     return row !== undefined && row.heartbeat_at + row.lease_ms > Date.now();
   },

@@ -133,7 +133,7 @@ export function filePayloads(dataDir: string): Payloads {
  * A secret kept in `<dataDir>/<name>` (mode 0600), generated once. Every server on one SQLite
  * file shares its data directory, so they share the file.
  */
-export async function fileSecret(dataDir: string, name: string, generate: () => string): Promise<string> {
+async function fileSecret(dataDir: string, name: string, generate: () => string): Promise<string> {
   const file = path.join(dataDir, name);
   await fs.mkdir(dataDir, { recursive: true });
   try {
@@ -171,9 +171,9 @@ export function parseIdentity(id: string): { host: string; pid: number } | null 
 
 export const pidLiveness: Liveness = {
   knowsDeathBeforeLease: true,
-  async ownerAlive(_q: Queryable, owner: string | null, ownerPid: number | null) {
+  async ownerAlive(_q: Queryable, owner: string | null, ownerPid: number | null, self: string) {
     const me = serverIdentity();
-    if (owner === me.id) return true;
+    if (owner === self) return true;
     const parsed = owner === null ? null : parseIdentity(owner);
     // Another host on one SQLite file cannot be probed: its lease decides.
     if (parsed && parsed.host !== os.hostname()) return true;

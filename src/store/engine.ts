@@ -60,7 +60,8 @@ export interface Liveness {
   readonly knowsDeathBeforeLease: boolean;
   /**
    * Whether the server that made a claim may still be running. `owner` is a server identity
-   * (src/identity.ts); `ownerPid` the bare pid of claims made before identities were recorded.
+   * (src/identity.ts); `ownerPid` the bare pid of claims made before identities were recorded;
+   * `self` the identity of the store asking (its own claims are alive).
    */
-  ownerAlive(q: Queryable, owner: string | null, ownerPid: number | null): Promise<boolean>;
+  ownerAlive(q: Queryable, owner: string | null, ownerPid: number | null, self: string): Promise<boolean>;
 }

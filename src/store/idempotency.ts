@@ -26,7 +26,19 @@ interface ClaimOwner { owner: string | null; owner_pid: number | null }
  * (host, pid, start), judged by the engine (a pid probe on SQLite, the heartbeat on PostgreSQL).
  */
 function claimOwnerAlive(ctx: StoreContext, q: Queryable, row: ClaimOwner): Promise<boolean> {
-  return ctx.liveness.ownerAlive(q, row.owner, row.owner_pid);
+  return ctx.liveness.ownerAlive(q, row.owner, row.owner_pid, ctx.owner);
+}
+
+/**
+ * Thrown by completeIdempotencyKey when this server's pending claim is gone: another server took
+ * it over (this one's heartbeat had stopped) and runs the request itself. Thrown inside the
+ * transaction of the charge, so the charge rolls back: the request is charged once, by the owner.
+ */
+export class IdempotencyClaimLost extends Error {
+  constructor() {
+    super('The Idempotency-Key claim was taken over by another server.');
+    this.name = 'IdempotencyClaimLost';
+  }
 }
 
 export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fingerprint: string, ttlSeconds: number): Promise<IdempotencyClaim> {
@@ -54,11 +66,14 @@ export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fing
       row = undefined;
     }
     if (!row) {
-      await tx.run(
-        "INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at, owner_pid, owner) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)",
+      // Under READ COMMITTED another server may have taken the same dead claim over and inserted
+      // between our delete and this insert: then it owns the key and this request waits for it.
+      const taken = await tx.run(
+        `INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at, owner_pid, owner) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)
+         ON CONFLICT (account_id, endpoint, key) DO NOTHING`,
         [ref.accountId, ref.endpoint, ref.key, fingerprint, now, process.pid, ctx.owner],
       );
-      return { state: 'claimed' };
+      return { state: taken.changes === 1 ? 'claimed' : 'pending' };
     }
     if (row.fingerprint !== fingerprint) return { state: 'mismatch' };
     if (row.state === 'pending') return { state: 'pending' };
@@ -72,16 +87,30 @@ export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fing
  * in between would otherwise let a retry charge again).
  */
 export async function completeIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, response: unknown, q: Queryable = ctx.db): Promise<void> {
-  await q.run("UPDATE idempotency_keys SET state = 'done', response = ?, owner_pid = NULL, owner = NULL WHERE account_id = ? AND endpoint = ? AND key = ?", [
-    JSON.stringify(response), ref.accountId, ref.endpoint, ref.key,
+  // Only our own pending claim: a claim taken over by another server is that server's to answer.
+  const { changes } = await q.run(
+    "UPDATE idempotency_keys SET state = 'done', response = ?, owner_pid = NULL, owner = NULL WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending' AND owner = ?",
+    [JSON.stringify(response), ref.accountId, ref.endpoint, ref.key, ctx.owner],
+  );
+  if (changes !== 1) throw new IdempotencyClaimLost();
+}
+
+/** Forgets this server's pending claim after a failure, so the key can be used again. */
+export async function releaseIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef): Promise<void> {
+  await ctx.db.run("DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending' AND owner = ?", [
+    ref.accountId, ref.endpoint, ref.key, ctx.owner,
   ]);
 }
 
-/** Forgets a pending claim after a failure, so the key can be used again. */
-export async function releaseIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef): Promise<void> {
-  await ctx.db.run("DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'", [
-    ref.accountId, ref.endpoint, ref.key,
-  ]);
+/**
+ * Drops the exact pending claim a waiter saw (same owner, same creation time): one that has
+ * outlived any request. A newer claim made since, by whichever server, stays.
+ */
+export async function releaseStaleIdempotencyClaim(ctx: StoreContext, ref: IdempotencyRef, seen: { owner: string | null; createdAt: number }): Promise<void> {
+  await ctx.db.run(
+    "DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending' AND owner IS NOT DISTINCT FROM ? AND created_at = ?",
+    [ref.accountId, ref.endpoint, ref.key, seen.owner, seen.createdAt],
+  );
 }
 
 /** Drops a pending claim only if it still belongs to `owner` (taking over a dead server's claim). */
@@ -96,12 +125,15 @@ async function releaseClaimOf(ctx: StoreContext, ref: IdempotencyRef, row: Claim
  * The key's pending claim: how long ago it was made, in ms, and whether its process still runs;
  * null when no claim is pending.
  */
-export async function pendingIdempotencyClaim(ctx: StoreContext, ref: IdempotencyRef): Promise<{ ageMs: number; ownerAlive: boolean } | null> {
+export interface PendingClaim { ageMs: number; ownerAlive: boolean; owner: string | null; createdAt: number }
+
+export async function pendingIdempotencyClaim(ctx: StoreContext, ref: IdempotencyRef): Promise<PendingClaim | null> {
   const row = await ctx.db.get<{ created_at: number; owner_pid: number | null; owner: string | null }>(
     "SELECT created_at, owner_pid, owner FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'",
     [ref.accountId, ref.endpoint, ref.key],
   );
-  return row ? { ageMs: ctx.now() - row.created_at, ownerAlive: await claimOwnerAlive(ctx, ctx.db, row) } : null;
+  if (!row) return null;
+  return { ageMs: ctx.now() - row.created_at, ownerAlive: await claimOwnerAlive(ctx, ctx.db, row), owner: row.owner, createdAt: Number(row.created_at) };
 }
 
 /**

@@ -255,7 +255,7 @@ export async function reclaimAbandonedJobs(ctx: StoreContext, maxAttempts: numbe
   for (const row of processing) {
     if (mine.has(row.id)) continue;
     const expired = row.lease_until === null || row.lease_until < now;
-    if (!expired && (!ctx.liveness.knowsDeathBeforeLease || (await ctx.liveness.ownerAlive(ctx.db, row.lease_owner, null)))) continue;
+    if (!expired && (!ctx.liveness.knowsDeathBeforeLease || (await ctx.liveness.ownerAlive(ctx.db, row.lease_owner, null, ctx.owner)))) continue;
     // Outages are not interruptions: a job that waited out many upstream outages is not failed for them.
     if (row.attempts - row.outages >= maxAttempts) {
       exhausted.push(toJob(row));

@@ -210,18 +210,22 @@ export async function recordRun(ctx: StoreContext, run: RunRecord, options: Reco
   try {
     return await ctx.db.transaction(async (tx) => {
       const now = ctx.now();
-      if (run.credits === 1) {
-        // The account row's lock serialises charges of one account across servers (PostgreSQL).
-        await tx.get(`SELECT id FROM accounts WHERE id = ?${tx.dialect.forUpdate}`, [run.accountId]);
-        if ((await balanceIn(tx, run.accountId as string)) < 1) throw new CutoutError('insufficient_credits');
-        await tx.run('INSERT INTO ledger (account_id, delta, reason, ref, created_at) VALUES (?, -1, ?, ?, ?)', [run.accountId, 'charge', run.id, now]);
-      }
+      // The run and its result bytes first, the account's lock last: a large result is written
+      // without holding up the other charges of the account across the fleet.
       await tx.run('INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', [
         run.id, run.accountId, run.keyId, run.channel, run.input, run.size, run.credits, Math.round(run.ms), now,
       ]);
       if (run.result && staged) {
         const r = run.result;
         await ctx.payloads.insertResult(tx, staged, { jobId: run.id, contentType: r.contentType, width: r.width, height: r.height, createdAt: now });
+      }
+      if (run.credits === 1) {
+        // The account row's lock serialises charges of one account across servers (PostgreSQL;
+        // SQLite's writing transactions are serial anyway). NO KEY UPDATE: it does not wait for the
+        // transactions that insert runs or jobs of the account (their foreign-key share lock).
+        await tx.get(`SELECT id FROM accounts WHERE id = ?${tx.dialect.forNoKeyUpdate}`, [run.accountId]);
+        if ((await balanceIn(tx, run.accountId as string)) < 1) throw new CutoutError('insufficient_credits');
+        await tx.run('INSERT INTO ledger (account_id, delta, reason, ref, created_at) VALUES (?, -1, ?, ?, ?)', [run.accountId, 'charge', run.id, now]);
       }
       const outcome = { creditsCharged: run.credits, creditsRemaining: run.accountId === null ? null : await balanceIn(tx, run.accountId) };
       if (options.within) await options.within(tx, outcome);

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { LIMITS } from '../limits.js';
 import type { Db, Dialect, Queryable, Row, SqlParam } from './sql.js';
 
-const POSTGRES: Dialect = Object.freeze({ kind: 'postgres', forUpdate: ' FOR UPDATE', skipLocked: ' FOR UPDATE SKIP LOCKED' });
+const POSTGRES: Dialect = Object.freeze({ kind: 'postgres', forUpdate: ' FOR UPDATE', skipLocked: ' FOR UPDATE SKIP LOCKED', forNoKeyUpdate: ' FOR NO KEY UPDATE' });
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -92,10 +92,30 @@ export class PostgresDb implements Db {
   all<T = Row>(sql: string, params?: SqlParam[]): Promise<T[]> { return this.direct.all<T>(sql, params); }
   run(sql: string, params?: SqlParam[]): Promise<{ changes: number }> { return this.direct.run(sql, params); }
 
+  /**
+   * A client checked out of the pool, with an 'error' listener for as long as it is out: the
+   * pool listens only to idle clients, and a client whose server goes away (a restart, a
+   * failover, pg_terminate_backend) emits 'error', which with no listener is an uncaught
+   * exception that ends the process. `done()` gives it back, destroyed if it broke.
+   */
+  private async checkout(): Promise<{ client: pg.PoolClient; fail(err: Error): void; done(): void }> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    const onError = (err: Error) => { broken ??= err; };
+    client.on('error', onError);
+    return {
+      client,
+      fail: (err) => { broken ??= err; },
+      done: () => {
+        client.removeListener('error', onError);
+        client.release(broken);
+      },
+    };
+  }
+
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      const client = await this.pool.connect();
-      let broken: Error | undefined;
+      const { client, fail, done } = await this.checkout();
       try {
         await client.query('BEGIN');
         try {
@@ -103,29 +123,30 @@ export class PostgresDb implements Db {
           await client.query('COMMIT');
           return value;
         } catch (err) {
-          await client.query('ROLLBACK').catch((e: Error) => { broken = e; });
+          await client.query('ROLLBACK').catch(fail);
           const code = (err as { code?: string }).code;
           if (code && RETRYABLE.has(code) && attempt < 3) continue;
           throw err;
         }
       } finally {
-        client.release(broken);
+        done();
       }
     }
   }
 
   /** Runs `fn` on one client holding a session advisory lock (migrations at start). */
   async withAdvisoryLock<T>(key: number, fn: (q: Queryable) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    const { client, fail, done } = await this.checkout();
     try {
       await client.query('SELECT pg_advisory_lock($1)', [key]);
       try {
         return await fn(over(client));
       } finally {
-        await client.query('SELECT pg_advisory_unlock($1)', [key]).catch(() => undefined);
+        // A client that cannot unlock is destroyed: its session, and so the lock, ends with it.
+        await client.query('SELECT pg_advisory_unlock($1)', [key]).catch(fail);
       }
     } finally {
-      client.release();
+      done();
     }
   }
 

@@ -4,6 +4,7 @@
  * has passed, and its pending Idempotency-Key claims are then taken over (idempotency.ts).
  */
 import { serverIdentity } from '../identity.js';
+import { LIMITS } from '../limits.js';
 import type { StoreContext } from './ledger.js';
 
 export async function heartbeat(ctx: StoreContext, leaseMs: number): Promise<void> {
@@ -12,13 +13,13 @@ export async function heartbeat(ctx: StoreContext, leaseMs: number): Promise<voi
   await ctx.db.run(
     `INSERT INTO servers (id, host, pid, started_at, heartbeat_at, lease_ms) VALUES (?, ?, ?, ?, ?, ?)
      ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, lease_ms = excluded.lease_ms`,
-    [me.id, me.host, me.pid, Date.parse(me.startedAt), now, leaseMs],
+    [ctx.owner, me.host, me.pid, Date.parse(me.startedAt), now, leaseMs],
   );
 }
 
 /** Removes this server's row (a clean stop) and rows silent for an hour past their lease. */
 export async function leave(ctx: StoreContext): Promise<void> {
-  await ctx.db.run('DELETE FROM servers WHERE id = ? OR heartbeat_at + lease_ms < ?', [serverIdentity().id, Date.now() - 3_600_000]);
+  await ctx.db.run('DELETE FROM servers WHERE id = ? OR heartbeat_at + lease_ms < ?', [ctx.owner, Date.now() - LIMITS.serverRowRetentionMs]);
 }
 
 export interface ServerInfo { id: string; host: string; pid: number; startedAt: number; heartbeatAt: number; alive: boolean }

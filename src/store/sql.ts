@@ -15,6 +15,12 @@ export interface Dialect {
   readonly forUpdate: string;
   /** The same, skipping rows another transaction holds (claims by several servers at once). */
   readonly skipLocked: string;
+  /**
+   * A row lock that does not wait for transactions inserting rows that reference the row (their
+   * foreign-key check takes a key-share lock, which FOR UPDATE would wait for): PostgreSQL's
+   * FOR NO KEY UPDATE.
+   */
+  readonly forNoKeyUpdate: string;
 }
 
 /** What a statement inside a transaction (or a single statement on its own) can do. */

@@ -10,7 +10,7 @@ import type { Db, Dialect, Queryable, Row, SqlParam } from './sql.js';
 export type { Queryable, Row, SqlParam } from './sql.js';
 
 /** One connection and BEGIN IMMEDIATE: every writing transaction already runs alone. */
-const SQLITE: Dialect = Object.freeze({ kind: 'sqlite', forUpdate: '', skipLocked: '' });
+const SQLITE: Dialect = Object.freeze({ kind: 'sqlite', forUpdate: '', skipLocked: '', forNoKeyUpdate: '' });
 
 function rawGet<T>(db: sqlite3.Database, sql: string, params: SqlParam[] = []): Promise<T | undefined> {
   return new Promise((resolve, reject) => db.get(sql, params, (err: Error | null, row: T) => (err ? reject(err) : resolve(row))));

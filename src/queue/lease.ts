@@ -1,0 +1,22 @@
+/**
+ * Keeps a running job's lease: renewed every third of it, so two renewals may be slow or lost
+ * before it runs out. A renewal that finds the lease gone (it ran out and another server took the
+ * job) calls `onLost`: the run can no longer commit, so it is stopped rather than finished in vain.
+ * A renewal that fails (the store unreachable) is simply tried again at the next tick.
+ */
+import type { Store } from '../store/db.js';
+
+/** Starts renewing; returns the function that stops it. */
+export function keepLease(store: Store, job: { id: string; attempt: number }, leaseMs: number, onLost: () => void): () => void {
+  let stopped = false;
+  const timer = setInterval(() => {
+    void store.renewJobLease(job.id, job.attempt, leaseMs).then((held) => {
+      if (!held && !stopped) onLost();
+    }, () => undefined);
+  }, Math.floor(leaseMs / 3));
+  timer.unref();
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+  };
+}
