@@ -61,6 +61,17 @@ t.test('a letterbox plan keeps the aspect and crops the output back', async (t) 
   t.same([best.width, best.height, best.content.width, best.content.height], [1024, 1024, 1024, 1024]);
 });
 
+t.test('the runnable copy and its variants declare only the output the pipeline reads', async (t) => {
+  // onnxruntime runs every node whatever is fetched: ISNet's eleven other outputs were computed for nothing.
+  const { createRequire } = await import('node:module');
+  const { onnx } = createRequire(import.meta.url)('onnx-proto') as typeof import('onnx-proto');
+  for (const file of [await ensureRunnableModel(manifest), await ensureVariant(manifest, 512)]) {
+    const graph = onnx.ModelProto.decode(fs.readFileSync(file)).graph!;
+    t.same(graph.output!.map((o) => o.name), [manifest.output.name], path.basename(file));
+    t.notOk(graph.node!.some((n) => n.output!.includes('1890')), 'the second side map is no longer computed');
+  }
+});
+
 t.test('variants at 512 and 768 load and answer at the side asked for', async (t) => {
   t.equal(await ensureVariant(manifest, 1024), await ensureRunnableModel(manifest), 'the manifest side is the runnable model itself');
   await t.rejects(ensureVariant(manifest, 320), /does not support input side 320/);
