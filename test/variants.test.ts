@@ -61,13 +61,25 @@ t.test('a letterbox plan keeps the aspect and crops the output back', async (t) 
   t.same([best.width, best.height, best.content.width, best.content.height], [1024, 1024, 1024, 1024]);
 });
 
+t.test('the runnable copy and its variants declare only the output the pipeline reads', async (t) => {
+  // onnxruntime runs every node whatever is fetched: ISNet's eleven other outputs were computed for nothing.
+  const { createRequire } = await import('node:module');
+  const { onnx } = createRequire(import.meta.url)('onnx-proto') as typeof import('onnx-proto');
+  for (const file of [await ensureRunnableModel(manifest), await ensureVariant(manifest, 512)]) {
+    const graph = onnx.ModelProto.decode(fs.readFileSync(file)).graph!;
+    t.same(graph.output!.map((o) => o.name), [manifest.output.name], path.basename(file));
+    t.notOk(graph.node!.some((n) => n.output!.includes('1890')), 'the second side map is no longer computed');
+  }
+});
+
 t.test('variants at 512 and 768 load and answer at the side asked for', async (t) => {
   t.equal(await ensureVariant(manifest, 1024), await ensureRunnableModel(manifest), 'the manifest side is the runnable model itself');
   await t.rejects(ensureVariant(manifest, 320), /does not support input side 320/);
   for (const side of [512, 768]) {
     const file = await ensureVariant(manifest, side);
     t.equal(file, variantModelPath(manifest, side));
-    t.match(path.basename(file), new RegExp(`^isnet-medium-[0-9a-f]{16}\\.side${side}\\.onnx$`));
+    // The name carries the revision of the runnable copy's rewrites, so a new revision rebuilds the variants.
+    t.match(path.basename(file), new RegExp(`^isnet-medium-[0-9a-f]{16}\\.o\\d+\\.side${side}\\.onnx$`));
     t.equal(fs.readFileSync(`${file}.sha256`, 'utf8').trim().length, 64, 'a sidecar checksum');
     const tensor = new Float32Array(3 * side * side).fill(0.1);
     const out = await runModel(manifest, tensor, side, side);

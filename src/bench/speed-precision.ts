@@ -89,11 +89,55 @@ export async function comparePrecisions(manifest: ModelManifest, buffers: Buffer
   return { json, text };
 }
 
-function wallMs(args: string[], env: Record<string, string> = {}): number {
+function wallMs(args: string[], env: Record<string, string> = {}, cwd?: string): number {
   const t = performance.now();
-  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, cwd });
   if (r.status !== 0) throw new Error(`cutout ${args.join(' ')} failed: ${r.stderr}`);
   return performance.now() - t;
+}
+
+/** The environment variables that would override a CLI default: removed for the defaults' runs. */
+const DEFAULT_OVERRIDES = ['CUTOUT_PRECISION', 'CUTOUT_QUALITY', 'CUTOUT_MODEL', 'CUTOUT_UPSTREAM', 'CUTOUT_ARENA'];
+
+/**
+ * A folder through the CLI, process start to last output written, with the defaults before
+ * issue 17 (`--precision fp32 -c 2`) against today's (no flags: `auto` precision, concurrency 1).
+ * Each fixture is copied `copies` times (the issue measured a folder of six photos); the two
+ * commands alternate, the order swapped each pass, three passes each; medians of images/s.
+ */
+export function folderDefaults(files: string[], model: string, copies = 2) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-folder-'));
+  try {
+    const input = path.join(dir, 'in');
+    fs.mkdirSync(input);
+    let n = 0;
+    for (let c = 0; c < copies; c++) for (const f of files) fs.copyFileSync(f, path.join(input, `${c}-${path.basename(f)}`)), n++;
+    const env: Record<string, string> = Object.fromEntries(Object.entries(process.env).filter(([k]) => !DEFAULT_OVERRIDES.includes(k)) as [string, string][]);
+    const common = [input, '--model', model, '--data', path.join(dir, 'data'), '--overwrite', '-q'];
+    const commands = { old: [...common, '--out', path.join(dir, 'old'), '--precision', 'fp32', '-c', '2'], now: [...common, '--out', path.join(dir, 'now')] };
+    // Run from the temporary folder so no configuration file of the caller's folder applies.
+    const run = (args: string[]) => {
+      const t = performance.now();
+      const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env, cwd: dir });
+      if (r.status !== 0) throw new Error(`cutout ${args.join(' ')} failed: ${r.stderr}`);
+      return n / ((performance.now() - t) / 1000);
+    };
+    const samples = { old: [] as number[], now: [] as number[] };
+    for (let pass = 0; pass < 3; pass++) for (const k of pass % 2 ? (['now', 'old'] as const) : (['old', 'now'] as const)) samples[k].push(run(commands[k]));
+    const json = {
+      images: n,
+      old_defaults_img_per_s: +median(samples.old).toFixed(3), new_defaults_img_per_s: +median(samples.now).toFixed(3),
+      ratio: +(median(samples.now) / median(samples.old)).toFixed(3),
+      passes: { old: samples.old.map((x) => +x.toFixed(3)), now: samples.now.map((x) => +x.toFixed(3)) },
+    };
+    const text =
+      `\nfolder through the CLI (${n} images, process start to last output, 3 alternated passes, medians): ` +
+      `old defaults (--precision fp32 -c 2) ${json.old_defaults_img_per_s} img/s, new defaults (no flags) ${json.new_defaults_img_per_s} img/s, ` +
+      `new / old = ${json.ratio} (passes ${json.passes.old.join(', ')} and ${json.passes.now.join(', ')})\n`;
+    return { json, text };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /**
@@ -121,42 +165,44 @@ export function coldStart(photo: string, model: string) {
       const marginal = median(two) - median(one);
       rows[precision] = { one_ms: Math.round(median(one)), two_ms: Math.round(median(two)), marginal_ms: Math.round(marginal), first_extra_ms: Math.round(median(one) - marginal) };
     }
-    const split = (env: Record<string, string>) => {
+    const split = (precision: 'fp32' | 'int8', env: Record<string, string> = {}) => {
       // Its own entry file, which imports nothing at the top, so module loading is timed too.
       const entry = fileURLToPath(new URL('./cold-split.js', import.meta.url));
-      const r = spawnSync(process.execPath, [entry, a, model], { encoding: 'utf8', env: { ...process.env, ...env } });
+      const r = spawnSync(process.execPath, [entry, a, model, precision], { encoding: 'utf8', env: { ...process.env, ...env } });
       if (r.status !== 0) throw new Error(`cold split failed: ${r.stderr}`);
       return JSON.parse(r.stdout.trim().split('\n').pop()!) as Record<string, number>;
     };
-    const cached = split({});
-    const uncached = split({ CUTOUT_ORT_CACHE: '0' });
-    const json = { cli: rows, split: cached, split_without_ort_cache: uncached };
+    const cached = split('fp32');
+    const uncached = split('fp32', { CUTOUT_ORT_CACHE: '0' });
+    const int8 = split('int8');
+    const json = { cli: rows, split: cached, split_without_ort_cache: uncached, split_int8: int8 };
     let text = `\ncold start (CLI in a child process, one ${path.basename(photo)}, medians of 3; marginal = two photos at -c 1 minus one):\n`;
     text += 'precision  one-photo-ms  two-photos-ms  marginal-ms  first-image-extra-ms\n';
     for (const [p, r] of Object.entries(rows)) text += `${p.padEnd(9)}  ${String(r.one_ms).padStart(12)}  ${String(r.two_ms).padStart(13)}  ${String(r.marginal_ms).padStart(11)}  ${String(r.first_extra_ms).padStart(20)}\n`;
     text += `first image's split (fp32, ms since process start): ${JSON.stringify(cached)}\n`;
     text += `the same without onnxruntime's saved optimised model: ${JSON.stringify(uncached)}\n`;
+    text += `the same at int8: ${JSON.stringify(int8)}\n`;
     return { json, text };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
-/** Child mode (cold-split.ts): the phases of a first image, each timed, then a second run of the same image. */
-export async function coldSplit(photo: string, model: string, atStart: number): Promise<void> {
+/** Child mode (cold-split.ts): the phases of a first image at `precision`, each timed, then a second run of the same image. */
+export async function coldSplit(photo: string, model: string, atStart: number, precision: 'fp32' | 'int8' = 'fp32'): Promise<void> {
   let t = performance.now();
   const pipeline = await import('../pipeline/index.js');
-  const { ensureRunnableModel } = await import('../pipeline/weights.js');
+  const { ensureModelAt } = await import('../pipeline/weights.js');
   const modules = performance.now() - t;
   const manifest = pipeline.resolveModel(model);
   t = performance.now();
-  await ensureRunnableModel(manifest);
+  await ensureModelAt(manifest, manifest.input.width, precision);
   const checksum = performance.now() - t;
   t = performance.now();
-  await pipeline.loadModel(manifest, manifest.input.width, 'fp32');
+  await pipeline.loadModel(manifest, manifest.input.width, precision);
   const session = performance.now() - t;
   const bytes = fs.readFileSync(photo);
-  const request = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, model, precision: 'fp32' as const };
+  const request = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, model, precision };
   t = performance.now();
   const first = await pipeline.removeBackground(bytes, request);
   const firstMs = performance.now() - t;

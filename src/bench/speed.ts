@@ -6,8 +6,10 @@
  * peak RSS belongs to that image alone, and a folder of four 12 MP copies at concurrency 1 and 2. Then each quality setting side by side (median time per
  * image, interleaved per image). Then (issue 17) fp32 against int8, interleaved in one process (raw
  * session run and end to end), the cold start of the CLI in child processes (first image against a
- * further one, and where the first one's extra time goes), the arena's effect on the raw run, and
- * the CPU features seen. `--no-precision`, `--no-cold` skip those parts. Prints a table, then one JSON line.
+ * further one, and where the first one's extra time goes), a folder through the CLI with the old
+ * defaults (fp32, concurrency 2) against today's, the arena's effect on the raw run, and the CPU
+ * features seen. `--no-precision`, `--no-cold` skip those parts; `--folder-defaults` runs only the
+ * folder row. Prints a table, then one JSON line.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -23,7 +25,7 @@ import { modelSide } from '../pipeline/variants.js';
 import { QUALITIES, parseEnum, type Quality } from '../options.js';
 import type { StageTimings } from '../pipeline/types.js';
 import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
-import { comparePrecisions, coldStart, arenaEffect, rawRuns, cpuFeatures } from './speed-precision.js';
+import { comparePrecisions, coldStart, arenaEffect, rawRuns, cpuFeatures, folderDefaults } from './speed-precision.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const args = process.argv.slice(2);
@@ -128,6 +130,12 @@ async function main(): Promise<void> {
   const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
   const files = listImages(dir);
   if (!files.length) throw new Error(`no images in ${dir}`);
+  // `--folder-defaults`: only the CLI folder row, old defaults against new (issue 17's target).
+  if (flag('--folder-defaults')) {
+    const d = folderDefaults(files, modelName);
+    process.stdout.write(`CPU: ${cpuFeatures()}\n${d.text}${JSON.stringify({ bench: 'folder-defaults', cpu: cpuFeatures(), ...d.json })}\n`);
+    return;
+  }
   const manifest = resolveModel(modelName);
   const loadMs = await loadModel(manifest);
 
@@ -229,16 +237,18 @@ async function main(): Promise<void> {
   }
   const precision = flag('--no-precision') ? null : await comparePrecisions(manifest, buffers, files, REQUEST, runs);
   const cold = flag('--no-cold') ? null : coldStart(files[0], modelName);
+  const defaults = flag('--no-cold') ? null : folderDefaults(files, modelName);
   const arena = flag('--no-cold') ? null : arenaEffect(fileURLToPath(import.meta.url), modelName);
   out.write(`\nCPU: ${cpuFeatures()}\n`);
   if (precision) out.write(precision.text);
   if (cold) out.write(cold.text);
+  if (defaults) out.write(defaults.text);
   if (arena) out.write(arena.text);
   out.write(
     JSON.stringify({
       bench: 'speed', model: modelName, images: files.length, mean_ms: Math.round(meanMs), raw_inference_ms: Math.round(raw), ratio: +(meanMs / raw).toFixed(3), outside_inference_ms: Math.round(outside),
       stages_ms: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, Math.round(v)])), img_per_s_c1: +throughput.c1.toFixed(3), img_per_s_c2: +throughput.c2.toFixed(3),
-      peak_rss_mb: maxRssMb(), large, qualities: qualityRows, cpu: cpuFeatures(), precision: precision?.json ?? null, cold: cold?.json ?? null, arena: arena?.json ?? null,
+      peak_rss_mb: maxRssMb(), large, qualities: qualityRows, cpu: cpuFeatures(), precision: precision?.json ?? null, cold: cold?.json ?? null, folder_defaults: defaults?.json ?? null, arena: arena?.json ?? null,
     }) + '\n',
   );
   await stopModels();

@@ -254,18 +254,26 @@ const variants = new Map<string, Promise<string>>();
  */
 export function ensureRunnableModel(manifest: ModelManifest): Promise<string> {
   if (!manifest.convert) return ensureModelFile(manifest);
-  const target = cachedModelPath(manifest).replace(/\.onnx$/, `.${manifest.convert}.onnx`);
+  const target = cachedModelPath(manifest).replace(/\.onnx$/, `.${RUNNABLE_REVISION}.${manifest.convert}.onnx`);
   return once(runnable, `${manifest.name}:${manifest.sha256}:${manifest.convert}`, () =>
     derivedFile(target, { model: manifest.name, step: 'fp32 copy' }, () => ensureModelFile(manifest), async (bytes) => {
-      const { convertFp16ToFp32 } = await import('./convert.js');
-      return convertFp16ToFp32(bytes);
+      const { convertFp16ToFp32, keepOnlyOutput } = await import('./convert.js');
+      return keepOnlyOutput(convertFp16ToFp32(bytes), manifest.output.name);
     }),
   );
 }
 
-/** The cache file of a model's input-side variant: `<name>-<sha16>.side<S>.onnx`. */
+/**
+ * The revision of the rewrites that make the runnable copy, in its name and in the names of the
+ * files derived from it (side variants; the int8 copies are keyed by the calibration, itself
+ * keyed by the runnable copy's sha256), so that a change rebuilds them instead of trusting old
+ * files whose sidecars still match. `o1`: only the manifest's output is kept (convert.ts).
+ */
+const RUNNABLE_REVISION = 'o1';
+
+/** The cache file of a model's input-side variant: `<name>-<sha16>[.<revision>].side<S>.onnx`. */
 export function variantModelPath(manifest: ModelManifest, side: number, cacheDir = modelCacheDir()): string {
-  return cachedModelPath(manifest, cacheDir).replace(/\.onnx$/, `.side${side}.onnx`);
+  return cachedModelPath(manifest, cacheDir).replace(/\.onnx$/, `.${manifest.convert ? `${RUNNABLE_REVISION}.` : ''}side${side}.onnx`);
 }
 
 /**
