@@ -270,16 +270,22 @@ function twoIdentities(): [string, string] {
   return [`${os.hostname()}:${process.pid}:1:aaaaaa`, `${os.hostname()}:${process.pid}:2:bbbbbb`];
 }
 
-async function countRuns(store: Store, accountId: string): Promise<number> {
-  return Number((await store.db.get<{ n: number | string }>('SELECT COUNT(*) AS n FROM runs WHERE account_id = ?', [accountId]))?.n);
-}
-
-forEachEngine('idempotency: a claim taken over from a silent server; its late charge rolls back, its release keeps the new claim', async (t, kind) => {
+/** Two stores on one database under two server identities, as two servers of a fleet (closed in teardown). */
+async function twoServers(t: Tap.Test, kind: StoreKind): Promise<{ a: Store; b: Store; idA: string; idB: string }> {
   const { dir, url } = await openTestStore(t, kind);
   const [idA, idB] = twoIdentities();
   const a = await openStore(dir, { url, owner: idA });
   const b = await openStore(dir, { url, owner: idB });
   t.teardown(() => Promise.all([a.close(), b.close()]));
+  return { a, b, idA, idB };
+}
+
+async function countRuns(store: Store, accountId: string): Promise<number> {
+  return Number((await store.db.get<{ n: number | string }>('SELECT COUNT(*) AS n FROM runs WHERE account_id = ?', [accountId]))?.n);
+}
+
+forEachEngine('idempotency: a claim taken over from a silent server; its late charge rolls back, its release keeps the new claim', async (t, kind) => {
+  const { a, b, idA, idB } = await twoServers(t, kind);
   const { account } = await a.createKey({});
   const ref = { accountId: account, endpoint: 'remove', key: 'takeover' };
   const ttl = 3600;
@@ -301,11 +307,7 @@ forEachEngine('idempotency: a claim taken over from a silent server; its late ch
 });
 
 forEachEngine('idempotency: a waiter that gave up drops only the exact claim it saw', async (t, kind) => {
-  const { dir, url } = await openTestStore(t, kind);
-  const [idA, idB] = twoIdentities();
-  const a = await openStore(dir, { url, owner: idA });
-  const b = await openStore(dir, { url, owner: idB });
-  t.teardown(() => Promise.all([a.close(), b.close()]));
+  const { a, b, idA, idB } = await twoServers(t, kind);
   const { account } = await a.createKey({});
   const ref = { accountId: account, endpoint: 'jobs', key: 'stale' };
   t.same(await a.claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' });
