@@ -113,6 +113,12 @@ export function registerModels(program: Command): void {
       if (!m) throw new UsageError('no default model in models/');
       const file = await pullModel(m);
       process.stdout.write(`ok   ${m.name}: ${file}\n`);
+      // An upgrade that renamed the derived copies leaves the old ones behind: removed here, at install.
+      const { modelCacheDir, RUNNABLE_REVISION } = await import('../pipeline/weights.js');
+      const { int8BuildKey } = await import('../pipeline/int8.js');
+      const { pruneModelCache } = await import('../pipeline/cache-prune.js');
+      const removed = pruneModelCache(m, modelCacheDir(), RUNNABLE_REVISION, int8BuildKey(m));
+      if (removed.length > 0) process.stdout.write(`ok   ${m.name}: removed ${removed.length} cache file(s) of earlier versions\n`);
       if (!flags.variants) return;
       // Built here (by npm install's prepare) so that the first --quality fast or balanced run
       // does not spend about 2 s rewriting the graph.

@@ -269,7 +269,7 @@ export function ensureRunnableModel(manifest: ModelManifest): Promise<string> {
  * keyed by the runnable copy's sha256), so that a change rebuilds them instead of trusting old
  * files whose sidecars still match. `o1`: only the manifest's output is kept (convert.ts).
  */
-const RUNNABLE_REVISION = 'o1';
+export const RUNNABLE_REVISION = 'o1';
 
 /** The cache file of a model's input-side variant: `<name>-<sha16>[.<revision>].side<S>.onnx`. */
 export function variantModelPath(manifest: ModelManifest, side: number, cacheDir = modelCacheDir()): string {
