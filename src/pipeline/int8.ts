@@ -112,15 +112,22 @@ export function buildInt8(manifest: ModelManifest, fp32Sha256: string, bytes: Ui
  */
 export const INT8_QUALITY_PASSED = true;
 
-/** The CPU's feature flags (Linux /proc/cpuinfo), or null where they cannot be read. */
+/**
+ * The CPU's feature flags (Linux /proc/cpuinfo), or null where they cannot be read. Read once per
+ * process: `auto` asks for every image, and the flags do not change under a running process.
+ */
 export function cpuFlags(): string[] | null {
-  try {
-    const line = /^flags\s*:(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1];
-    return line ? line.trim().split(/\s+/) : null;
-  } catch {
-    return null;
+  if (flagsRead === undefined) {
+    try {
+      const line = /^flags\s*:(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1];
+      flagsRead = line ? line.trim().split(/\s+/) : null;
+    } catch {
+      flagsRead = null;
+    }
   }
+  return flagsRead;
 }
+let flagsRead: string[] | null | undefined;
 
 /** True when the flags show an 8-bit dot-product instruction (AVX512-VNNI or AVX-VNNI). */
 export function hasVnni(flags: readonly string[] | null): boolean {
