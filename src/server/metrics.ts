@@ -56,6 +56,10 @@ export class ServerMetrics {
   private readonly callbacks: Counter<'outcome'>;
 
   constructor(sources: MetricsSources) {
+    // One store read per scrape: prom-client collects every metric at once, and two gauges need
+    // the job counts; the read in flight is shared, and forgotten once it settles.
+    let inFlight: ReturnType<MetricsSources['store']['jobCounts']> | null = null;
+    const jobCounts = () => (inFlight ??= sources.store.jobCounts().finally(() => { inFlight = null; }));
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     this.httpDuration = new Histogram({
@@ -85,7 +89,7 @@ export class ServerMetrics {
       help: 'Jobs in the store by state (fleet-wide: read from the shared store at scrape time).',
       labelNames: ['state'], registers,
       async collect() {
-        const counts = await sources.store.jobCounts();
+        const counts = await jobCounts();
         this.set({ state: 'queued' }, counts.queued);
         this.set({ state: 'processing' }, counts.processing);
       },
@@ -95,7 +99,7 @@ export class ServerMetrics {
       help: 'Work waiting for an inference slot: kind="job" is the store\'s queued jobs (fleet-wide), kind="sync" the sync requests waiting on this server.',
       labelNames: ['kind'], registers,
       async collect() {
-        const counts = await sources.store.jobCounts();
+        const counts = await jobCounts();
         this.set({ kind: 'job' }, counts.queued);
         this.set({ kind: 'sync' }, sources.pool.stats().sync.waiting);
       },

