@@ -96,12 +96,13 @@ t.test('CLI --precision int8: builds, caches and checks the int8 copy; its cutou
   t.match(path.basename(cached), /^isnet-medium-[0-9a-f]{16}\.int8-[0-9a-f]{10}\.onnx$/);
   const sidecar = fs.readFileSync(`${cached}.sha256`, 'utf8').trim();
   t.equal(sidecar, crypto.createHash('sha256').update(fs.readFileSync(cached)).digest('hex'), 'the sidecar holds the rebuilt file\'s sha256');
-  // Measured here (AVX-512 VNNI): 97.4 % of the cat's alpha values within 16 of fp32's (its fur is
-  // the hardest), 99.8 % of the astronaut's. 95 % leaves room for another CPU's int8 kernels and
-  // still fails a broken model: a blank matte agrees on about a quarter of the cat's pixels.
+  // Measured here (AVX-512 VNNI, percentile ranges, every Conv+Relu in int8): 99.97 % of the cat's
+  // alpha values within 16 of fp32's and 99.97 % of the astronaut's (with the earlier mean-of-extremes
+  // ranges the cat, whose fur is the hardest, was at 95.5 % with 18 convs kept in fp32, 88.7 % with
+  // none). 98 % leaves room for another CPU's int8 kernels and fails any return to the old ranges.
   for (const name of ['chelsea', 'astronaut']) {
     const agreement = await alphaAgreement(results[`${name}-fp32`], results[`${name}-int8`], 16);
-    t.ok(agreement >= 0.95, `${name}: ${(agreement * 100).toFixed(2)} % of alpha within 16 of fp32`);
+    t.ok(agreement >= 0.98, `${name}: ${(agreement * 100).toFixed(2)} % of alpha within 16 of fp32`);
   }
 });
 

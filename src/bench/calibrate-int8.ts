@@ -8,9 +8,12 @@
  * no photos read, no inference run.
  *
  * Each photo is prepared as the pipeline prepares it at `best` (stretched to the model's grid
- * with a linear kernel, normalised by the manifest) and run once through a copy of the model
- * with a ReduceMin and ReduceMax on every tensor to calibrate. Both the global min/max and the
- * mean over photos of each photo's min/max are kept; weights.ts picks the method measured best.
+ * with a linear kernel, normalised by the manifest). Two passes:
+ * 1. a copy of the model with a ReduceMin and ReduceMax on every tensor to calibrate gives each
+ *    tensor's extremes per photo (kept: the global min/max and the mean of each photo's extremes);
+ * 2. the tensors themselves, fetched a few at a time, are counted into a histogram over those
+ *    global extremes, from which the percentile range is read (CALIBRATION_PERCENTILE).
+ * int8.ts picks the method measured best (CALIBRATION_METHOD). Takes a few minutes.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -18,44 +21,73 @@ import sharp from 'sharp';
 import * as ort from 'onnxruntime-node';
 import { resolveModel } from '../pipeline/manifest.js';
 import { ensureRunnableModel, trustedSha256 } from '../pipeline/weights.js';
-import { calibrationGraph } from '../pipeline/quantize.js';
+import { calibrationGraph, withTensorOutputs } from '../pipeline/quantize.js';
 import { rgbToTensor } from '../pipeline/matte.js';
-import { CALIBRATION_DIR, type CalibrationFile } from '../pipeline/int8.js';
+import { CALIBRATION_DIR, CALIBRATION_PERCENTILE, type CalibrationFile } from '../pipeline/int8.js';
+import { Histogram } from '../pipeline/histogram.js';
 
 const args = process.argv.slice(2);
 const modelArg = args.indexOf('--model');
 const manifest = resolveModel(modelArg >= 0 ? args[modelArg + 1] : 'isnet-medium');
 const photosDir = path.join(CALIBRATION_DIR, 'photos');
 const photos = fs.readdirSync(photosDir).filter((f) => /\.(jpe?g|png)$/i.test(f)).sort();
+/** Tensors fetched per run in the second pass: a 1024 x 1024 map of 64 channels is 268 MB. */
+const TENSORS_PER_RUN = 24;
 
 const fp32 = await ensureRunnableModel(manifest);
 const fp32Sha256 = await trustedSha256(fp32);
-const { bytes, tensors } = calibrationGraph(fs.readFileSync(fp32));
-const session = await ort.InferenceSession.create(bytes, { executionProviders: ['cpu'], graphOptimizationLevel: 'all' });
-const outputs = tensors.flatMap((t) => [`${t}::min`, `${t}::max`]);
-
-const perPhoto: { min: number; max: number }[][] = tensors.map(() => []);
+const fp32Bytes = fs.readFileSync(fp32);
+const { bytes, tensors } = calibrationGraph(fp32Bytes);
 const { width, height, mean, std } = manifest.input;
-for (const photo of photos) {
-  const started = performance.now();
+
+async function inputFor(photo: string): Promise<ort.Tensor> {
   const rgb = await sharp(path.join(photosDir, photo)).rotate().removeAlpha().toColourspace('srgb').resize(width, height, { fit: 'fill', kernel: 'linear' }).raw().toBuffer();
-  const input = new ort.Tensor('float32', rgbToTensor(rgb, width, height, mean, std), [1, 3, height, width]);
-  const out = await session.run({ [manifest.input.name]: input }, outputs);
-  tensors.forEach((t, i) => perPhoto[i].push({ min: (out[`${t}::min`].data as Float32Array)[0], max: (out[`${t}::max`].data as Float32Array)[0] }));
-  process.stdout.write(`${photo}: ${Math.round(performance.now() - started)} ms\n`);
+  return new ort.Tensor('float32', rgbToTensor(rgb, width, height, mean, std), [1, 3, height, width]);
 }
 
+// Pass 1: the extremes.
+let session = await ort.InferenceSession.create(bytes, { executionProviders: ['cpu'], graphOptimizationLevel: 'all' });
+const outputs = tensors.flatMap((t) => [`${t}::min`, `${t}::max`]);
+const perPhoto: { min: number; max: number }[][] = tensors.map(() => []);
+for (const photo of photos) {
+  const started = performance.now();
+  const out = await session.run({ [manifest.input.name]: await inputFor(photo) }, outputs);
+  tensors.forEach((t, i) => perPhoto[i].push({ min: (out[`${t}::min`].data as Float32Array)[0], max: (out[`${t}::max`].data as Float32Array)[0] }));
+  process.stdout.write(`extremes ${photo}: ${Math.round(performance.now() - started)} ms\n`);
+}
+await session.release();
+const extremes = tensors.map((_, i) => ({ min: Math.min(...perPhoto[i].map((s) => s.min)), max: Math.max(...perPhoto[i].map((s) => s.max)) }));
+
+// Pass 2: the histograms, over each tensor's global range (with 0 in it, as the uint8 range has).
+const histograms = tensors.map((_, i) => new Histogram(Math.min(0, extremes[i].min), Math.max(0, extremes[i].max)));
+// Basic optimisations only: fusions must not remove the tensors fetched.
+session = await ort.InferenceSession.create(withTensorOutputs(fp32Bytes, tensors), { executionProviders: ['cpu'], graphOptimizationLevel: 'basic' });
+for (const photo of photos) {
+  const started = performance.now();
+  const input = await inputFor(photo);
+  for (let from = 0; from < tensors.length; from += TENSORS_PER_RUN) {
+    const names = tensors.slice(from, from + TENSORS_PER_RUN);
+    const out = await session.run({ [manifest.input.name]: input }, names);
+    names.forEach((name, k) => histograms[from + k].add(out[name].data as Float32Array));
+  }
+  process.stdout.write(`histograms ${photo}: ${Math.round(performance.now() - started)} ms\n`);
+}
+await session.release();
+
+const share = CALIBRATION_PERCENTILE / 100;
 const ranges: CalibrationFile['ranges'] = {};
 tensors.forEach((t, i) => {
   const seen = perPhoto[i];
   ranges[t] = {
-    min: Math.min(...seen.map((s) => s.min)),
-    max: Math.max(...seen.map((s) => s.max)),
+    ...extremes[i],
     meanMin: seen.reduce((a, s) => a + s.min, 0) / seen.length,
     meanMax: seen.reduce((a, s) => a + s.max, 0) / seen.length,
+    // Activations after a Relu have no negative side: their range starts at 0 either way.
+    percentileMin: extremes[i].min < 0 ? histograms[i].lowerQuantile(1 - share) : 0,
+    percentileMax: histograms[i].quantile(share),
   };
 });
-const file: CalibrationFile = { model: manifest.name, fp32Sha256, photos, ranges };
+const file: CalibrationFile = { model: manifest.name, fp32Sha256, photos, percentile: CALIBRATION_PERCENTILE, ranges };
 const target = path.join(CALIBRATION_DIR, `${manifest.name}.ranges.json`);
 fs.writeFileSync(target, JSON.stringify(file, null, 1) + '\n');
 process.stdout.write(`${tensors.length} tensors from ${photos.length} photos -> ${target}\n`);

@@ -154,6 +154,17 @@ export function calibrationGraph(modelBytes: Uint8Array): { bytes: Buffer; tenso
   return { bytes: Buffer.from(onnx.ModelProto.encode(model).finish()), tensors };
 }
 
+/**
+ * The model with the named intermediate tensors as extra graph outputs (float32, shape left to
+ * the runtime): the calibration's second pass fetches them to count their values.
+ */
+export function withTensorOutputs(modelBytes: Uint8Array, tensors: string[]): Buffer {
+  const onnx = onnxModule();
+  const model = onnx.ModelProto.decode(modelBytes);
+  for (const name of tensors) model.graph!.output!.push(onnx.ValueInfoProto.create({ name, type: { tensorType: { elemType: FLOAT } } }));
+  return Buffer.from(onnx.ModelProto.encode(model).finish());
+}
+
 export interface QuantizeOptions {
   /** Activation ranges by tensor name. */
   ranges: Record<string, TensorRange>;
