@@ -13,6 +13,34 @@ import { calibrationGraph, roundHalfEven, quantizeBias, quantizeModel, quantizeW
 const require = createRequire(import.meta.url);
 const { onnx } = require('onnx-proto') as typeof import('onnx-proto');
 
+t.test('a residual sum and a pool behind no-op casts run quantized too', async (t) => {
+  const model = residualModel();
+  const tensors = tensorsToCalibrate(model);
+  t.ok(tensors.includes('sum'), 'the sum of two quantized Relu outputs is calibrated');
+  const graph = calibrationGraph(model);
+  const cal = await run(graph.bytes, graph.tensors.flatMap((n) => [`${n}::min`, `${n}::max`]));
+  const ranges = Object.fromEntries(graph.tensors.map((n) => [n, { min: (cal.out[`${n}::min`].data as Float32Array)[0], max: (cal.out[`${n}::max`].data as Float32Array)[0] }]));
+  const q = quantizeModel(model, { ranges });
+  t.equal(q.quantizedConvs, 3);
+  const nodes = onnx.ModelProto.decode(q.bytes).graph!.node!;
+  t.equal(nodes.filter((n) => n.opType === 'Cast').length, 1, 'the no-op cast before the pool is gone; the one making the graph output stays');
+  t.ok(nodes.findIndex((n) => n.opType === 'MaxPool') > nodes.findIndex((n) => n.opType === 'Add'), 'nodes in topological order (the cast was listed last)');
+  const fp32 = (await run(model)).out.output.data as Float32Array;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-quantize-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const { session, out } = await run(q.bytes, ['output'], { enableProfiling: true, profileFilePrefix: path.join(dir, 'profile') });
+  const int8 = out.output.data as Float32Array;
+  const worst = Math.max(...int8.map((v, i) => Math.abs(v - fp32[i])));
+  t.ok(worst < 0.03, `int8 output within 0.03 of fp32 after the sigmoid (worst ${worst.toFixed(4)})`);
+  session.endProfiling();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const file = fs.readdirSync(dir).find((f) => f.endsWith('.json'))!;
+  const ops = new Set((JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')) as { cat: string; args?: { op_name?: string } }[]).filter((e) => e.cat === 'Node').map((e) => e.args?.op_name));
+  t.ok(ops.has('QLinearAdd'), `the residual sum runs as QLinearAdd: ${[...ops].join(', ')}`);
+  t.ok(ops.has('NhwcMaxPool') && !ops.has('MaxPool'), 'the pool after it on uint8');
+  t.notOk(ops.has('Add'), 'no float Add left');
+});
+
 /** A deterministic pseudo-random sequence (no Math.random: the figures stay the same every run). */
 function seq(n: number, seed: number, scale: number): Float32Array {
   let s = seed;
@@ -45,6 +73,41 @@ function tinyModel(): Uint8Array {
       floatInit('w1', [4, 3, 3, 3], seq(108, 1, 0.5)), floatInit('b1', [4], seq(4, 2, 0.1)),
       floatInit('w2', [2, 4, 3, 3], seq(72, 3, 0.5)), floatInit('b2', [2], seq(2, 4, 0.1)),
       floatInit('w3', [1, 2, 3, 3], seq(18, 5, 0.5)), floatInit('b3', [1], seq(1, 6, 0.1)),
+    ],
+    input: [onnx.ValueInfoProto.create({ name: 'input', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: 3 }, { dimValue: 8 }, { dimValue: 8 }] } } } })],
+    output: [onnx.ValueInfoProto.create({ name: 'output', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: 1 }, { dimValue: 4 }, { dimValue: 4 }] } } } })],
+  });
+  return onnx.ModelProto.encode(onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 15 }], graph })).finish();
+}
+
+/**
+ * input -> c1+Relu (r1) -> c2+Relu (r2); sum = r1 + r2 -> Cast(float) -> MaxPool -> c3+Relu ->
+ * side conv -> Sigmoid -> Cast(float) -> output. The first Cast is listed last, as ISNet's export
+ * lists its casts.
+ */
+function residualModel(): Uint8Array {
+  const conv = (name: string, x: string, w: string, b: string, y: string) =>
+    onnx.NodeProto.create({ opType: 'Conv', name, input: [x, w, b], output: [y], attribute: [{ name: 'pads', type: 7, ints: [1, 1, 1, 1] }] });
+  const relu = (name: string, x: string, y: string) => onnx.NodeProto.create({ opType: 'Relu', name, input: [x], output: [y] });
+  const cast = (name: string, x: string, y: string) => onnx.NodeProto.create({ opType: 'Cast', name, input: [x], output: [y], attribute: [{ name: 'to', type: 2, i: 1 }] });
+  const graph = onnx.GraphProto.create({
+    name: 'residual',
+    node: [
+      conv('c1', 'input', 'w1', 'b1', 'c1_out'), relu('r1', 'c1_out', 'r1_out'),
+      conv('c2', 'r1_out', 'w2', 'b2', 'c2_out'), relu('r2', 'c2_out', 'r2_out'),
+      onnx.NodeProto.create({ opType: 'Add', name: 'add', input: ['r1_out', 'r2_out'], output: ['sum'] }),
+      onnx.NodeProto.create({ opType: 'MaxPool', name: 'p1', input: ['sum_cast'], output: ['p1_out'], attribute: [{ name: 'kernel_shape', type: 7, ints: [2, 2] }, { name: 'strides', type: 7, ints: [2, 2] }] }),
+      conv('c3', 'p1_out', 'w3', 'b3', 'c3_out'), relu('r3', 'c3_out', 'r3_out'),
+      conv('side', 'r3_out', 'w4', 'b4', 'side_out'),
+      onnx.NodeProto.create({ opType: 'Sigmoid', name: 's', input: ['side_out'], output: ['sig'] }),
+      cast('out_cast', 'sig', 'output'),
+      cast('sum_cast_node', 'sum', 'sum_cast'),
+    ],
+    initializer: [
+      floatInit('w1', [4, 3, 3, 3], seq(108, 1, 0.5)), floatInit('b1', [4], seq(4, 2, 0.1)),
+      floatInit('w2', [4, 4, 3, 3], seq(144, 3, 0.4)), floatInit('b2', [4], seq(4, 4, 0.1)),
+      floatInit('w3', [2, 4, 3, 3], seq(72, 5, 0.5)), floatInit('b3', [2], seq(2, 6, 0.1)),
+      floatInit('w4', [1, 2, 3, 3], seq(18, 8, 0.5)), floatInit('b4', [1], seq(1, 9, 0.1)),
     ],
     input: [onnx.ValueInfoProto.create({ name: 'input', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: 3 }, { dimValue: 8 }, { dimValue: 8 }] } } } })],
     output: [onnx.ValueInfoProto.create({ name: 'output', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: 1 }, { dimValue: 4 }, { dimValue: 4 }] } } } })],
@@ -130,6 +193,9 @@ t.test('the QDQ model loads, runs as QLinearConv, and stays close to fp32', asyn
   t.ok(ops.has('QLinearConv'), `fused integer convolutions ran: ${[...ops].join(', ')}`);
   t.notOk(ops.has('ConvInteger'), 'no dynamic-quantization kernels');
   t.equal([...ops].filter((o) => o === 'Conv').length, 1, 'only the fp32 side conv runs as Conv');
+  t.ok(ops.has('NhwcMaxPool') && !ops.has('MaxPool'), 'the pool between the quantized convs runs on uint8');
+  const scale = (name: string) => decoded.graph!.initializer!.find((i) => i.name === name)?.rawData;
+  t.same(scale('p1_out_scale'), scale('r1_out_scale'), "the pool's output keeps its input's parameters (nothing to requantize)");
 });
 
 t.test('a tensor without a range leaves its conv in fp32; keepFloat is honoured', async (t) => {

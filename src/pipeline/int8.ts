@@ -69,7 +69,7 @@ export function selectRanges(file: CalibrationFile, method = CALIBRATION_METHOD)
 }
 
 /** Bumped when quantize.ts changes what it writes: part of the int8 file's name. */
-const QUANTIZER_VERSION = 1;
+const QUANTIZER_VERSION = 2;
 
 /**
  * A digest of everything the int8 file depends on besides the fp32 weights (the ranges file, the
@@ -105,8 +105,8 @@ export function buildInt8(manifest: ModelManifest, fp32Sha256: string, bytes: Ui
  * (IoU >= fp32 - 0.005, MAE and band MAE <= 1.05x fp32, same iou50, empty_ok 4/4). Measured with
  * `npm run bench:quality -- ../shared/quality/public --quality best --precision fp32|int8`:
  * fp32 MAE 0.0241, IoU 0.854, band MAE 0.1114, iou50 0.90, empty_ok 4/4; int8 (percentile ranges,
- * every Conv+Relu in int8, on the one-output fp32 copy) MAE 0.0231, IoU 0.853, band MAE 0.1111,
- * iou50 0.90, empty_ok 4/4.
+ * every Conv+Relu in int8, pools, resizes and residual sums on uint8, on the one-output fp32
+ * copy) MAE 0.0226, IoU 0.854, band MAE 0.1111, iou50 0.90, empty_ok 4/4.
  * Measured at `best` (side 1024) only: `auto` takes int8 at that side alone (resolvePrecision).
  * Set back to false if a change to the quantization fails that bar: `auto` then stays fp32.
  */

@@ -121,17 +121,73 @@ function convReluPairs(nodes: Node[], initializers: Map<string, Tensor>): ConvRe
   return pairs;
 }
 
-/** The tensors whose ranges a quantization needs: each Conv's activation input and its Relu's output. */
+/**
+ * The tensors whose ranges a quantization needs: each Conv's activation input, its Relu's output,
+ * and the output of each Add of two such Relu outputs (a residual block's sum).
+ */
 export function tensorsToCalibrate(modelBytes: Uint8Array): string[] {
   const onnx = onnxModule();
   const graph = onnx.ModelProto.decode(modelBytes).graph!;
   const initializers = new Map((graph.initializer ?? []).map((t) => [t.name!, t as Tensor]));
+  const nodes = withoutFloatCasts((graph.node ?? []) as Node[], graphOutputs(graph));
   const names = new Set<string>();
-  for (const { conv, relu } of convReluPairs((graph.node ?? []) as Node[], initializers)) {
+  const reluOutputs = new Set<string>();
+  for (const { conv, relu } of convReluPairs(nodes, initializers)) {
     names.add(conv.input![0]);
     names.add(relu.output![0]);
+    reluOutputs.add(relu.output![0]);
   }
+  for (const n of nodes) if (n.opType === 'Add' && n.input!.length === 2 && n.input!.every((i) => reluOutputs.has(i))) names.add(n.output![0]);
   return [...names];
+}
+
+function graphOutputs(graph: { output?: { name?: string | null }[] | null }): Set<string> {
+  return new Set((graph.output ?? []).map((o) => o.name!));
+}
+
+/** Activation ops whose outputs are float in a float model: a Cast to float after them changes nothing. */
+const FLOAT_PRODUCERS = new Set(['Conv', 'Relu', 'Add', 'Resize', 'MaxPool']);
+
+/**
+ * The nodes without their no-op Casts, in topological order. A Cast to float of a float
+ * activation changes nothing (ISNet's export wraps every Resize and residual sum in such pairs,
+ * left from its fp16 form, and lists them after the other nodes), but it would sit between a
+ * DequantizeLinear and the op that onnxruntime must see right after it to run that op on uint8.
+ * Consumers read the Cast's input instead; a Cast that makes a graph output stays. The nodes'
+ * inputs are renamed in place.
+ */
+export function withoutFloatCasts(nodes: Node[], outputs: Set<string>): Node[] {
+  const producer = new Map<string, Node>();
+  for (const n of nodes) for (const o of n.output ?? []) producer.set(o, n);
+  const alias = new Map<string, string>();
+  for (const n of nodes) {
+    if (n.opType !== 'Cast' || Number(n.attribute?.find((a) => a.name === 'to')?.i?.toString()) !== FLOAT) continue;
+    if (outputs.has(n.output![0]) || !FLOAT_PRODUCERS.has(producer.get(n.input![0])?.opType ?? '')) continue;
+    alias.set(n.output![0], n.input![0]);
+  }
+  const resolve = (name: string): string => (alias.has(name) ? resolve(alias.get(name)!) : name);
+  const kept = nodes.filter((n) => !alias.has(n.output?.[0] ?? ''));
+  for (const n of kept) n.input = (n.input ?? []).map(resolve);
+  return topologicalOrder(kept);
+}
+
+/** Kahn's order, stable: nodes keep their listed order wherever their inputs allow it. */
+function topologicalOrder(nodes: Node[]): Node[] {
+  const producerIndex = new Map<string, number>();
+  nodes.forEach((n, i) => (n.output ?? []).forEach((o) => producerIndex.set(o, i)));
+  const waiting = nodes.map((n) => new Set((n.input ?? []).map((i) => producerIndex.get(i)).filter((p): p is number => p !== undefined)).size);
+  const dependents = nodes.map(() => [] as number[]);
+  nodes.forEach((n, i) => new Set((n.input ?? []).map((x) => producerIndex.get(x)).filter((p): p is number => p !== undefined)).forEach((p) => dependents[p].push(i)));
+  const ready = nodes.map((_, i) => i).filter((i) => waiting[i] === 0);
+  const order: Node[] = [];
+  while (ready.length) {
+    ready.sort((x, y) => x - y);
+    const i = ready.shift()!;
+    order.push(nodes[i]);
+    for (const d of dependents[i]) if (--waiting[d] === 0) ready.push(d);
+  }
+  if (order.length !== nodes.length) throw new CutoutError('processing_failed', 'The model graph has a cycle');
+  return order;
 }
 
 /**
@@ -165,6 +221,51 @@ export function withTensorOutputs(modelBytes: Uint8Array, tensors: string[]): Bu
   return Buffer.from(onnx.ModelProto.encode(model).finish());
 }
 
+type Uint8Params = { scale: number; zeroPoint: number };
+
+/**
+ * The uint8 parameters of every tensor the rewrite quantizes, decided in graph order (a node's
+ * inputs before its outputs):
+ * - a quantized conv's input and its Relu's output: their calibrated ranges (a Relu output from
+ *   0, so that the zero point is 0 and onnxruntime folds the Relu into the QuantizeLinear);
+ * - the output of a MaxPool or Resize of a quantized tensor: that tensor's own parameters, which
+ *   lets onnxruntime run the op on uint8 (DQ -> op -> Q with equal parameters) instead of
+ *   dequantizing, reordering the layout for a float kernel and quantizing again. A pool's
+ *   maximum and a bilinear resize never leave their input's range, so nothing is clipped;
+ * - the sum of two quantized tensors (a residual block's output) with a calibrated range, unless
+ *   it only feeds fp32 convs: onnxruntime then runs QLinearAdd, and the concats of quantized
+ *   inputs that follow become QLinearConcat.
+ * Everything else stays fp32.
+ */
+function quantizationParams(nodes: Node[], pairs: ConvRelu[], ranges: Record<string, TensorRange>): Map<string, Uint8Params> {
+  const convInputs = new Set(pairs.map((p) => p.conv.input![0]));
+  const reluOutputs = new Set(pairs.map((p) => p.relu.output![0]));
+  const quantizedConvs = new Set(pairs.map((p) => p.conv));
+  const consumers = new Map<string, Node[]>();
+  for (const n of nodes) for (const i of n.input ?? []) consumers.set(i, [...(consumers.get(i) ?? []), n]);
+  const produced = new Set(nodes.flatMap((n) => n.output ?? []));
+  const params = new Map<string, Uint8Params>();
+  for (const name of convInputs) if (!produced.has(name)) params.set(name, uint8Params(ranges[name])); // graph inputs
+  for (const n of nodes) {
+    const out = n.output?.[0];
+    if (!out) continue;
+    const input = n.input?.[0] ?? '';
+    if (reluOutputs.has(out)) {
+      params.set(out, uint8Params({ min: 0, max: ranges[out].max }));
+    } else if ((n.opType === 'MaxPool' || n.opType === 'Resize') && params.has(input)) {
+      params.set(out, params.get(input)!);
+    } else if (
+      n.opType === 'Add' && n.input!.length === 2 && n.input!.every((i) => params.has(i)) && ranges[out] &&
+      (consumers.get(out) ?? []).some((c) => c.opType !== 'Conv' || quantizedConvs.has(c))
+    ) {
+      params.set(out, uint8Params(ranges[out]));
+    } else if (convInputs.has(out)) {
+      params.set(out, uint8Params(ranges[out]));
+    }
+  }
+  return params;
+}
+
 export interface QuantizeOptions {
   /** Activation ranges by tensor name. */
   ranges: Record<string, TensorRange>;
@@ -187,22 +288,23 @@ export function quantizeModel(modelBytes: Uint8Array, options: QuantizeOptions):
   const onnx = onnxModule();
   const model = onnx.ModelProto.decode(modelBytes);
   const graph = model.graph!;
-  const nodes = (graph.node ?? []) as Node[];
+  const nodes = withoutFloatCasts((graph.node ?? []) as Node[], graphOutputs(graph));
   const initializers = new Map((graph.initializer ?? []).map((t) => [t.name!, t as Tensor]));
   const keep = options.keepFloat ?? new Set<string>();
   const pairs = convReluPairs(nodes, initializers).filter(
     ({ conv, relu }) => !keep.has(conv.name!) && options.ranges[conv.input![0]] && options.ranges[relu.output![0]],
   );
   const allConvs = nodes.filter((n) => n.opType === 'Conv').length;
+  const params = quantizationParams(nodes, pairs, options.ranges);
 
   // One Q -> DQ pair per quantized tensor, shared by all its consumers.
   const quantized = new Map<string, { scale: number; zeroPoint: number; dq: string }>();
   const added: { after: string; nodes: Node[] }[] = [];
   const newInits: Tensor[] = [];
-  const qdq = (name: string, range: TensorRange) => {
+  const qdq = (name: string) => {
     const held = quantized.get(name);
     if (held) return held;
-    const { scale, zeroPoint } = uint8Params(range);
+    const { scale, zeroPoint } = params.get(name)!;
     const scaleName = `${name}_scale`;
     const zpName = `${name}_zero_point`;
     newInits.push(tensor(onnx, scaleName, FLOAT, [], new Float32Array([scale])), tensor(onnx, zpName, UINT8, [], new Uint8Array([zeroPoint])));
@@ -215,9 +317,8 @@ export function quantizeModel(modelBytes: Uint8Array, options: QuantizeOptions):
   };
 
   for (const { conv, relu } of pairs) {
-    const x = qdq(conv.input![0], options.ranges[conv.input![0]]);
-    // Relu outputs are non-negative: the range starts at 0 so the zero point is 0 and onnxruntime folds the Relu.
-    qdq(relu.output![0], { min: 0, max: options.ranges[relu.output![0]].max });
+    const x = qdq(conv.input![0]);
+    qdq(relu.output![0]);
 
     const w = initializers.get(conv.input![1])!;
     const channels = Number(w.dims![0].toString());
@@ -255,6 +356,9 @@ export function quantizeModel(modelBytes: Uint8Array, options: QuantizeOptions):
     conv.input = convInputs;
     added.push({ after: '', nodes: front });
   }
+
+  // The glue between the quantized convs: pools, resizes and residual sums (quantizationParams).
+  for (const name of params.keys()) qdq(name);
 
   // Every consumer of a quantized tensor reads its DequantizeLinear (except the pair's own Q);
   // graph outputs keep the fp32 tensor.
