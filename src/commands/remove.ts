@@ -151,6 +151,11 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
   if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
 
+  // The model's worker thread starts now, before the configuration is read and sharp and the
+  // store load: its start and onnxruntime's loading overlap them (cold start, README).
+  const modelModules = Promise.all([import('../pipeline/model.js'), import('../pipeline/manifest.js'), import('../pipeline/weights.js'), import('../pipeline/variants.js')]);
+  (await modelModules)[0].startInferenceWorker();
+
   let config;
   let options;
   try {
@@ -184,29 +189,31 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${plan.path}`);
   }
 
-  // Heavy modules load only now: --help and usage errors stay fast.
-  const [{ removeBackground, resolveModel, setDefaultModel, setModelDataDir, onModelPreparation, loadModel, modelSide }, { openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
-    import('../pipeline/index.js'),
-    import('../store/db.js'),
-    import('p-limit'),
-    import('./progress.js'),
-  ]);
+  const [{ loadModel }, { resolveModel }, { setModelDataDir, onModelPreparation }, { modelSide }] = await modelModules;
   setModelDataDir(config.dataDir);
-  setDefaultModel(config.model);
   let manifest;
   try {
     manifest = resolveModel(config.model);
   } catch (err) {
     usage((err as Error).message);
   }
-  // The session is created in the worker thread while this thread opens the store and reads and
-  // decodes the first image (cold start: about 0.4 s of session creation overlapped). A failure
-  // here is left to the first image's run, which reports it. Preparation events that come before
-  // the progress display exists are held for it.
+  // The session is created in the worker thread while this thread loads sharp and the store,
+  // opens the store and reads and decodes the first image (cold start, README). A failure here
+  // is left to the first image's run, which reports it. Preparation events that come before the
+  // progress display exists are held for it.
   let reporterForPreparation: Reporter | null = null;
   const earlyPreparation: PreparationEvent[] = [];
   onModelPreparation((event) => (reporterForPreparation ? reporterForPreparation.preparation(event) : earlyPreparation.push(event)));
   if (items.length) loadModel(manifest!, modelSide(manifest!, options.quality), options.precision).catch(() => undefined);
+
+  // Heavy modules load only now: --help and usage errors stay fast.
+  const [{ removeBackground, setDefaultModel }, { openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
+    import('../pipeline/index.js'),
+    import('../store/db.js'),
+    import('p-limit'),
+    import('./progress.js'),
+  ]);
+  setDefaultModel(config.model);
   const store = await openStore(config.dataDir, { url: config.store });
   // Closed on every path: an open PostgreSQL pool would keep the CLI alive after an error.
   try {

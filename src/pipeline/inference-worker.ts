@@ -127,6 +127,12 @@ async function handle(req: InferenceRequest): Promise<void> {
   }
 }
 
+// onnxruntime loads as soon as the thread starts (this thread exists to run it): its loading
+// overlaps whatever the main thread does before it sends the first model. A failure to load is
+// reported by the first request, which awaits the same promise.
+ortPromise = import('onnxruntime-node');
+ortPromise.catch(() => undefined);
+
 parentPort!.on('message', (req: InferenceRequest) => {
   chain = chain.then(() => handle(req));
 });

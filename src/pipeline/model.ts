@@ -62,6 +62,16 @@ function getWorker(): Worker {
   return w;
 }
 
+/**
+ * Starts the inference worker ahead of the first model call, so that its thread's start and
+ * onnxruntime's loading (about 75 ms) overlap the caller's own start-up: the CLI calls it before
+ * it reads its configuration and loads sharp and the store (cold start, README). Does nothing
+ * when the model runs upstream.
+ */
+export function startInferenceWorker(): void {
+  if (!remote) getWorker();
+}
+
 function send(req: Omit<InferenceRequest, 'id' | 'threads'>, transfer: ArrayBuffer[] = []): Promise<Extract<InferenceReply, { ok: true }>> {
   const w = getWorker();
   const id = nextId++;

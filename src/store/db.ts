@@ -28,7 +28,7 @@ import { serverIdentity } from '../identity.js';
 import { filePayloads, pidLiveness } from './engine-sqlite.js';
 import { byteaPayloads, heartbeatLiveness } from './engine-postgres.js';
 import { SqliteDb } from './sqlite.js';
-import { PostgresDb } from './postgres.js';
+import type { PostgresDb } from './postgres.js';
 import { migrate } from './migrations.js';
 import { migratePostgres } from './migrations-postgres.js';
 import { isPostgresUrl, redactUrl } from './url.js';
@@ -190,6 +190,8 @@ export async function openStore(dataDir: string, options: OpenStoreOptions = {})
     if (!isPostgresUrl(options.url)) throw new Error(`Unsupported store ${redactUrl(options.url)}: expected postgres://USER[:PASS]@HOST[:PORT]/DB`);
     let db: PostgresDb | undefined;
     try {
+      // node-postgres loads only for a PostgreSQL store: about 70 ms of every CLI start otherwise.
+      const { PostgresDb } = await import('./postgres.js');
       db = await PostgresDb.open(options.url);
       await migratePostgres(db);
     } catch (err) {
