@@ -10,12 +10,18 @@ import { UsageError } from './commands/usage-error.js';
 
 /**
  * A reader that stops early (`cutout models list | head -1`) closes the pipe: stop quietly with
- * the exit code so far, as Unix tools do, instead of crashing on EPIPE.
+ * the exit code so far, as Unix tools do, instead of crashing on EPIPE. A model call in flight
+ * in the inference worker is waited for first (no new one starts): exiting during one aborts the
+ * process (pipeline/model.ts, drainModels).
  */
 function stopQuietlyOnClosedStdout(): void {
+  let stopping = false;
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (stopping) return;
+    stopping = true;
     if (err.code !== 'EPIPE') process.stderr.write(`cutout: cannot write to stdout: ${err.message}\n`);
-    process.exit(err.code === 'EPIPE' ? (typeof process.exitCode === 'number' ? process.exitCode : 0) : 1);
+    const exit = () => process.exit(err.code === 'EPIPE' ? (typeof process.exitCode === 'number' ? process.exitCode : 0) : 1);
+    import('./pipeline/model.js').then((model) => model.drainModels()).then(exit, exit);
   });
 }
 

@@ -72,7 +72,22 @@ export function startInferenceWorker(): void {
   if (!remote) getWorker();
 }
 
+/** Set by drainModels: the process is about to exit, no new model call starts. */
+let draining = false;
+
+/**
+ * Refuses new model calls and resolves once none is in flight in the worker (at once if none).
+ * For a process that must exit early (the CLI when its reader closes stdout): process.exit()
+ * while the worker is inside onnxruntime aborts the whole process (exit 134, "terminate called
+ * after throwing an instance of 'Napi::Error'"), so the exit waits for the call to return.
+ */
+export async function drainModels(): Promise<void> {
+  draining = true;
+  while (worker && pending.size > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
 function send(req: Omit<InferenceRequest, 'id' | 'threads'>, transfer: ArrayBuffer[] = []): Promise<Extract<InferenceReply, { ok: true }>> {
+  if (draining) return Promise.reject(new CutoutError('processing_failed', 'The process is stopping'));
   const w = getWorker();
   const id = nextId++;
   return new Promise((resolve, reject) => {
