@@ -3,10 +3,20 @@
  * errors into one line on stderr and the exit code: 0 success, 1 some input failed or a runtime
  * error, 2 usage error.
  */
-import { CommanderError } from 'commander';
-import { CutoutError, oneLine } from './errors.js';
-import { buildProgram } from './program.js';
-import { UsageError } from './commands/usage-error.js';
+import { runsRemove } from './commands/names.js';
+
+// Cold start: a cutout's inference worker starts before the program's own modules load, so that
+// the thread's start and onnxruntime's loading (about 100 ms) overlap them (README, "Cold start").
+if (runsRemove(process.argv.slice(2))) {
+  import('./pipeline/model.js').then((model) => model.startInferenceWorker(), () => undefined);
+}
+
+const [{ CommanderError }, { CutoutError, oneLine }, { buildProgram }, { UsageError }] = await Promise.all([
+  import('commander'),
+  import('./errors.js'),
+  import('./program.js'),
+  import('./commands/usage-error.js'),
+]);
 
 /**
  * A reader that stops early (`cutout models list | head -1`) closes the pipe: stop quietly with

@@ -138,3 +138,16 @@ t.test('a reader that closes the pipe early stops the output quietly (no EPIPE c
   t.equal(result.code, 0, 'exit code 0');
   t.notMatch(result.stderr, /EPIPE|Error|at /, `nothing on stderr: ${result.stderr.slice(0, 200)}`);
 });
+
+t.test('the command names read before the program loads (cli.ts starts the model early) match the program', async (t) => {
+  const { COMMAND_NAMES, runsRemove } = await import('../src/commands/names.js');
+  const registered = buildProgram().commands.map((c) => c.name());
+  t.same([...registered].sort(), COMMAND_NAMES.filter((n) => n !== 'help').sort());
+  t.ok(runsRemove(['photo.jpg']));
+  t.ok(runsRemove(['-q', '--out', 'dir', 'a.jpg']));
+  t.ok(runsRemove(['-']), 'stdin');
+  t.ok(runsRemove(['remove', 'a.jpg']));
+  for (const args of [['serve'], ['models', 'list'], ['--json', 'usage'], ['--help'], [], ['model-server', '--port', '0'], ['help']]) {
+    t.notOk(runsRemove(args), args.join(' ') || '(no arguments)');
+  }
+});

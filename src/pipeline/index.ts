@@ -121,7 +121,10 @@ async function zoomPass(
  * unsupported_format, image_too_large, invalid_request (4 MP rule), no_subject_detected,
  * processing_failed.
  */
-export async function removeBackground(input: Buffer, req: RemoveRequest, opts: { signal?: AbortSignal } = {}): Promise<RemoveResult> {
+export async function removeBackground(
+  input: Buffer, req: RemoveRequest,
+  opts: { signal?: AbortSignal; /** Called once this image needs the model no more (its post-processing still to come). */ afterModel?: () => void } = {},
+): Promise<RemoveResult> {
   const started = performance.now();
   const timings: StageTimings = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, encode: 0 };
   const manifest = manifestFor(req.model ?? defaultModel);
@@ -161,6 +164,7 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
 
   const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height, req.precision, opts.signal);
   timings.inference = inference.ms;
+  if (req.quality !== 'max') opts.afterModel?.();
   checkAborted(opts.signal);
 
   const rgb = await (early ?? decode());
@@ -169,7 +173,10 @@ export async function removeBackground(input: Buffer, req: RemoveRequest, opts: 
   const matte = cleanGridMatte(grid.data, manifest.output.range, grid);
   const alpha = matteAtSize(matte, grid, grid.rgb, rgb, out.width, out.height, req);
   timings.postprocess += performance.now() - t;
-  if (req.quality === 'max') await zoomPass(src, manifest, matte, grid, rgb, alpha, out, req, timings, opts.signal);
+  if (req.quality === 'max') {
+    await zoomPass(src, manifest, matte, grid, rgb, alpha, out, req, timings, opts.signal);
+    opts.afterModel?.();
+  }
   t = performance.now();
   // Soft-edge colours are estimated for every output that shows colours (a transparent cutout,
   // or one flattened onto a new colour); the matte alone has none.
