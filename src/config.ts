@@ -72,9 +72,10 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   dataDir: path.join(os.homedir(), '.cutout'),
   model: 'isnet-medium',
   // One image at a time: the session's intra-op threads already use every core, and a second image
-  // in flight only adds its decode, matte and encode beside the inference. `npm run bench`
-  // (concurrency 1 and 2 alternated three times) measured 0.786 against 0.590 images/s here, as the
-  // issue measured 0.424 against 0.347; the full-size decode still overlaps the image's own inference.
+  // in flight only adds its decode, matte and encode beside the inference, and its buffers beside
+  // the first one's. At fp32 `npm run bench` had 1 ahead (0.786 against 0.590 images/s); at int8
+  // 2 is 4-10 % ahead on the small fixtures, within 3 % through the CLI (README, "The defaults
+  // chosen"), which is not worth a second 50 MP image in memory.
   concurrency: 1,
   quality: 'best',
   precision: 'auto',
