@@ -17,6 +17,7 @@
  */
 import { createRequire } from 'node:module';
 import { CutoutError } from '../errors.js';
+import { graphOutputs, withoutFloatCasts } from './onnx-graph.js';
 
 const require = createRequire(import.meta.url);
 type Onnx = typeof import('onnx-proto').onnx;
@@ -139,55 +140,6 @@ export function tensorsToCalibrate(modelBytes: Uint8Array): string[] {
   }
   for (const n of nodes) if (n.opType === 'Add' && n.input!.length === 2 && n.input!.every((i) => reluOutputs.has(i))) names.add(n.output![0]);
   return [...names];
-}
-
-function graphOutputs(graph: { output?: { name?: string | null }[] | null }): Set<string> {
-  return new Set((graph.output ?? []).map((o) => o.name!));
-}
-
-/** Activation ops whose outputs are float in a float model: a Cast to float after them changes nothing. */
-const FLOAT_PRODUCERS = new Set(['Conv', 'Relu', 'Add', 'Resize', 'MaxPool']);
-
-/**
- * The nodes without their no-op Casts, in topological order. A Cast to float of a float
- * activation changes nothing (ISNet's export wraps every Resize and residual sum in such pairs,
- * left from its fp16 form, and lists them after the other nodes), but it would sit between a
- * DequantizeLinear and the op that onnxruntime must see right after it to run that op on uint8.
- * Consumers read the Cast's input instead; a Cast that makes a graph output stays. The nodes'
- * inputs are renamed in place.
- */
-export function withoutFloatCasts(nodes: Node[], outputs: Set<string>): Node[] {
-  const producer = new Map<string, Node>();
-  for (const n of nodes) for (const o of n.output ?? []) producer.set(o, n);
-  const alias = new Map<string, string>();
-  for (const n of nodes) {
-    if (n.opType !== 'Cast' || Number(n.attribute?.find((a) => a.name === 'to')?.i?.toString()) !== FLOAT) continue;
-    if (outputs.has(n.output![0]) || !FLOAT_PRODUCERS.has(producer.get(n.input![0])?.opType ?? '')) continue;
-    alias.set(n.output![0], n.input![0]);
-  }
-  const resolve = (name: string): string => (alias.has(name) ? resolve(alias.get(name)!) : name);
-  const kept = nodes.filter((n) => !alias.has(n.output?.[0] ?? ''));
-  for (const n of kept) n.input = (n.input ?? []).map(resolve);
-  return topologicalOrder(kept);
-}
-
-/** Kahn's order, stable: nodes keep their listed order wherever their inputs allow it. */
-function topologicalOrder(nodes: Node[]): Node[] {
-  const producerIndex = new Map<string, number>();
-  nodes.forEach((n, i) => (n.output ?? []).forEach((o) => producerIndex.set(o, i)));
-  const waiting = nodes.map((n) => new Set((n.input ?? []).map((i) => producerIndex.get(i)).filter((p): p is number => p !== undefined)).size);
-  const dependents = nodes.map(() => [] as number[]);
-  nodes.forEach((n, i) => new Set((n.input ?? []).map((x) => producerIndex.get(x)).filter((p): p is number => p !== undefined)).forEach((p) => dependents[p].push(i)));
-  const ready = nodes.map((_, i) => i).filter((i) => waiting[i] === 0);
-  const order: Node[] = [];
-  while (ready.length) {
-    ready.sort((x, y) => x - y);
-    const i = ready.shift()!;
-    order.push(nodes[i]);
-    for (const d of dependents[i]) if (--waiting[d] === 0) ready.push(d);
-  }
-  if (order.length !== nodes.length) throw new CutoutError('processing_failed', 'The model graph has a cycle');
-  return order;
 }
 
 /**
