@@ -71,12 +71,13 @@ const cpuCount = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
 export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   dataDir: path.join(os.homedir(), '.cutout'),
   model: 'isnet-medium',
-  // One image at a time: the session's intra-op threads already use every core, and a second image
-  // in flight only adds its decode, matte and encode beside the inference, and its buffers beside
-  // the first one's. At fp32 `npm run bench` had 1 ahead (0.786 against 0.590 images/s); at int8
-  // 2 is 4-10 % ahead on the small fixtures, within 3 % through the CLI (README, "The defaults
-  // chosen"), which is not worth a second 50 MP image in memory.
-  concurrency: 1,
+  // Two images in flight where there are two cores or more: the worker still runs one inference
+  // at a time on every core, and the other image's decode, matte and encode fill the gaps beside
+  // it. Measured at int8 (README, "The defaults chosen"): `npm run bench` 4-10 % more images/s
+  // on the fixtures; through the CLI within 3 % on small photos, and 3.7-3.9 s against 4.5-4.6 s
+  // for three 50 MP photos, peak RSS 930-950 MB against 660-730 MB (under the 1.5 GB budget).
+  // (At fp32 1 had measured ahead, and was the default for a while.)
+  concurrency: cpuCount > 1 ? 2 : 1,
   quality: 'best',
   precision: 'auto',
   host: '127.0.0.1',

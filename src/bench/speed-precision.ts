@@ -101,7 +101,7 @@ const DEFAULT_OVERRIDES = ['CUTOUT_PRECISION', 'CUTOUT_QUALITY', 'CUTOUT_MODEL',
 
 /**
  * A folder through the CLI, process start to last output written, with the defaults before
- * issue 17 (`--precision fp32 -c 2`) against today's (no flags: `auto` precision, concurrency 1).
+ * issue 17 (`--precision fp32 -c 2`) against today's (no flags: `auto` precision, concurrency 2 on two cores).
  * Each fixture is copied `copies` times (the issue measured a folder of six photos); the two
  * commands alternate, the order swapped each pass, three passes each; medians of images/s.
  */

@@ -70,7 +70,7 @@ export function registerRemove(program: Command): void {
     .option('--alpha <mode>', 'soft | hard: hard thresholds the matte at 50 % (stickers, icons) (default: soft)')
     .option('--no-refine', 'plain bilinear matte instead of the guided refinement at full resolution')
     .option('--no-decontaminate', 'keep the original colours at soft edges (no foreground colour estimation)')
-    .option('-c, --concurrency <n>', 'images processed at once (default: 1, since one inference already uses every core)')
+    .option('-c, --concurrency <n>', 'images processed at once (default: 2 with two cores or more: one image\'s decode and encode beside the other\'s inference; inferences run one at a time)')
     .option('--model <name|file>', 'a model from `cutout models list`, or an .onnx file with its manifest')
     .option('-r, --recursive', 'descend into sub-directories of directory inputs')
     .option('--skip-existing', 'skip inputs whose output exists')
