@@ -17,25 +17,13 @@ t.test('a residual sum and a pool behind no-op casts run quantized too', async (
   const model = residualModel();
   const tensors = tensorsToCalibrate(model);
   t.ok(tensors.includes('sum'), 'the sum of two quantized Relu outputs is calibrated');
-  const graph = calibrationGraph(model);
-  const cal = await run(graph.bytes, graph.tensors.flatMap((n) => [`${n}::min`, `${n}::max`]));
-  const ranges = Object.fromEntries(graph.tensors.map((n) => [n, { min: (cal.out[`${n}::min`].data as Float32Array)[0], max: (cal.out[`${n}::max`].data as Float32Array)[0] }]));
-  const q = quantizeModel(model, { ranges });
+  const q = quantizeModel(model, { ranges: await calibratedRanges(model) });
   t.equal(q.quantizedConvs, 3);
   const nodes = onnx.ModelProto.decode(q.bytes).graph!.node!;
   t.equal(nodes.filter((n) => n.opType === 'Cast').length, 1, 'the no-op cast before the pool is gone; the one making the graph output stays');
   t.ok(nodes.findIndex((n) => n.opType === 'MaxPool') > nodes.findIndex((n) => n.opType === 'Add'), 'nodes in topological order (the cast was listed last)');
-  const fp32 = (await run(model)).out.output.data as Float32Array;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-quantize-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const { session, out } = await run(q.bytes, ['output'], { enableProfiling: true, profileFilePrefix: path.join(dir, 'profile') });
-  const int8 = out.output.data as Float32Array;
-  const worst = Math.max(...int8.map((v, i) => Math.abs(v - fp32[i])));
+  const { worst, ops } = await profiledAgainstFp32(t, model, q.bytes);
   t.ok(worst < 0.03, `int8 output within 0.03 of fp32 after the sigmoid (worst ${worst.toFixed(4)})`);
-  session.endProfiling();
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  const file = fs.readdirSync(dir).find((f) => f.endsWith('.json'))!;
-  const ops = new Set((JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')) as { cat: string; args?: { op_name?: string } }[]).filter((e) => e.cat === 'Node').map((e) => e.args?.op_name));
   t.ok(ops.has('QLinearAdd'), `the residual sum runs as QLinearAdd: ${[...ops].join(', ')}`);
   t.ok(ops.has('NhwcMaxPool') && !ops.has('MaxPool'), 'the pool after it on uint8');
   t.notOk(ops.has('Add'), 'no float Add left');
@@ -117,6 +105,31 @@ function residualModel(): Uint8Array {
 
 const INPUT = seq(3 * 64, 7, 0.5);
 
+/** The range of every tensor to calibrate, measured on INPUT through the calibration graph. */
+async function calibratedRanges(model: Uint8Array): Promise<Record<string, { min: number; max: number }>> {
+  const { bytes, tensors } = calibrationGraph(model);
+  const cal = await run(bytes, tensors.flatMap((n) => [`${n}::min`, `${n}::max`]));
+  return Object.fromEntries(tensors.map((n) => [n, { min: (cal.out[`${n}::min`].data as Float32Array)[0], max: (cal.out[`${n}::max`].data as Float32Array)[0] }]));
+}
+
+/**
+ * The quantized model run on INPUT under onnxruntime's profiler: its worst difference from the
+ * fp32 model's output, and the op types the profile saw run (empty when no profile was written).
+ */
+async function profiledAgainstFp32(t: Tap.Test, model: Uint8Array, quantized: Uint8Array): Promise<{ worst: number; ops: Set<string | undefined>; profiled: boolean }> {
+  const fp32 = (await run(model)).out.output.data as Float32Array;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-quantize-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const { session, out } = await run(quantized, ['output'], { enableProfiling: true, profileFilePrefix: path.join(dir, 'profile') });
+  const int8 = out.output.data as Float32Array;
+  const worst = Math.max(...int8.map((v, i) => Math.abs(v - fp32[i])));
+  session.endProfiling();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const file = fs.readdirSync(dir).find((f) => f.endsWith('.json'));
+  const events = file ? (JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')) as { cat: string; args?: { op_name?: string } }[]) : [];
+  return { worst, ops: new Set(events.filter((e) => e.cat === 'Node').map((e) => e.args?.op_name)), profiled: Boolean(file) };
+}
+
 async function run(model: Uint8Array, outputs?: string[], options: ort.InferenceSession.SessionOptions = {}) {
   const session = await ort.InferenceSession.create(model, { executionProviders: ['cpu'], ...options });
   const out = await session.run({ input: new ort.Tensor('float32', INPUT.slice(), [1, 3, 8, 8]) }, outputs ?? ['output']);
@@ -164,10 +177,7 @@ t.test('calibration graph: min and max of every tensor to calibrate', async (t) 
 
 t.test('the QDQ model loads, runs as QLinearConv, and stays close to fp32', async (t) => {
   const model = tinyModel();
-  const { bytes, tensors } = calibrationGraph(model);
-  const cal = await run(bytes, tensors.flatMap((n) => [`${n}::min`, `${n}::max`]));
-  const ranges = Object.fromEntries(tensors.map((n) => [n, { min: (cal.out[`${n}::min`].data as Float32Array)[0], max: (cal.out[`${n}::max`].data as Float32Array)[0] }]));
-  const q = quantizeModel(model, { ranges });
+  const q = quantizeModel(model, { ranges: await calibratedRanges(model) });
   t.equal(q.quantizedConvs, 2);
   t.equal(q.floatConvs, 1, 'the conv without a Relu (a side output) stays fp32');
   const decoded = onnx.ModelProto.decode(q.bytes);
@@ -177,19 +187,9 @@ t.test('the QDQ model loads, runs as QLinearConv, and stays close to fp32', asyn
   t.equal(decoded.graph!.initializer!.find((i) => i.name === 'b1_quantized')?.dataType, 6, 'bias int32');
   t.equal(decoded.graph!.initializer!.find((i) => i.name === 'r1_out_zero_point')?.dataType, 2, 'activations uint8');
 
-  const fp32 = (await run(model)).out.output.data as Float32Array;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-quantize-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const { session, out } = await run(q.bytes, ['output'], { enableProfiling: true, profileFilePrefix: path.join(dir, 'profile') });
-  const int8 = out.output.data as Float32Array;
-  const worst = Math.max(...int8.map((v, i) => Math.abs(v - fp32[i])));
+  const { worst, ops, profiled } = await profiledAgainstFp32(t, model, q.bytes);
   t.ok(worst < 0.02, `int8 output within 0.02 of fp32 after the sigmoid (worst ${worst.toFixed(4)})`);
-
-  session.endProfiling();
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  const file = fs.readdirSync(dir).find((f) => f.endsWith('.json'));
-  t.ok(file, 'a profile was written');
-  const ops = new Set((JSON.parse(fs.readFileSync(path.join(dir, file!), 'utf8')) as { cat: string; args?: { op_name?: string } }[]).filter((e) => e.cat === 'Node').map((e) => e.args?.op_name));
+  t.ok(profiled, 'a profile was written');
   t.ok(ops.has('QLinearConv'), `fused integer convolutions ran: ${[...ops].join(', ')}`);
   t.notOk(ops.has('ConvInteger'), 'no dynamic-quantization kernels');
   t.equal([...ops].filter((o) => o === 'Conv').length, 1, 'only the fp32 side conv runs as Conv');

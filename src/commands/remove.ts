@@ -151,8 +151,9 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
   if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
 
-  // The model's worker thread starts now, before the configuration is read and sharp and the
-  // store load: its start and onnxruntime's loading overlap them (cold start, README).
+  // The model's worker thread is running by now (cli.ts starts it when the arguments look like a
+  // cutout); started here too for arguments that guess missed, before the configuration is read
+  // and sharp and the store load, so its start and onnxruntime's loading overlap them.
   const modelModules = Promise.all([import('../pipeline/model.js'), import('../pipeline/manifest.js'), import('../pipeline/weights.js'), import('../pipeline/variants.js')]);
   (await modelModules)[0].startInferenceWorker();
 

@@ -30,27 +30,30 @@ export class Histogram {
    * upper edge (so a quantile never cuts into the bin that holds it).
    */
   quantile(q: number): number {
-    const total = this.counts.reduce((a, b) => a + b, 0);
-    if (total === 0) return this.hi;
-    const width = (this.hi - this.lo) / this.counts.length;
-    let seen = 0;
-    for (let bin = 0; bin < this.counts.length; bin++) {
-      seen += this.counts[bin];
-      if (seen >= q * total) return this.lo + (bin + 1) * width;
-    }
-    return this.hi;
+    const bin = this.binHolding(q, (seen, wanted) => seen >= wanted);
+    return bin === null ? this.hi : this.lo + (bin + 1) * this.width();
   }
 
   /** Like `quantile`, from the bottom: the lower edge of the bin holding the share `q`. */
   lowerQuantile(q: number): number {
+    const bin = this.binHolding(q, (seen, wanted) => seen > wanted);
+    return bin === null ? this.lo : this.lo + bin * this.width();
+  }
+
+  private width(): number {
+    return (this.hi - this.lo) / this.counts.length;
+  }
+
+  /** The first bin at which the running count passes `reached` for the share `q`; null when nothing was counted. */
+  private binHolding(q: number, reached: (seen: number, wanted: number) => boolean): number | null {
     const total = this.counts.reduce((a, b) => a + b, 0);
-    if (total === 0) return this.lo;
-    const width = (this.hi - this.lo) / this.counts.length;
+    if (total === 0) return null;
+    const wanted = q * total;
     let seen = 0;
     for (let bin = 0; bin < this.counts.length; bin++) {
       seen += this.counts[bin];
-      if (seen > q * total) return this.lo + bin * width;
+      if (reached(seen, wanted)) return bin;
     }
-    return this.lo;
+    return null;
   }
 }

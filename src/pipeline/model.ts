@@ -83,7 +83,12 @@ let draining = false;
  */
 export async function drainModels(): Promise<void> {
   draining = true;
-  while (worker && pending.size > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  await callsInFlightReturned(Infinity);
+}
+
+/** Resolves once no model call is in flight in the worker, or at `until` (epoch ms). */
+async function callsInFlightReturned(until: number): Promise<void> {
+  while (worker && pending.size > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
 function send(req: Omit<InferenceRequest, 'id' | 'threads'>, transfer: ArrayBuffer[] = []): Promise<Extract<InferenceReply, { ok: true }>> {
@@ -177,8 +182,7 @@ const STOP_WAIT_MS = 60_000;
  * teardown), as a server's stop after its jobs' grace period would.
  */
 export async function stopModels(): Promise<void> {
-  const until = Date.now() + STOP_WAIT_MS;
-  while (worker && pending.size > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+  await callsInFlightReturned(Date.now() + STOP_WAIT_MS);
   const w = worker;
   worker = null;
   if (w) await w.terminate();
