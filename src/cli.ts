@@ -12,12 +12,13 @@ if (runsRemove(process.argv.slice(2))) {
   await import('./pipeline/model.js').then((model) => model.startInferenceWorker(), () => undefined);
 }
 
-const [{ CommanderError }, { CutoutError, oneLine }, { buildProgram }, { UsageError }] = await Promise.all([
-  import('commander'),
+const [{ requireCjs }, { CutoutError, oneLine }, { buildProgram }, { UsageError }] = await Promise.all([
+  import('./cjs.js'),
   import('./errors.js'),
   import('./program.js'),
   import('./commands/usage-error.js'),
 ]);
+const { CommanderError } = requireCjs('commander') as typeof import('commander');
 
 /**
  * A reader that stops early (`cutout models list | head -1`) closes the pipe: stop quietly with

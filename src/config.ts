@@ -5,6 +5,7 @@
  */
 import os from 'node:os';
 import path from 'node:path';
+import { requireCjs } from './cjs.js';
 import { CutoutError, isPermissionError } from './errors.js';
 import { LIMITS } from './limits.js';
 import { redactUrl } from './store/url.js';
@@ -197,7 +198,7 @@ function expandHome(p: string): string {
  * default since version 9 looks in the cwd only, which misses a project's file from a subfolder.
  */
 async function readConfigFile(configFile?: string): Promise<{ config: Record<string, unknown>; filepath: string } | null> {
-  const { cosmiconfig } = await import('cosmiconfig');
+  const { cosmiconfig } = requireCjs('cosmiconfig') as typeof import('cosmiconfig');
   const explorer = cosmiconfig('cutout', { searchStrategy: 'global' });
   try {
     const found = configFile ? await explorer.load(path.resolve(configFile)) : await explorer.search();

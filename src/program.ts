@@ -4,7 +4,8 @@
  * heavy dependencies (sharp, onnxruntime, sqlite3) only inside their actions.
  */
 import { readFileSync } from 'node:fs';
-import { Command } from 'commander';
+import type { Command } from 'commander';
+import { requireCjs } from './cjs.js';
 import { registerRemove } from './commands/remove.js';
 import { registerModels } from './commands/models.js';
 import { registerServe } from './commands/serve.js';
@@ -15,10 +16,11 @@ import { registerAccount } from './commands/account.js';
 import { registerOpenapi } from './commands/openapi.js';
 import { registerCompletion } from './commands/completion.js';
 
+const commander = requireCjs('commander') as typeof import('commander');
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
 export function buildProgram(): Command {
-  const program = new Command('cutout')
+  const program = new commander.Command('cutout')
     .description('Remove the background of photos, locally or as an HTTP API.')
     .version(pkg.version, '-V, --version')
     // One line, like every other error: "cutout: unknown option '--x' (try cutout --help)".

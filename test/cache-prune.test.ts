@@ -4,24 +4,28 @@ import { staleCacheNames } from '../src/pipeline/cache-prune.js';
 const P = 'isnet-medium-b6e8497ba978a6f5';
 const HOUR = 3_600_000;
 
-t.test('stale names: earlier revisions, other int8 keys, their sidecars and optimised copies, old temporary files', async (t) => {
+t.test('stale names: earlier revisions, other int8 keys, their sidecars and optimised copies, one-file optimised copies, old temporary files and folders', async (t) => {
   const current = [
     `${P}.onnx`,
-    `${P}.o1.fp16-to-fp32.onnx`, `${P}.o1.fp16-to-fp32.onnx.sha256`, `${P}.o1.fp16-to-fp32.ort-1.30.0-0771398475.optimized.onnx`,
-    `${P}.o1.side512.onnx`, `${P}.o1.side512.onnx.sha256`, `${P}.o1.side768.ort-1.30.0-0771398475.optimized.onnx`,
-    `${P}.int8-aac7b7a7f0.onnx`, `${P}.int8-aac7b7a7f0.onnx.sha256`, `${P}.int8-aac7b7a7f0.ort-1.30.0-0771398475.optimized.onnx`,
+    `${P}.o1.fp16-to-fp32.onnx`, `${P}.o1.fp16-to-fp32.onnx.sha256`, `${P}.o1.fp16-to-fp32.ort-1.30.0-0771398475.optimized`,
+    `${P}.o1.side512.onnx`, `${P}.o1.side512.onnx.sha256`, `${P}.o1.side768.ort-1.30.0-0771398475.optimized`,
+    `${P}.int8-aac7b7a7f0.onnx`, `${P}.int8-aac7b7a7f0.onnx.sha256`, `${P}.int8-aac7b7a7f0.ort-1.30.0-0771398475.optimized`,
     `${P}.o1.side512.int8-aac7b7a7f0.onnx`,
     `${P}.o1.fp16-to-fp32.onnx.4242.tmp`, // young: a live process may be writing it
+    `${P}.int8-aac7b7a7f0.ort-1.30.0-0771398475.optimized.4243.tmp`, // a young temporary folder likewise
   ];
   const old = [
-    `${P}.fp16-to-fp32.onnx`, `${P}.fp16-to-fp32.onnx.sha256`, `${P}.fp16-to-fp32.ort-1.30.0-0771398475.optimized.onnx`,
+    `${P}.fp16-to-fp32.onnx`, `${P}.fp16-to-fp32.onnx.sha256`, `${P}.fp16-to-fp32.ort-1.30.0-0771398475.optimized`,
+    // the one-file layout of optimised copies, even of current files
+    `${P}.o1.fp16-to-fp32.ort-1.30.0-0771398475.optimized.onnx`, `${P}.int8-aac7b7a7f0.ort-1.30.0-0771398475.optimized.onnx`,
     `${P}.side512.onnx`, `${P}.side768.onnx.sha256`,
-    `${P}.int8-7355c0be35.onnx`, `${P}.int8-7355c0be35.onnx.sha256`, `${P}.int8-7355c0be35.ort-1.30.0-0771398475.optimized.onnx`,
+    `${P}.int8-7355c0be35.onnx`, `${P}.int8-7355c0be35.onnx.sha256`, `${P}.int8-7355c0be35.ort-1.30.0-0771398475.optimized`,
     `${P}.o1.side512.int8-7355c0be35.onnx`,
     `${P}.fp16-to-fp32.ort-1.30.0-0771398475.optimized.onnx.2498.tmp`,
+    `${P}.o1.side512.ort-1.30.0-0771398475.optimized.2499.tmp`,
   ];
   const others = ['verified.json', 'isnet-small-0123456789abcdef.fp16-to-fp32.onnx', 'isnet-medium-ffffffffffffffff.fp16-to-fp32.onnx'];
-  const age = (name: string) => (name.endsWith('.2498.tmp') ? 2 * HOUR : 1000);
+  const age = (name: string) => (/\.(2498|2499)\.tmp$/.test(name) ? 2 * HOUR : 1000);
   const stale = staleCacheNames([...current, ...old, ...others], P, 'o1', 'aac7b7a7f0', age);
   t.same(stale.sort(), [...old].sort(), 'exactly the files of earlier versions, and a temporary file a dead process left');
 });

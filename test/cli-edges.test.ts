@@ -188,3 +188,23 @@ t.test('a terminal of 0 columns gets plain lines, not a spinner that never ends'
   t.equal(code, 1, 'exits with 1 (not killed after 30 s)');
   t.match(out, /cutout: missing\.jpg: No such file/);
 });
+
+t.test('a terminal gets ora\'s spinner, loaded beside the first image, and its summary line', { skip: !hasScript && 'script(1) is not installed' }, async (t) => {
+  const { dir, env } = workdir(t);
+  fs.copyFileSync(path.join(FIXTURES, 'astronaut.jpg'), path.join(dir, 'photo.jpg'));
+  // A pty of 80 columns (script(1) alone gives 0 x 0 with a non-terminal stdin).
+  const child = spawn('script', ['-qec', `stty cols 80 rows 24; "${process.execPath}" "${BIN}" photo.jpg missing.jpg`, '/dev/null'], {
+    cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  clearTimeout(timer);
+  t.equal(code, 1, 'one input failed');
+  t.match(out, /\u001b\[\?25l/, 'the spinner hid the cursor');
+  t.match(out, /\d\/2 /, 'the spinner shows the count');
+  t.match(out, /cutout: missing\.jpg: No such file/);
+  t.match(out, /1 done, 1 failed/, 'the summary line');
+  t.ok(fs.existsSync(path.join(dir, 'photo.cutout.png')), 'the cutout was written');
+});

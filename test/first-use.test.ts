@@ -2,7 +2,7 @@
  * First use without a prepared model: an installed copy of the package whose models/cache is empty
  * (its postinstall did not run, or the cache was cleared). The first `cutout photo.jpg` must build
  * the model from the installed data package, say so in one line, download nothing, and still write
- * the cutout; the second run must not prepare again.
+ * the cutout; the second run must not prepare again, and loads onnxruntime's optimised copy.
  */
 import t from 'tap';
 import fs from 'node:fs';
@@ -36,7 +36,19 @@ t.test('a package with an empty model cache prepares the model at first use, onc
   const [corner, chest] = await alphaAt(path.join(dir, 'photo.cutout.png'), [[3, 3], [180, 400]]);
   t.ok(corner < 16 && chest > 240, `the cutout is right (corner ${corner}, subject ${chest})`);
 
+  // onnxruntime's optimised copy of the model that ran: a folder, the weights apart (mapped at load).
+  const cache = path.join(pkg, 'models', 'cache');
+  const optimized = fs.readdirSync(cache).filter((f) => f.endsWith('.optimized'));
+  t.equal(optimized.length, 1, `one optimised copy (${optimized.join(', ')})`);
+  t.ok(fs.statSync(path.join(cache, optimized[0], 'model.onnx')).size < 2e6, 'its graph is small');
+  t.ok(fs.statSync(path.join(cache, optimized[0], 'weights.data')).size > 40e6, 'its weights are a file of their own');
+  const firstCutout = fs.readFileSync(path.join(dir, 'photo.cutout.png'));
+  const copyMade = fs.statSync(path.join(cache, optimized[0], 'weights.data'));
+
   const second = run();
   t.equal(second.status, 0, second.stderr);
   t.notMatch(second.stderr, /preparing model/, 'the second run finds the prepared model');
+  const copyRead = fs.statSync(path.join(cache, optimized[0], 'weights.data'));
+  t.ok(copyRead.ino === copyMade.ino && copyRead.mtimeMs === copyMade.mtimeMs, 'the copy was loaded, not made again');
+  t.ok(firstCutout.equals(fs.readFileSync(path.join(dir, 'photo.cutout.png'))), 'the session from the optimised copy gives the same cutout');
 });

@@ -2,7 +2,7 @@
  * Progress for `cutout remove`: an ora spinner on a terminal, plain lines on stderr when piped,
  * JSON lines on stdout with --json. Failures are always named on stderr, one line each.
  */
-import ora, { type Ora } from 'ora';
+import type { Ora } from 'ora';
 import { oneLine } from '../errors.js';
 import type { PreparationEvent } from '../pipeline/weights.js';
 import type { ItemReport } from './remove.js';
@@ -10,7 +10,8 @@ import type { ItemReport } from './remove.js';
 export interface Reporter {
   start(input: string): void;
   done(report: ItemReport): void;
-  finish(): void;
+  /** The summary line on a terminal (ora's, once its spinner is loaded). */
+  finish(): Promise<void>;
   /** A model file being built on first use: one line once, and the step on the spinner. */
   preparation(event: PreparationEvent): void;
 }
@@ -22,11 +23,23 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
   let completed = 0;
   let failed = 0;
   const active = new Set<string>();
-  const spinner: Ora | null = tty ? ora({ stream: process.stderr, text: `0/${opts.total}` }).start() : null;
+  let spinner: Ora | null = null;
+  let finished = false;
   let preparingStep: string | null = null;
   let announced = false;
   const label = () =>
     oneLine(preparingStep ?? `${completed}/${opts.total} ${[...active].map((a) => a.split('/').pop()).join(', ')}`);
+  // ora (with its spinners and Unicode width tables, about 40 ms to load) loads only for a
+  // terminal, and the first image does not wait for it (cold start, README): the spinner starts
+  // with the state of the moment once it is loaded.
+  const spinnerLoaded = tty
+    ? import('ora').then(
+        ({ default: ora }) => {
+          if (!finished) spinner = ora({ stream: process.stderr, text: label() }).start();
+        },
+        () => undefined, // no spinner then: the summary line below still comes
+      )
+    : null;
 
   const line = (text: string) => {
     if (spinner) spinner.clear();
@@ -59,11 +72,17 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
       preparingStep = event.state === 'start' ? `preparing model ${event.model}: ${event.step}` : null;
       if (spinner) spinner.text = label();
     },
-    finish() {
-      if (!spinner) return;
+    async finish() {
+      await spinnerLoaded;
+      finished = true;
       const ok = completed - failed;
-      if (failed) spinner.fail(`${ok} done, ${failed} failed`);
-      else spinner.succeed(`${ok} done`);
+      const summary = failed ? `${ok} done, ${failed} failed` : `${ok} done`;
+      if (spinner) {
+        if (failed) spinner.fail(summary);
+        else spinner.succeed(summary);
+      } else if (tty) {
+        process.stderr.write(`${summary}\n`);
+      }
     },
   };
 }

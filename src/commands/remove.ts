@@ -336,7 +336,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
         }),
       ),
     );
-    reporter.finish();
+    await reporter.finish();
     return failures ? 1 : 0;
   } finally {
     await store.close();

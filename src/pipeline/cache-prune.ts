@@ -1,8 +1,8 @@
 /**
  * Files of a model's cache that no longer serve: copies made by an earlier revision of the
  * rewrites (weights.ts RUNNABLE_REVISION), int8 copies of an earlier calibration or quantizer
- * (their build key), onnxruntime's optimised copies and sidecars of those, and temporary files a
- * killed process left. Derived files are rebuilt when missing, so pruning never loses anything;
+ * (their build key), onnxruntime's optimised copies (folders) and sidecars of those, optimised
+ * copies in the earlier one-file layout, and temporary files or folders a killed process left. Derived files are rebuilt when missing, so pruning never loses anything;
  * without it every upgrade that renames them leaves a few hundred MB behind. `cutout models pull`
  * (run at install) prunes; nothing else does, so two versions sharing one cache do not take
  * each other's files at every run.
@@ -28,8 +28,10 @@ export function staleCacheNames(names: string[], prefix: string, revision: strin
       if (tempAgeMs(name) > STALE_TEMP_MS) stale.push(name);
       continue;
     }
-    // The file this one belongs to: a sidecar's or an optimised copy's model file.
-    const base = name.replace(/\.sha256$/, '').replace(/\.ort-.+?-[0-9a-f]+\.optimized\.onnx$/, '.onnx');
+    // onnxruntime's optimised copy as one file: the layout before its weights moved to a mapped file of their own.
+    if (/\.ort-.+?-[0-9a-f]+\.optimized\.onnx$/.test(name)) { stale.push(name); continue; }
+    // The file this one belongs to: a sidecar's or an optimised copy's (a folder) model file.
+    const base = name.replace(/\.sha256$/, '').replace(/\.ort-.+?-[0-9a-f]+\.optimized$/, '.onnx');
     const rest = base.slice(prefix.length + 1); // after "<prefix>."
     if (rest === 'onnx') continue; // the assembled weights themselves
     const int8 = /^(.*?)int8-([0-9a-f]+)\.onnx$/.exec(rest);
@@ -59,7 +61,7 @@ export function pruneModelCache(manifest: ModelManifest, cacheDir: string, revis
   const removed: string[] = [];
   for (const name of staleCacheNames(names, prefix, manifest.convert ? revision : null, int8Key, ageMs)) {
     try {
-      fs.rmSync(path.join(cacheDir, name), { force: true });
+      fs.rmSync(path.join(cacheDir, name), { recursive: true, force: true }); // optimised copies are folders
       removed.push(name);
     } catch {
       // A read-only cache (a package folder of another user): left as it is.

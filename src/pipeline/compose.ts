@@ -3,9 +3,13 @@
  * a colour, crop to the subject's box, encode png/webp/jpg with settings chosen for speed at
  * large sizes (a default-level PNG of 12 MP takes about a second).
  */
-import sharp, { type Sharp } from 'sharp';
+import type sharpModule from 'sharp';
+import type { Sharp } from 'sharp';
+import { requireCjs } from '../cjs.js';
 import type { Format, Rgb } from '../options.js';
 import { boundingBox, clearTransparent, cropRaw, flattenOnto, type Box } from './matte.js';
+
+const sharp: typeof sharpModule = requireCjs('sharp');
 
 /** Encoder settings: lossless PNG at a fast zlib level; WebP and JPEG at high quality, low effort. */
 export const ENCODE = Object.freeze({

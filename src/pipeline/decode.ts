@@ -3,11 +3,15 @@
  * from the header before any pixel is decoded, EXIF orientation, and the preview/full/auto size.
  * sharp cannot read BMP, so BMP is decoded by bmp-ts into raw pixels first.
  */
-import sharp, { type Metadata, type Sharp, type SharpOptions } from 'sharp';
+import type sharpModule from 'sharp';
+import type { Metadata, Sharp, SharpOptions } from 'sharp';
+import { requireCjs } from '../cjs.js';
 import { CutoutError } from '../errors.js';
 import { inputTooLargeMessage, LIMITS, shownAbove } from '../limits.js';
 import type { Size } from '../options.js';
 import type { ImageProbe, InputFormat } from './types.js';
+
+const sharp: typeof sharpModule = requireCjs('sharp');
 
 // Long-running servers must not keep decoded images in sharp's operation cache.
 sharp.cache(false);

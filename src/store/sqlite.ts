@@ -4,32 +4,35 @@
  * open would silently join (and roll back with) that transaction, so nothing may interleave.
  * Statements are sub-millisecond; no caller awaits inference or the network inside a transaction.
  */
-import sqlite3 from 'sqlite3';
+import type { Database, RunResult } from 'sqlite3';
+import { requireCjs } from '../cjs.js';
 import type { Db, Dialect, Queryable, Row, SqlParam } from './sql.js';
+
+const sqlite3 = requireCjs('sqlite3') as typeof import('sqlite3');
 
 export type { Queryable, Row, SqlParam } from './sql.js';
 
 /** One connection and BEGIN IMMEDIATE: every writing transaction already runs alone. */
 const SQLITE: Dialect = Object.freeze({ kind: 'sqlite', forUpdate: '', skipLocked: '', forNoKeyUpdate: '' });
 
-function rawGet<T>(db: sqlite3.Database, sql: string, params: SqlParam[] = []): Promise<T | undefined> {
+function rawGet<T>(db: Database, sql: string, params: SqlParam[] = []): Promise<T | undefined> {
   return new Promise((resolve, reject) => db.get(sql, params, (err: Error | null, row: T) => (err ? reject(err) : resolve(row))));
 }
 
-function rawAll<T>(db: sqlite3.Database, sql: string, params: SqlParam[] = []): Promise<T[]> {
+function rawAll<T>(db: Database, sql: string, params: SqlParam[] = []): Promise<T[]> {
   return new Promise((resolve, reject) => db.all(sql, params, (err: Error | null, rows: T[]) => (err ? reject(err) : resolve(rows))));
 }
 
-function rawRun(db: sqlite3.Database, sql: string, params: SqlParam[] = []): Promise<{ changes: number; lastID: number }> {
+function rawRun(db: Database, sql: string, params: SqlParam[] = []): Promise<{ changes: number; lastID: number }> {
   return new Promise((resolve, reject) =>
-    db.run(sql, params, function (this: sqlite3.RunResult, err: Error | null) {
+    db.run(sql, params, function (this: RunResult, err: Error | null) {
       if (err) reject(err);
       else resolve({ changes: this.changes, lastID: this.lastID });
     }),
   );
 }
 
-function rawExec(db: sqlite3.Database, sql: string): Promise<void> {
+function rawExec(db: Database, sql: string): Promise<void> {
   return new Promise((resolve, reject) => db.exec(sql, (err: Error | null) => (err ? reject(err) : resolve())));
 }
 
@@ -38,11 +41,11 @@ export class SqliteDb implements Db {
   private tail: Promise<unknown> = Promise.resolve();
   private closed = false;
 
-  private constructor(private readonly db: sqlite3.Database) {}
+  private constructor(private readonly db: Database) {}
 
   /** Opens (creating) the file with WAL, a busy timeout for other processes (CLI + server), and foreign keys. */
   static async open(file: string): Promise<SqliteDb> {
-    const db = await new Promise<sqlite3.Database>((resolve, reject) => {
+    const db = await new Promise<Database>((resolve, reject) => {
       const d = new sqlite3.Database(file, sqlite3.OPEN_READWRITE | sqlite3.OPEN_CREATE, (err) => (err ? reject(err) : resolve(d)));
     });
     // Another process (a `cutout keys create` beside a running server) may hold the write lock briefly.
