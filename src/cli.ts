@@ -9,7 +9,7 @@ import { runsRemove } from './commands/names.js';
 // first: started beside them it came 40 ms later), so that the thread's start and onnxruntime's
 // loading (about 100 ms) overlap them (README, "Cold start").
 if (runsRemove(process.argv.slice(2))) {
-  await import('./pipeline/model.js').then((model) => model.startInferenceWorker(), () => undefined);
+  await import('./pipeline/inference-thread.js').then((thread) => thread.startInferenceThread(), () => undefined);
 }
 
 const [{ requireCjs }, { CutoutError, oneLine }, { buildProgram }, { UsageError }] = await Promise.all([
@@ -24,7 +24,7 @@ const { CommanderError } = requireCjs('commander') as typeof import('commander')
  * A reader that stops early (`cutout models list | head -1`) closes the pipe: stop quietly with
  * the exit code so far, as Unix tools do, instead of crashing on EPIPE. A model call in flight
  * in the inference worker is waited for first (no new one starts): exiting during one aborts the
- * process (pipeline/model.ts, drainModels).
+ * process (pipeline/inference-thread.ts, drainModels).
  */
 function stopQuietlyOnClosedStdout(): void {
   let stopping = false;
@@ -33,7 +33,7 @@ function stopQuietlyOnClosedStdout(): void {
     stopping = true;
     if (err.code !== 'EPIPE') process.stderr.write(`cutout: cannot write to stdout: ${err.message}\n`);
     const exit = () => process.exit(err.code === 'EPIPE' ? (typeof process.exitCode === 'number' ? process.exitCode : 0) : 1);
-    import('./pipeline/model.js').then((model) => model.drainModels()).then(exit, exit);
+    import('./pipeline/inference-thread.js').then((thread) => thread.drainModels()).then(exit, exit);
   });
 }
 

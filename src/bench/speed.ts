@@ -9,7 +9,7 @@
  * further one, and where the first one's extra time goes), a folder through the CLI with the old
  * defaults (fp32, concurrency 2) against today's, the arena's effect on the raw run, and the CPU
  * features seen. `--no-precision`, `--no-cold` skip those parts; `--folder-defaults` runs only the
- * folder row. Prints a table, then one JSON line.
+ * folder row, `--cold-start` only the cold-start rows. Prints a table, then one JSON line.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -134,6 +134,12 @@ async function main(): Promise<void> {
   if (flag('--folder-defaults')) {
     const d = folderDefaults(files, modelName);
     process.stdout.write(`CPU: ${cpuFeatures()}\n${d.text}${JSON.stringify({ bench: 'folder-defaults', cpu: cpuFeatures(), ...d.json })}\n`);
+    return;
+  }
+  // `--cold-start`: only the cold-start rows (issue 17's third target).
+  if (flag('--cold-start')) {
+    const c = coldStart(files[0], modelName);
+    process.stdout.write(`CPU: ${cpuFeatures()}\n${c.text}${JSON.stringify({ bench: 'cold-start', cpu: cpuFeatures(), ...c.json })}\n`);
     return;
   }
   const manifest = resolveModel(modelName);
