@@ -1,5 +1,5 @@
 /**
- * `npm run calibrate:int8 [-- --model NAME]`
+ * `npm run calibrate:int8 [-- --model NAME] [--side S]`
  *
  * Measures the activation ranges the int8 model needs, once, on the photos shipped in
  * models/calibration/photos (never the quality corpus), and writes them as data to
@@ -7,8 +7,10 @@
  * measured on. The install then only rewrites the graph (quantize.ts): fast and deterministic,
  * no photos read, no inference run.
  *
- * Each photo is prepared as the pipeline prepares it at `best` (stretched to the model's grid
- * with a linear kernel, normalised by the manifest). Two passes:
+ * Each photo is prepared as the pipeline prepares it (at `best`: stretched to the model's grid
+ * with a linear kernel, normalised by the manifest; with `--side S`, the input side of `fast` or
+ * `balanced`: letterboxed on that grid as those settings do, on that side's variant of the model,
+ * written to `<model>.side<S>.ranges.json`). Two passes:
  * 1. a copy of the model with a ReduceMin and ReduceMax on every tensor to calibrate gives each
  *    tensor's extremes per photo (kept: the global min/max and the mean of each photo's extremes);
  * 2. the tensors themselves, fetched a few at a time, are counted into a histogram over those
@@ -20,7 +22,9 @@ import path from 'node:path';
 import sharp from 'sharp';
 import * as ort from 'onnxruntime-node';
 import { resolveModel } from '../pipeline/manifest.js';
-import { ensureRunnableModel, trustedSha256 } from '../pipeline/weights.js';
+import { ensureRunnableModel, ensureVariant, trustedSha256 } from '../pipeline/weights.js';
+import { inputPlan, isLetterboxed, QUALITY_PARAMS } from '../pipeline/variants.js';
+import { QUALITIES } from '../options.js';
 import { calibrationGraph, withTensorOutputs } from '../pipeline/quantize.js';
 import { rgbToTensor } from '../pipeline/matte.js';
 import { CALIBRATION_DIR, CALIBRATION_PERCENTILE, type CalibrationFile } from '../pipeline/int8.js';
@@ -29,20 +33,35 @@ import { Histogram } from '../pipeline/histogram.js';
 const args = process.argv.slice(2);
 const modelArg = args.indexOf('--model');
 const manifest = resolveModel(modelArg >= 0 ? args[modelArg + 1] : 'isnet-medium');
+const sideArg = args.indexOf('--side');
+const side = sideArg >= 0 ? Number(args[sideArg + 1]) : manifest.input.width;
+const native = side === manifest.input.width;
+const quality = QUALITIES.find((q) => QUALITY_PARAMS.sides[q] === side && q !== 'max');
+if (!native && (!quality || !manifest.sides.includes(side))) throw new Error(`--side ${side}: not a side of a quality setting that ${manifest.name} supports`);
 const photosDir = path.join(CALIBRATION_DIR, 'photos');
 const photos = fs.readdirSync(photosDir).filter((f) => /\.(jpe?g|png)$/i.test(f)).sort();
 /** Tensors fetched per run in the second pass: a 1024 x 1024 map of 64 channels is 268 MB. */
 const TENSORS_PER_RUN = 24;
 
-const fp32 = await ensureRunnableModel(manifest);
-const fp32Sha256 = await trustedSha256(fp32);
-const fp32Bytes = fs.readFileSync(fp32);
+// The ranges are tied to the fp32 weights (their sha256), of which a side's variant is a rewrite.
+const fp32Sha256 = await trustedSha256(await ensureRunnableModel(manifest));
+const fp32Bytes = fs.readFileSync(native ? await ensureRunnableModel(manifest) : await ensureVariant(manifest, side));
 const { bytes, tensors } = calibrationGraph(fp32Bytes);
-const { width, height, mean, std } = manifest.input;
+const { mean, std } = manifest.input;
 
+/** The photo on the model's grid as the pipeline puts it there (index.ts, modelInput). */
 async function inputFor(photo: string): Promise<ort.Tensor> {
-  const rgb = await sharp(path.join(photosDir, photo)).rotate().removeAlpha().toColourspace('srgb').resize(width, height, { fit: 'fill', kernel: 'linear' }).raw().toBuffer();
-  return new ort.Tensor('float32', rgbToTensor(rgb, width, height, mean, std), [1, 3, height, width]);
+  const file = path.join(photosDir, photo);
+  const oriented = await sharp(file).rotate().toBuffer({ resolveWithObject: true });
+  const plan = inputPlan(manifest, native ? 'best' : quality, oriented.info.width, oriented.info.height);
+  const c = plan.content;
+  let img = sharp(file).rotate().removeAlpha().toColourspace('srgb').resize(c.width, c.height, { fit: 'fill', kernel: 'linear' });
+  if (isLetterboxed(plan)) {
+    const extend = { top: c.top, left: c.left, bottom: plan.height - c.height - c.top, right: plan.width - c.width - c.left };
+    img = img.extend(plan.pad === 'copy' ? { ...extend, extendWith: 'copy' } : { ...extend, background: { r: mean[0], g: mean[1], b: mean[2] } });
+  }
+  const rgb = await img.raw().toBuffer();
+  return new ort.Tensor('float32', rgbToTensor(rgb, plan.width, plan.height, mean, std), [1, 3, plan.height, plan.width]);
 }
 
 // Pass 1: the extremes.
@@ -88,6 +107,6 @@ tensors.forEach((t, i) => {
   };
 });
 const file: CalibrationFile = { model: manifest.name, fp32Sha256, photos, percentile: CALIBRATION_PERCENTILE, ranges };
-const target = path.join(CALIBRATION_DIR, `${manifest.name}.ranges.json`);
+const target = path.join(CALIBRATION_DIR, native ? `${manifest.name}.ranges.json` : `${manifest.name}.side${side}.ranges.json`);
 fs.writeFileSync(target, JSON.stringify(file, null, 1) + '\n');
 process.stdout.write(`${tensors.length} tensors from ${photos.length} photos -> ${target}\n`);

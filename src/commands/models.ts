@@ -117,7 +117,7 @@ export function registerModels(program: Command): void {
       const { modelCacheDir, RUNNABLE_REVISION } = await import('../pipeline/weights.js');
       const { int8BuildKey } = await import('../pipeline/int8.js');
       const { pruneModelCache } = await import('../pipeline/cache-prune.js');
-      const removed = pruneModelCache(m, modelCacheDir(), RUNNABLE_REVISION, int8BuildKey(m));
+      const removed = pruneModelCache(m, modelCacheDir(), RUNNABLE_REVISION, (side) => int8BuildKey(m, side ?? m.input.width));
       if (removed.length > 0) process.stdout.write(`ok   ${m.name}: removed ${removed.length} cache file(s) of earlier versions\n`);
       if (!flags.variants) return;
       // Built here (by npm install's prepare) so that the first --quality fast or balanced run

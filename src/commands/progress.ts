@@ -59,7 +59,7 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
       if (r.error) {
         failed++;
         line(`cutout: ${r.input}: ${r.error.message}`);
-      } else if (!opts.quiet && !spinner) {
+      } else if (!opts.quiet && !tty) {
         line(r.skipped ? `skipped ${r.input} (output exists)` : `done ${r.input} -> ${r.output ?? 'stdout'} (${r.width}x${r.height}, ${r.ms} ms)`);
       }
       if (spinner) spinner.text = label();

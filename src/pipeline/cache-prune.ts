@@ -18,9 +18,10 @@ const STALE_TEMP_MS = 3_600_000;
  * The names, among `names` in the cache folder, that are stale for `manifest` (pure, for tests).
  * `prefix`: `<name>-<sha16>`; `revision`: the current rewrite revision, or null when the model is
  * run as assembled (no conversion, so its variants carry no revision); `int8Key`: the current
- * int8 build key. Files of other models or other weights are never named.
+ * int8 build key at an input side (null: the model's own; a side can have calibration data of
+ * its own). Files of other models or other weights are never named.
  */
-export function staleCacheNames(names: string[], prefix: string, revision: string | null, int8Key: string, tempAgeMs: (name: string) => number): string[] {
+export function staleCacheNames(names: string[], prefix: string, revision: string | null, int8Key: (side: number | null) => string, tempAgeMs: (name: string) => number): string[] {
   const stale: string[] = [];
   for (const name of names) {
     if (!name.startsWith(`${prefix}.`)) continue;
@@ -36,14 +37,15 @@ export function staleCacheNames(names: string[], prefix: string, revision: strin
     if (rest === 'onnx') continue; // the assembled weights themselves
     const int8 = /^(.*?)int8-([0-9a-f]+)\.onnx$/.exec(rest);
     const fp32Part = int8 ? int8[1] : rest; // "" (native int8), "o1.side512." or "o1.fp16-to-fp32.onnx"
-    if (int8 && int8[2] !== int8Key) { stale.push(name); continue; }
+    const side = /side(\d+)\.$/.exec(fp32Part)?.[1];
+    if (int8 && int8[2] !== int8Key(side ? Number(side) : null)) { stale.push(name); continue; }
     if (revision !== null && fp32Part !== '' && !fp32Part.startsWith(`${revision}.`)) stale.push(name);
   }
   return stale;
 }
 
 /** Removes the stale files of `manifest` from `cacheDir`; returns their names. Best effort. */
-export function pruneModelCache(manifest: ModelManifest, cacheDir: string, revision: string, int8Key: string): string[] {
+export function pruneModelCache(manifest: ModelManifest, cacheDir: string, revision: string, int8Key: (side: number | null) => string): string[] {
   let names: string[];
   try {
     names = fs.readdirSync(cacheDir);

@@ -48,7 +48,16 @@ export const CALIBRATION_PERCENTILE = 99.99;
  */
 export const KEEP_FLOAT: ReadonlySet<string> = new Set<string>();
 
-export function calibrationFile(manifest: ModelManifest): string {
+/**
+ * The ranges file for the model's input side `side`: the side's own (`<model>.side<S>.ranges.json`,
+ * measured on that side's variant with the photos letterboxed as `fast` and `balanced` do) when
+ * one ships, else the model's own size's (`<model>.ranges.json`).
+ */
+export function calibrationFile(manifest: ModelManifest, side = manifest.input.width): string {
+  if (side !== manifest.input.width) {
+    const own = path.join(CALIBRATION_DIR, `${manifest.name}.side${side}.ranges.json`);
+    if (fs.existsSync(own)) return own;
+  }
   return path.join(CALIBRATION_DIR, `${manifest.name}.ranges.json`);
 }
 
@@ -76,23 +85,24 @@ const QUANTIZER_VERSION = 2;
  * method, the fp32 nodes, the quantizer): part of its cache name, so changing any of them builds
  * a new file instead of trusting an old one whose sidecar still matches.
  */
-export function int8BuildKey(manifest: ModelManifest): string {
+export function int8BuildKey(manifest: ModelManifest, side = manifest.input.width): string {
   let ranges = '';
   try {
-    ranges = fs.readFileSync(calibrationFile(manifest), 'utf8');
+    ranges = fs.readFileSync(calibrationFile(manifest, side), 'utf8');
   } catch {
     // No calibration data: the build fails with its own message.
   }
   return crypto.createHash('sha256').update(JSON.stringify([QUANTIZER_VERSION, CALIBRATION_METHOD, [...KEEP_FLOAT].sort(), ranges])).digest('hex').slice(0, 10);
 }
 
-/** The int8 model from the fp32 bytes (of the model or one of its side variants). */
-export function buildInt8(manifest: ModelManifest, fp32Sha256: string, bytes: Uint8Array): Buffer {
+/** The int8 model from the fp32 bytes of the model or of its variant for input side `side`. */
+export function buildInt8(manifest: ModelManifest, fp32Sha256: string, bytes: Uint8Array, side = manifest.input.width): Buffer {
+  const ranges = calibrationFile(manifest, side);
   let file: CalibrationFile;
   try {
-    file = JSON.parse(fs.readFileSync(calibrationFile(manifest), 'utf8')) as CalibrationFile;
+    file = JSON.parse(fs.readFileSync(ranges, 'utf8')) as CalibrationFile;
   } catch {
-    throw new CutoutError('processing_failed', `Model ${manifest.name} has no int8 calibration data (${calibrationFile(manifest)})`);
+    throw new CutoutError('processing_failed', `Model ${manifest.name} has no int8 calibration data (${ranges})`);
   }
   if (file.fp32Sha256 !== fp32Sha256) {
     throw new CutoutError('processing_failed', `The int8 calibration of ${manifest.name} was measured on other weights (fp32 sha256 ${file.fp32Sha256.slice(0, 12)}, have ${fp32Sha256.slice(0, 12)})`);

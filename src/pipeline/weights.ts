@@ -360,9 +360,9 @@ export function ensureInt8Model(manifest: ModelManifest, side: number): Promise<
     const fp32 = await ensureRunnableModel(manifest);
     const fp32Sha256 = await trustedSha256(fp32);
     const { int8BuildKey } = await import('./int8.js');
-    return derivedFile(int8ModelPath(manifest, side, int8BuildKey(manifest)), { model: manifest.name, step: side === manifest.input.width ? 'int8 copy' : `${side} px int8 copy` }, () => ensureVariant(manifest, side), async (bytes) => {
+    return derivedFile(int8ModelPath(manifest, side, int8BuildKey(manifest, side)), { model: manifest.name, step: side === manifest.input.width ? 'int8 copy' : `${side} px int8 copy` }, () => ensureVariant(manifest, side), async (bytes) => {
       const { buildInt8 } = await import('./int8.js');
-      return buildInt8(manifest, fp32Sha256, bytes);
+      return buildInt8(manifest, fp32Sha256, bytes, side);
     });
   });
 }
