@@ -10,7 +10,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { resolveModel } from '../src/pipeline/manifest.js';
 import { int8ModelPath } from '../src/pipeline/weights.js';
-import { autoChoice, autoPrecision, hasCalibration, hasVnni, int8BuildKey, resolvePrecision } from '../src/pipeline/int8.js';
+import { autoChoice, autoPrecision, hasCalibration, hasVnni, int8BuildKey, int8Sides, resolvePrecision } from '../src/pipeline/int8.js';
 import { API_DEFAULTS, parseImageOptions } from '../src/options.js';
 import { FIXTURES, runCli } from './helpers/cli.js';
 import { bearer, createKey, errorCode, startServe, upload } from './helpers/api-server.js';
@@ -38,9 +38,12 @@ t.test('auto: int8 only with VNNI, a passed quality bar and calibration data', a
   t.equal(autoPrecision(vnni512, true, false), 'fp32', 'no calibration data for the model');
   t.match(autoChoice(vnni512, false, true).reason, /did not pass the quality bar/);
   t.match(autoChoice(avx2, true, true).reason, /without AVX512-VNNI or AVX-VNNI/);
-  // The bar was measured at the model's own side: auto keeps the smaller sides in fp32.
+  // auto takes int8 where it passed the bar: the model's own side and balanced's (768, with its
+  // own ranges), so 768 follows the machine's choice at 1024; fast's 512 stays fp32.
+  t.same(int8Sides(manifest), [1024, 768]);
+  t.equal(resolvePrecision(manifest, 'auto', 768), resolvePrecision(manifest, 'auto'));
   t.equal(resolvePrecision(manifest, 'auto', 512), 'fp32');
-  t.equal(resolvePrecision(manifest, 'auto', 768), 'fp32');
+  t.equal(resolvePrecision(manifest, 'auto', 640), 'fp32', 'a side without ranges of its own');
   t.equal(resolvePrecision(manifest, 'int8', 512), 'int8', 'asked for by name, any side');
   t.equal(resolvePrecision(manifest, 'fp32'), 'fp32');
 });

@@ -126,12 +126,15 @@ export function registerModels(program: Command): void {
         const variant = await ensureVariant(m, v.side);
         process.stdout.write(`ok   ${m.name} ${v.quality} (${v.side}px): ${variant}\n`);
       }
-      // The int8 copy (--precision int8, or auto on a VNNI CPU) at the model's own size: a graph
-      // rewrite from shipped calibration data, about 2 s, no inference.
-      const { hasCalibration } = await import('../pipeline/int8.js');
+      // The int8 copies `auto` runs on a VNNI CPU (the model's own size, and `balanced`'s side):
+      // graph rewrites from shipped calibration data, about 2 s each, no inference.
+      const { hasCalibration, int8Sides } = await import('../pipeline/int8.js');
       if (hasCalibration(m)) {
         const { ensureInt8Model } = await import('../pipeline/weights.js');
-        process.stdout.write(`ok   ${m.name} int8: ${await ensureInt8Model(m, m.input.width)}\n`);
+        for (const side of int8Sides(m)) {
+          const label = side === m.input.width ? 'int8' : `int8 (${side}px)`;
+          process.stdout.write(`ok   ${m.name} ${label}: ${await ensureInt8Model(m, side)}\n`);
+        }
       }
       // onnxruntime's optimised copy of what a plain `cutout photo.jpg` runs on this machine
       // (inference-worker.ts), made by one session here rather than by the first cutout, which

@@ -66,6 +66,16 @@ export function hasCalibration(manifest: ModelManifest): boolean {
   return fs.existsSync(calibrationFile(manifest));
 }
 
+/** True when ranges measured at input side `side` itself ship for the model. */
+export function hasOwnCalibration(manifest: ModelManifest, side: number): boolean {
+  return side === manifest.input.width ? hasCalibration(manifest) : calibrationFile(manifest, side) !== calibrationFile(manifest);
+}
+
+/** The sides at which `auto` may take int8 for this model: its own, and those in INT8_SIDES_PASSED with ranges of their own. */
+export function int8Sides(manifest: ModelManifest): number[] {
+  return [manifest.input.width, ...manifest.sides.filter((s) => s !== manifest.input.width && INT8_SIDES_PASSED.has(s) && hasOwnCalibration(manifest, s))];
+}
+
 export function selectRanges(file: CalibrationFile, method = CALIBRATION_METHOD): Record<string, TensorRange> {
   if (method === 'percentile' && file.percentile !== CALIBRATION_PERCENTILE) {
     throw new CutoutError('processing_failed', `The int8 calibration data holds no ${CALIBRATION_PERCENTILE} percentile ranges; run npm run calibrate:int8`);
@@ -117,12 +127,19 @@ export function buildInt8(manifest: ModelManifest, fp32Sha256: string, bytes: Ui
  * fp32 MAE 0.0241, IoU 0.854, band MAE 0.1114, iou50 0.90, empty_ok 4/4; int8 (percentile ranges,
  * every Conv+Relu in int8, pools, resizes and residual sums on uint8, on the one-output fp32
  * copy) MAE 0.0226, IoU 0.854, band MAE 0.1111, iou50 0.90, empty_ok 4/4.
- * At the smaller sides of `fast` and `balanced` the int8 copies (from the same ranges) fail that
- * bar (fast: IoU 0.761 against 0.777; balanced: MAE 0.0341 against 0.0313): `auto` takes int8 at
- * the manifest's own side alone (resolvePrecision).
  * Set back to false if a change to the quantization fails that bar: `auto` then stays fp32.
  */
 export const INT8_QUALITY_PASSED = true;
+
+/**
+ * The smaller input sides (those of `fast` and `balanced`) at which the int8 copy passed the same
+ * bar, each built from ranges measured at that side (`npm run calibrate:int8 -- --side S`; README,
+ * "int8"). `--quality balanced --precision fp32|int8`: fp32 MAE 0.0313, IoU 0.837, band MAE 0.1190,
+ * iou50 0.85, empty_ok 4/4; int8 0.0328 (1.048x), 0.833, 0.1214, 0.85, 4/4: passed (with the
+ * ranges of 1024 px it failed on MAE, 0.0341). `fast` (512) fails on IoU with either ranges
+ * (0.766 with its own, 0.761 with 1024's, against 0.777): not listed, so `auto` keeps it fp32.
+ */
+export const INT8_SIDES_PASSED: ReadonlySet<number> = new Set([768]);
 
 /**
  * The CPU's feature flags (Linux /proc/cpuinfo), or null where they cannot be read. Read once per
@@ -172,12 +189,12 @@ export function setDefaultPrecision(p: Precision): void {
 
 /**
  * The precision a request runs at on this machine, for the model input side `side`. `auto` takes
- * int8 only at the manifest's own side (`--quality best` and `max`), the one whose quality passed
- * the bar; the smaller sides of `fast` and `balanced` stay fp32 unless int8 is asked for by name.
+ * int8 only at the sides whose int8 copy passed the bar (int8Sides: the manifest's own, for
+ * `--quality best` and `max`, and `balanced`'s); `fast` stays fp32 unless int8 is asked for by name.
  */
 export function resolvePrecision(manifest: ModelManifest, precision: Precision | undefined, side = manifest.input.width): 'fp32' | 'int8' {
   const p = precision ?? defaultPrecision;
   if (p === 'fp32' || p === 'int8') return p;
-  if (side !== manifest.input.width) return 'fp32';
+  if (!int8Sides(manifest).includes(side)) return 'fp32';
   return autoPrecision(cpuFlags(), INT8_QUALITY_PASSED, hasCalibration(manifest));
 }
