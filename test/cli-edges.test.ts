@@ -174,35 +174,37 @@ t.test('errors are one line: commander\'s, a bad config file\'s, and a file name
 });
 
 const hasScript = spawnSync('script', ['--version']).status === 0;
-t.test('a terminal of 0 columns gets plain lines, not a spinner that never ends', { skip: !hasScript && 'script(1) is not installed (Debian: apt-get install bsdutils)' }, async (t) => {
-  const { dir, env } = workdir(t);
-  // script(1) with a non-terminal stdin gives the child a pty of 0 x 0.
-  const child = spawn('script', ['-qec', `"${process.execPath}" "${BIN}" missing.jpg`, '/dev/null'], {
-    cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
+const NO_SCRIPT = !hasScript && 'script(1) is not installed (Debian: apt-get install bsdutils)';
+
+/**
+ * Runs a shell command in a pty made by script(1) (0 x 0 with a non-terminal stdin, unless the
+ * command sets a size with stty); resolves with its exit code (null if killed after `timeoutMs`)
+ * and everything it wrote to the terminal.
+ */
+async function inPty(command: string, opts: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }): Promise<{ code: number | null; out: string }> {
+  const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs);
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   clearTimeout(timer);
+  return { code, out };
+}
+
+t.test('a terminal of 0 columns gets plain lines, not a spinner that never ends', { skip: NO_SCRIPT }, async (t) => {
+  const { dir, env } = workdir(t);
+  const { code, out } = await inPty(`"${process.execPath}" "${BIN}" missing.jpg`, { cwd: dir, env: { ...process.env, ...env }, timeoutMs: 30_000 });
   t.equal(code, 1, 'exits with 1 (not killed after 30 s)');
   t.match(out, /cutout: missing\.jpg: No such file/);
 });
 
-t.test('a terminal gets ora\'s spinner, loaded without holding up the first image, and its summary line', { skip: !hasScript && 'script(1) is not installed (Debian: apt-get install bsdutils)' }, async (t) => {
+t.test('a terminal gets ora\'s spinner, loaded without holding up the first image, and its summary line', { skip: NO_SCRIPT }, async (t) => {
   const { dir, env } = workdir(t);
   fs.copyFileSync(path.join(FIXTURES, 'astronaut.jpg'), path.join(dir, 'photo.jpg'));
-  // A pty of 80 columns (script(1) alone gives 0 x 0 with a non-terminal stdin). Without CI in
-  // the environment: ora animates nothing where CI is set (is-interactive), as on a CI runner.
+  // A pty of 80 columns, and no CI in the environment: ora animates nothing where CI is set
+  // (is-interactive), as on a CI runner.
   const { CI: _ci, ...outsideCi } = process.env;
-  const child = spawn('script', ['-qec', `stty cols 80 rows 24; "${process.execPath}" "${BIN}" photo.jpg missing.jpg`, '/dev/null'], {
-    cwd: dir, env: { ...outsideCi, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  clearTimeout(timer);
+  const { code, out } = await inPty(`stty cols 80 rows 24; "${process.execPath}" "${BIN}" photo.jpg missing.jpg`, { cwd: dir, env: { ...outsideCi, ...env }, timeoutMs: 60_000 });
   t.equal(code, 1, 'one input failed');
   t.match(out, /\u001b\[\?25l/, 'the spinner hid the cursor');
   t.match(out, /\d\/2 /, 'the spinner shows the count');
