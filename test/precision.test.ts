@@ -114,11 +114,15 @@ t.test('models list shows the int8 copy and what auto picks here', async (t) => 
   const text = await runCli(['models', 'list', '--data', dir]);
   t.equal(text.code, 0, text.stderr);
   t.match(text.stdout.toString(), /precision: fp32 built, int8 (built|built on first use); auto picks (fp32|int8) here \(.+\)/);
+  // On a VNNI machine: int8 at best, max and balanced (768 passed with its own ranges), never fast.
+  if (resolvePrecision(manifest, 'auto') === 'int8') t.match(text.stdout.toString(), /, at --quality balanced, best, max\n/);
   const json = await runCli(['models', 'list', '--json', '--data', dir]);
   const row = JSON.parse(json.stdout.toString().split('\n')[0]) as { precision: { int8: string; auto: string; auto_reason: string } };
   t.ok(['built', 'built on first use'].includes(row.precision.int8));
   t.ok(['fp32', 'int8'].includes(row.precision.auto));
   t.type(row.precision.auto_reason, 'string');
+  const atInt8 = (row.precision as unknown as { auto_int8_qualities: string[] }).auto_int8_qualities;
+  t.same(atInt8, resolvePrecision(manifest, 'auto') === 'int8' ? ['balanced', 'best', 'max'] : [], 'the settings auto runs at int8 here');
 });
 
 t.test('API: precision on /remove and /jobs; a bad value is invalid_request', async (t) => {

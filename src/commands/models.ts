@@ -1,6 +1,7 @@
 /** `cutout models list|verify|pull`: the known models, their source, licence, presence and checksum. */
 import fs from 'node:fs';
 import type { Command } from 'commander';
+import type { Quality } from '../options.js';
 import { loadConfig } from '../config.js';
 import { addStoreOptions, type StoreFlags } from './keys.js';
 import { UsageError } from './usage-error.js';
@@ -29,13 +30,17 @@ async function qualityVariants(m: import('../pipeline/manifest.js').ModelManifes
 }
 
 /** Whether the int8 copy is built, and what `--precision auto` runs here and why. */
-async function precisionStatus(m: import('../pipeline/manifest.js').ModelManifest): Promise<{ int8: 'built' | 'built on first use' | 'unavailable'; auto: 'fp32' | 'int8'; auto_reason: string }> {
-  const { autoChoice, cpuFlags, hasCalibration, int8BuildKey, INT8_QUALITY_PASSED } = await import('../pipeline/int8.js');
+async function precisionStatus(m: import('../pipeline/manifest.js').ModelManifest): Promise<{ int8: 'built' | 'built on first use' | 'unavailable'; auto: 'fp32' | 'int8'; auto_reason: string; auto_int8_qualities: Quality[] }> {
+  const { autoChoice, cpuFlags, hasCalibration, int8BuildKey, INT8_QUALITY_PASSED, resolvePrecision } = await import('../pipeline/int8.js');
   const { int8ModelPath } = await import('../pipeline/weights.js');
+  const { modelSide } = await import('../pipeline/variants.js');
+  const { QUALITIES } = await import('../options.js');
   const available = hasCalibration(m);
   const choice = autoChoice(cpuFlags(), INT8_QUALITY_PASSED, available);
   const int8 = !available ? 'unavailable' : fs.existsSync(int8ModelPath(m, m.input.width, int8BuildKey(m))) ? 'built' : 'built on first use';
-  return { int8, auto: choice.precision, auto_reason: choice.reason };
+  // The settings at which auto runs int8 here: those whose side passed the quality bar (int8.ts).
+  const qualities = QUALITIES.filter((q) => resolvePrecision(m, 'auto', modelSide(m, q)) === 'int8');
+  return { int8, auto: choice.precision, auto_reason: choice.reason, auto_int8_qualities: qualities };
 }
 
 function sourceText(s: import('../pipeline/manifest.js').ModelSource): string {
@@ -76,7 +81,7 @@ export function registerModels(program: Command): void {
           process.stdout.write(`  quality variants: ${text}\n`);
         }
         const p = r.precision;
-        process.stdout.write(`  precision: fp32 ${r.present ? 'built' : 'not built'}, int8 ${p.int8 === 'unavailable' ? 'unavailable (no calibration data)' : p.int8}; auto picks ${p.auto} here (${p.auto_reason})\n`);
+        process.stdout.write(`  precision: fp32 ${r.present ? 'built' : 'not built'}, int8 ${p.int8 === 'unavailable' ? 'unavailable (no calibration data)' : p.int8}; auto picks ${p.auto} here (${p.auto_reason})${p.auto_int8_qualities.length ? `, at --quality ${p.auto_int8_qualities.join(', ')}` : ''}\n`);
       }
     });
 
