@@ -2,8 +2,9 @@
  * Files of a model's cache that no longer serve: copies made by an earlier revision of the
  * rewrites (weights.ts RUNNABLE_REVISION), int8 copies of an earlier calibration or quantizer
  * (their build key), onnxruntime's optimised copies (folders) and sidecars of those, optimised
- * copies in the earlier one-file layout, and temporary files or folders a killed process left. Derived files are rebuilt when missing, so pruning never loses anything;
- * without it every upgrade that renames them leaves a few hundred MB behind. `cutout models pull`
+ * copies in the earlier one-file layout, and temporary files or folders a killed process left.
+ * Derived files are rebuilt when missing, so pruning never loses anything; without it every
+ * upgrade that renames them leaves a few hundred MB behind. `cutout models pull`
  * (run at install) prunes; nothing else does, so two versions sharing one cache do not take
  * each other's files at every run.
  */
