@@ -42,30 +42,39 @@ function floatInit(name: string, dims: number[], values: Float32Array) {
   return onnx.TensorProto.create({ name, dataType: 1, dims, rawData: new Uint8Array(values.buffer.slice(0)) });
 }
 
+// Declared as functions (hoisted): the first test runs as the file loads.
+function conv(name: string, x: string, w: string, b: string, y: string) {
+  return onnx.NodeProto.create({ opType: 'Conv', name, input: [x, w, b], output: [y], attribute: [{ name: 'pads', type: 7, ints: [1, 1, 1, 1] }] });
+}
+function relu(name: string, x: string, y: string) {
+  return onnx.NodeProto.create({ opType: 'Relu', name, input: [x], output: [y] });
+}
+function maxPool(name: string, x: string, y: string) {
+  return onnx.NodeProto.create({ opType: 'MaxPool', name, input: [x], output: [y], attribute: [{ name: 'kernel_shape', type: 7, ints: [2, 2] }, { name: 'strides', type: 7, ints: [2, 2] }] });
+}
+function floatTensor(name: string, dims: number[]) {
+  return onnx.ValueInfoProto.create({ name, type: { tensorType: { elemType: 1, shape: { dim: dims.map((d) => ({ dimValue: d })) } } } });
+}
+
+/** A model of `node` and `initializer`: input [1,3,8,8], output [1,1,4,4], opset 15. */
+function tinyGraph(name: string, node: ReturnType<typeof onnx.NodeProto.create>[], initializer: ReturnType<typeof floatInit>[]): Uint8Array {
+  const graph = onnx.GraphProto.create({ name, node, initializer, input: [floatTensor('input', [1, 3, 8, 8])], output: [floatTensor('output', [1, 1, 4, 4])] });
+  return onnx.ModelProto.encode(onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 15 }], graph })).finish();
+}
+
 /** input [1,3,8,8] -> Conv(3->4) -> Relu -> MaxPool -> Conv(4->2) -> Relu -> Conv(2->1) -> Sigmoid. */
 function tinyModel(): Uint8Array {
-  const conv = (name: string, x: string, w: string, b: string, y: string) =>
-    onnx.NodeProto.create({ opType: 'Conv', name, input: [x, w, b], output: [y], attribute: [{ name: 'pads', type: 7, ints: [1, 1, 1, 1] }] });
-  const graph = onnx.GraphProto.create({
-    name: 'tiny',
-    node: [
-      conv('c1', 'input', 'w1', 'b1', 'c1_out'),
-      onnx.NodeProto.create({ opType: 'Relu', name: 'r1', input: ['c1_out'], output: ['r1_out'] }),
-      onnx.NodeProto.create({ opType: 'MaxPool', name: 'p1', input: ['r1_out'], output: ['p1_out'], attribute: [{ name: 'kernel_shape', type: 7, ints: [2, 2] }, { name: 'strides', type: 7, ints: [2, 2] }] }),
-      conv('c2', 'p1_out', 'w2', 'b2', 'c2_out'),
-      onnx.NodeProto.create({ opType: 'Relu', name: 'r2', input: ['c2_out'], output: ['r2_out'] }),
-      conv('side', 'r2_out', 'w3', 'b3', 'side_out'),
-      onnx.NodeProto.create({ opType: 'Sigmoid', name: 's', input: ['side_out'], output: ['output'] }),
-    ],
-    initializer: [
-      floatInit('w1', [4, 3, 3, 3], seq(108, 1, 0.5)), floatInit('b1', [4], seq(4, 2, 0.1)),
-      floatInit('w2', [2, 4, 3, 3], seq(72, 3, 0.5)), floatInit('b2', [2], seq(2, 4, 0.1)),
-      floatInit('w3', [1, 2, 3, 3], seq(18, 5, 0.5)), floatInit('b3', [1], seq(1, 6, 0.1)),
-    ],
-    input: [onnx.ValueInfoProto.create({ name: 'input', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: 3 }, { dimValue: 8 }, { dimValue: 8 }] } } } })],
-    output: [onnx.ValueInfoProto.create({ name: 'output', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: 1 }, { dimValue: 4 }, { dimValue: 4 }] } } } })],
-  });
-  return onnx.ModelProto.encode(onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 15 }], graph })).finish();
+  return tinyGraph('tiny', [
+    conv('c1', 'input', 'w1', 'b1', 'c1_out'), relu('r1', 'c1_out', 'r1_out'),
+    maxPool('p1', 'r1_out', 'p1_out'),
+    conv('c2', 'p1_out', 'w2', 'b2', 'c2_out'), relu('r2', 'c2_out', 'r2_out'),
+    conv('side', 'r2_out', 'w3', 'b3', 'side_out'),
+    onnx.NodeProto.create({ opType: 'Sigmoid', name: 's', input: ['side_out'], output: ['output'] }),
+  ], [
+    floatInit('w1', [4, 3, 3, 3], seq(108, 1, 0.5)), floatInit('b1', [4], seq(4, 2, 0.1)),
+    floatInit('w2', [2, 4, 3, 3], seq(72, 3, 0.5)), floatInit('b2', [2], seq(2, 4, 0.1)),
+    floatInit('w3', [1, 2, 3, 3], seq(18, 5, 0.5)), floatInit('b3', [1], seq(1, 6, 0.1)),
+  ]);
 }
 
 /**
@@ -74,33 +83,23 @@ function tinyModel(): Uint8Array {
  * lists its casts.
  */
 function residualModel(): Uint8Array {
-  const conv = (name: string, x: string, w: string, b: string, y: string) =>
-    onnx.NodeProto.create({ opType: 'Conv', name, input: [x, w, b], output: [y], attribute: [{ name: 'pads', type: 7, ints: [1, 1, 1, 1] }] });
-  const relu = (name: string, x: string, y: string) => onnx.NodeProto.create({ opType: 'Relu', name, input: [x], output: [y] });
   const cast = (name: string, x: string, y: string) => onnx.NodeProto.create({ opType: 'Cast', name, input: [x], output: [y], attribute: [{ name: 'to', type: 2, i: 1 }] });
-  const graph = onnx.GraphProto.create({
-    name: 'residual',
-    node: [
-      conv('c1', 'input', 'w1', 'b1', 'c1_out'), relu('r1', 'c1_out', 'r1_out'),
-      conv('c2', 'r1_out', 'w2', 'b2', 'c2_out'), relu('r2', 'c2_out', 'r2_out'),
-      onnx.NodeProto.create({ opType: 'Add', name: 'add', input: ['r1_out', 'r2_out'], output: ['sum'] }),
-      onnx.NodeProto.create({ opType: 'MaxPool', name: 'p1', input: ['sum_cast'], output: ['p1_out'], attribute: [{ name: 'kernel_shape', type: 7, ints: [2, 2] }, { name: 'strides', type: 7, ints: [2, 2] }] }),
-      conv('c3', 'p1_out', 'w3', 'b3', 'c3_out'), relu('r3', 'c3_out', 'r3_out'),
-      conv('side', 'r3_out', 'w4', 'b4', 'side_out'),
-      onnx.NodeProto.create({ opType: 'Sigmoid', name: 's', input: ['side_out'], output: ['sig'] }),
-      cast('out_cast', 'sig', 'output'),
-      cast('sum_cast_node', 'sum', 'sum_cast'),
-    ],
-    initializer: [
-      floatInit('w1', [4, 3, 3, 3], seq(108, 1, 0.5)), floatInit('b1', [4], seq(4, 2, 0.1)),
-      floatInit('w2', [4, 4, 3, 3], seq(144, 3, 0.4)), floatInit('b2', [4], seq(4, 4, 0.1)),
-      floatInit('w3', [2, 4, 3, 3], seq(72, 5, 0.5)), floatInit('b3', [2], seq(2, 6, 0.1)),
-      floatInit('w4', [1, 2, 3, 3], seq(18, 8, 0.5)), floatInit('b4', [1], seq(1, 9, 0.1)),
-    ],
-    input: [onnx.ValueInfoProto.create({ name: 'input', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: 3 }, { dimValue: 8 }, { dimValue: 8 }] } } } })],
-    output: [onnx.ValueInfoProto.create({ name: 'output', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: 1 }, { dimValue: 4 }, { dimValue: 4 }] } } } })],
-  });
-  return onnx.ModelProto.encode(onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 15 }], graph })).finish();
+  return tinyGraph('residual', [
+    conv('c1', 'input', 'w1', 'b1', 'c1_out'), relu('r1', 'c1_out', 'r1_out'),
+    conv('c2', 'r1_out', 'w2', 'b2', 'c2_out'), relu('r2', 'c2_out', 'r2_out'),
+    onnx.NodeProto.create({ opType: 'Add', name: 'add', input: ['r1_out', 'r2_out'], output: ['sum'] }),
+    maxPool('p1', 'sum_cast', 'p1_out'),
+    conv('c3', 'p1_out', 'w3', 'b3', 'c3_out'), relu('r3', 'c3_out', 'r3_out'),
+    conv('side', 'r3_out', 'w4', 'b4', 'side_out'),
+    onnx.NodeProto.create({ opType: 'Sigmoid', name: 's', input: ['side_out'], output: ['sig'] }),
+    cast('out_cast', 'sig', 'output'),
+    cast('sum_cast_node', 'sum', 'sum_cast'),
+  ], [
+    floatInit('w1', [4, 3, 3, 3], seq(108, 1, 0.5)), floatInit('b1', [4], seq(4, 2, 0.1)),
+    floatInit('w2', [4, 4, 3, 3], seq(144, 3, 0.4)), floatInit('b2', [4], seq(4, 4, 0.1)),
+    floatInit('w3', [2, 4, 3, 3], seq(72, 5, 0.5)), floatInit('b3', [2], seq(2, 6, 0.1)),
+    floatInit('w4', [1, 2, 3, 3], seq(18, 8, 0.5)), floatInit('b4', [1], seq(1, 9, 0.1)),
+  ]);
 }
 
 const INPUT = seq(3 * 64, 7, 0.5);
