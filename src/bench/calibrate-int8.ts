@@ -19,15 +19,15 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import sharp from 'sharp';
 import * as ort from 'onnxruntime-node';
 import { resolveModel } from '../pipeline/manifest.js';
 import { ensureRunnableModel, ensureVariant, trustedSha256 } from '../pipeline/weights.js';
-import { inputPlan, isLetterboxed, QUALITY_PARAMS } from '../pipeline/variants.js';
+import { inputPlan, QUALITY_PARAMS } from '../pipeline/variants.js';
+import { openImage } from '../pipeline/decode.js';
+import { modelInput } from '../pipeline/index.js';
 import { QUALITIES } from '../options.js';
 import { calibrationGraph, withTensorOutputs } from '../pipeline/quantize.js';
-import { rgbToTensor } from '../pipeline/matte.js';
-import { CALIBRATION_DIR, CALIBRATION_PERCENTILE, type CalibrationFile } from '../pipeline/int8.js';
+import { CALIBRATION_DIR, CALIBRATION_PERCENTILE, rangesFileAt, type CalibrationFile } from '../pipeline/int8.js';
 import { Histogram } from '../pipeline/histogram.js';
 
 const args = process.argv.slice(2);
@@ -44,24 +44,17 @@ const photos = fs.readdirSync(photosDir).filter((f) => /\.(jpe?g|png)$/i.test(f)
 const TENSORS_PER_RUN = 24;
 
 // The ranges are tied to the fp32 weights (their sha256), of which a side's variant is a rewrite.
-const fp32Sha256 = await trustedSha256(await ensureRunnableModel(manifest));
-const fp32Bytes = fs.readFileSync(native ? await ensureRunnableModel(manifest) : await ensureVariant(manifest, side));
+const fp32 = await ensureRunnableModel(manifest);
+const fp32Sha256 = await trustedSha256(fp32);
+const fp32Bytes = fs.readFileSync(native ? fp32 : await ensureVariant(manifest, side));
 const { bytes, tensors } = calibrationGraph(fp32Bytes);
-const { mean, std } = manifest.input;
 
-/** The photo on the model's grid as the pipeline puts it there (index.ts, modelInput). */
+/** The photo on the model's grid as the pipeline puts it there. */
 async function inputFor(photo: string): Promise<ort.Tensor> {
-  const file = path.join(photosDir, photo);
-  const oriented = await sharp(file).rotate().toBuffer({ resolveWithObject: true });
-  const plan = inputPlan(manifest, native ? 'best' : quality, oriented.info.width, oriented.info.height);
-  const c = plan.content;
-  let img = sharp(file).rotate().removeAlpha().toColourspace('srgb').resize(c.width, c.height, { fit: 'fill', kernel: 'linear' });
-  if (isLetterboxed(plan)) {
-    const extend = { top: c.top, left: c.left, bottom: plan.height - c.height - c.top, right: plan.width - c.width - c.left };
-    img = img.extend(plan.pad === 'copy' ? { ...extend, extendWith: 'copy' } : { ...extend, background: { r: mean[0], g: mean[1], b: mean[2] } });
-  }
-  const rgb = await img.raw().toBuffer();
-  return new ort.Tensor('float32', rgbToTensor(rgb, plan.width, plan.height, mean, std), [1, 3, plan.height, plan.width]);
+  const src = await openImage(fs.readFileSync(path.join(photosDir, photo)));
+  const plan = inputPlan(manifest, native ? 'best' : quality, src.probe.width, src.probe.height);
+  const { tensor } = await modelInput(src, manifest, plan);
+  return new ort.Tensor('float32', tensor, [1, 3, plan.height, plan.width]);
 }
 
 // Pass 1: the extremes.
@@ -107,6 +100,6 @@ tensors.forEach((t, i) => {
   };
 });
 const file: CalibrationFile = { model: manifest.name, fp32Sha256, photos, percentile: CALIBRATION_PERCENTILE, ranges };
-const target = path.join(CALIBRATION_DIR, native ? `${manifest.name}.ranges.json` : `${manifest.name}.side${side}.ranges.json`);
+const target = rangesFileAt(manifest, side);
 fs.writeFileSync(target, JSON.stringify(file, null, 1) + '\n');
 process.stdout.write(`${tensors.length} tensors from ${photos.length} photos -> ${target}\n`);

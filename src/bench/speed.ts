@@ -130,16 +130,12 @@ async function main(): Promise<void> {
   const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
   const files = listImages(dir);
   if (!files.length) throw new Error(`no images in ${dir}`);
-  // `--folder-defaults`: only the CLI folder row, old defaults against new (issue 17's target).
-  if (flag('--folder-defaults')) {
-    const d = folderDefaults(files, modelName);
-    process.stdout.write(`CPU: ${cpuFeatures()}\n${d.text}${JSON.stringify({ bench: 'folder-defaults', cpu: cpuFeatures(), ...d.json })}\n`);
-    return;
-  }
-  // `--cold-start`: only the cold-start rows (issue 17's third target).
-  if (flag('--cold-start')) {
-    const c = coldStart(files[0], modelName);
-    process.stdout.write(`CPU: ${cpuFeatures()}\n${c.text}${JSON.stringify({ bench: 'cold-start', cpu: cpuFeatures(), ...c.json })}\n`);
+  // One row alone (issue 17's targets): `--folder-defaults`, the CLI folder with the old defaults
+  // against the new; `--cold-start`, the CLI's cold start.
+  const alone = flag('--folder-defaults') ? 'folder-defaults' : flag('--cold-start') ? 'cold-start' : null;
+  if (alone) {
+    const row = alone === 'folder-defaults' ? folderDefaults(files, modelName) : coldStart(files[0], modelName);
+    process.stdout.write(`CPU: ${cpuFeatures()}\n${row.text}${JSON.stringify({ bench: alone, cpu: cpuFeatures(), ...row.json })}\n`);
     return;
   }
   const manifest = resolveModel(modelName);

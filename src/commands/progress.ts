@@ -24,7 +24,6 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
   let failed = 0;
   const active = new Set<string>();
   let spinner: Ora | null = null;
-  let finished = false;
   let preparingStep: string | null = null;
   let announced = false;
   const label = () =>
@@ -35,7 +34,7 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
   const spinnerLoaded = tty
     ? import('ora').then(
         ({ default: ora }) => {
-          if (!finished) spinner = ora({ stream: process.stderr, text: label() }).start();
+          spinner = ora({ stream: process.stderr, text: label() }).start();
         },
         () => undefined, // no spinner then: the summary line below still comes
       )
@@ -73,8 +72,7 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
       if (spinner) spinner.text = label();
     },
     async finish() {
-      await spinnerLoaded;
-      finished = true;
+      await spinnerLoaded; // a spinner still loading is waited for, so the summary is its own
       const ok = completed - failed;
       const summary = failed ? `${ok} done, ${failed} failed` : `${ok} done`;
       if (spinner) {

@@ -49,16 +49,19 @@ export const CALIBRATION_PERCENTILE = 99.99;
 export const KEEP_FLOAT: ReadonlySet<string> = new Set<string>();
 
 /**
- * The ranges file for the model's input side `side`: the side's own (`<model>.side<S>.ranges.json`,
- * measured on that side's variant with the photos letterboxed as `fast` and `balanced` do) when
- * one ships, else the model's own size's (`<model>.ranges.json`).
+ * Where the ranges measured at input side `side` itself live (`npm run calibrate:int8` writes
+ * them): `<model>.ranges.json` at the model's own size, `<model>.side<S>.ranges.json` at a
+ * smaller side (measured on that side's variant, the photos letterboxed as `fast` and `balanced` do).
  */
+export function rangesFileAt(manifest: ModelManifest, side = manifest.input.width): string {
+  const suffix = side === manifest.input.width ? '' : `.side${side}`;
+  return path.join(CALIBRATION_DIR, `${manifest.name}${suffix}.ranges.json`);
+}
+
+/** The ranges file an int8 copy at input side `side` is built from: the side's own when it ships, else the model's. */
 export function calibrationFile(manifest: ModelManifest, side = manifest.input.width): string {
-  if (side !== manifest.input.width) {
-    const own = path.join(CALIBRATION_DIR, `${manifest.name}.side${side}.ranges.json`);
-    if (fs.existsSync(own)) return own;
-  }
-  return path.join(CALIBRATION_DIR, `${manifest.name}.ranges.json`);
+  const own = rangesFileAt(manifest, side);
+  return side === manifest.input.width || fs.existsSync(own) ? own : rangesFileAt(manifest);
 }
 
 /** True when the model has shipped calibration data, i.e. an int8 copy can be built. */
@@ -66,14 +69,23 @@ export function hasCalibration(manifest: ModelManifest): boolean {
   return fs.existsSync(calibrationFile(manifest));
 }
 
-/** True when ranges measured at input side `side` itself ship for the model. */
-export function hasOwnCalibration(manifest: ModelManifest, side: number): boolean {
-  return side === manifest.input.width ? hasCalibration(manifest) : calibrationFile(manifest, side) !== calibrationFile(manifest);
-}
+/** int8Sides by model (name and weights): what ships does not change under a running process. */
+const int8SidesByModel = new Map<string, readonly number[]>();
 
-/** The sides at which `auto` may take int8 for this model: its own, and those in INT8_SIDES_PASSED with ranges of their own. */
-export function int8Sides(manifest: ModelManifest): number[] {
-  return [manifest.input.width, ...manifest.sides.filter((s) => s !== manifest.input.width && INT8_SIDES_PASSED.has(s) && hasOwnCalibration(manifest, s))];
+/**
+ * The sides at which `auto` may take int8 for this model: none without calibration data; else its
+ * own, and those in INT8_SIDES_PASSED with ranges of their own. Looked up once per model and
+ * process: resolvePrecision asks for every image.
+ */
+export function int8Sides(manifest: ModelManifest): readonly number[] {
+  const key = `${manifest.name}:${manifest.sha256}`;
+  let sides = int8SidesByModel.get(key);
+  if (!sides) {
+    const own = manifest.input.width;
+    sides = !hasCalibration(manifest) ? [] : [own, ...manifest.sides.filter((s) => s !== own && INT8_SIDES_PASSED.has(s) && fs.existsSync(rangesFileAt(manifest, s)))];
+    int8SidesByModel.set(key, sides);
+  }
+  return sides;
 }
 
 export function selectRanges(file: CalibrationFile, method = CALIBRATION_METHOD): Record<string, TensorRange> {
@@ -196,5 +208,5 @@ export function resolvePrecision(manifest: ModelManifest, precision: Precision |
   const p = precision ?? defaultPrecision;
   if (p === 'fp32' || p === 'int8') return p;
   if (!int8Sides(manifest).includes(side)) return 'fp32';
-  return autoPrecision(cpuFlags(), INT8_QUALITY_PASSED, hasCalibration(manifest));
+  return autoPrecision(cpuFlags(), INT8_QUALITY_PASSED, true);
 }

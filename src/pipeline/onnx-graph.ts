@@ -1,6 +1,6 @@
 /**
- * Graph clean-ups the int8 rewrite needs before it reads a model's structure (quantize.ts): ISNet's
- * export carries no-op Casts and lists some nodes out of order.
+ * Graph reading and clean-ups the int8 rewrite needs before it reads a model's structure
+ * (quantize.ts): ISNet's export carries no-op Casts and lists some nodes out of order.
  */
 import { CutoutError } from '../errors.js';
 
@@ -11,6 +11,19 @@ const FLOAT = 1;
 /** The names of a graph's outputs. */
 export function graphOutputs(graph: { output?: { name?: string | null }[] | null }): Set<string> {
   return new Set((graph.output ?? []).map((o) => o.name!));
+}
+
+/** The nodes reading each tensor, by its name. */
+export function consumersOf(nodes: Node[]): Map<string, Node[]> {
+  const consumers = new Map<string, Node[]>();
+  for (const n of nodes) {
+    for (const i of n.input ?? []) {
+      const list = consumers.get(i);
+      if (list) list.push(n);
+      else consumers.set(i, [n]);
+    }
+  }
+  return consumers;
 }
 
 /** Activation ops whose outputs are float in a float model: a Cast to float after them changes nothing. */
@@ -43,9 +56,11 @@ export function withoutFloatCasts(nodes: Node[], outputs: Set<string>): Node[] {
 function topologicalOrder(nodes: Node[]): Node[] {
   const producerIndex = new Map<string, number>();
   nodes.forEach((n, i) => (n.output ?? []).forEach((o) => producerIndex.set(o, i)));
-  const waiting = nodes.map((n) => new Set((n.input ?? []).map((i) => producerIndex.get(i)).filter((p): p is number => p !== undefined)).size);
+  // The distinct nodes each node reads from (graph inputs and initializers have none).
+  const producers = nodes.map((n) => new Set((n.input ?? []).map((x) => producerIndex.get(x)).filter((p): p is number => p !== undefined)));
+  const waiting = producers.map((p) => p.size);
   const dependents = nodes.map(() => [] as number[]);
-  nodes.forEach((n, i) => new Set((n.input ?? []).map((x) => producerIndex.get(x)).filter((p): p is number => p !== undefined)).forEach((p) => dependents[p].push(i)));
+  producers.forEach((ps, i) => ps.forEach((p) => dependents[p].push(i)));
   const ready = nodes.map((_, i) => i).filter((i) => waiting[i] === 0);
   const order: Node[] = [];
   while (ready.length) {

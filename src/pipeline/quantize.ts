@@ -17,7 +17,7 @@
  */
 import { createRequire } from 'node:module';
 import { CutoutError } from '../errors.js';
-import { graphOutputs, withoutFloatCasts } from './onnx-graph.js';
+import { consumersOf, graphOutputs, withoutFloatCasts } from './onnx-graph.js';
 
 const require = createRequire(import.meta.url);
 type Onnx = typeof import('onnx-proto').onnx;
@@ -108,8 +108,7 @@ interface ConvRelu {
 }
 
 function convReluPairs(nodes: Node[], initializers: Map<string, Tensor>): ConvRelu[] {
-  const consumers = new Map<string, Node[]>();
-  for (const n of nodes) for (const i of n.input ?? []) consumers.set(i, [...(consumers.get(i) ?? []), n]);
+  const consumers = consumersOf(nodes);
   const pairs: ConvRelu[] = [];
   for (const conv of nodes) {
     if (conv.opType !== 'Conv') continue;
@@ -193,8 +192,7 @@ function quantizationParams(nodes: Node[], pairs: ConvRelu[], ranges: Record<str
   const convInputs = new Set(pairs.map((p) => p.conv.input![0]));
   const reluOutputs = new Set(pairs.map((p) => p.relu.output![0]));
   const quantizedConvs = new Set(pairs.map((p) => p.conv));
-  const consumers = new Map<string, Node[]>();
-  for (const n of nodes) for (const i of n.input ?? []) consumers.set(i, [...(consumers.get(i) ?? []), n]);
+  const consumers = consumersOf(nodes);
   const produced = new Set(nodes.flatMap((n) => n.output ?? []));
   const params = new Map<string, Uint8Params>();
   for (const name of convInputs) if (!produced.has(name)) params.set(name, uint8Params(ranges[name])); // graph inputs
