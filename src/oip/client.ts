@@ -260,12 +260,14 @@ export async function connectUpstream(manifest: ModelManifest, opts: UpstreamOpt
 }
 
 /**
- * `serve --upstream`: connects to the configured upstream, checks its model(s), and makes it the
- * pipeline's model call. The quality settings' other sides run on `NAME-SIDE` models when the
- * upstream has them; otherwise those settings are refused with invalid_request.
+ * `serve --upstream` (and a library remover's `upstream`): connects to the configured upstream
+ * and checks its model(s); the caller hands the connection to its pipeline as the model call.
+ * The quality settings' other sides run on `NAME-SIDE` models when the upstream has them;
+ * otherwise those settings are refused with invalid_request.
  */
-export async function useUpstream(config: { upstream: string; upstreamModel: string | null; model: string; workers: number; precision: Precision }): Promise<UpstreamInference> {
-  const { resolveModel, modelSide, useRemoteInference } = await import('../pipeline/index.js');
+export async function connectConfiguredUpstream(config: { upstream: string; upstreamModel: string | null; model: string; workers: number; precision: Precision }): Promise<UpstreamInference> {
+  const { resolveModel } = await import('../pipeline/manifest.js');
+  const { modelSide } = await import('../pipeline/variants.js');
   const { QUALITIES, assertPrecisionServed } = await import('../options.js');
   // A default precision the upstream cannot give is a bad setting: refused before any connection.
   try {
@@ -275,7 +277,5 @@ export async function useUpstream(config: { upstream: string; upstreamModel: str
   }
   const manifest = resolveModel(config.model);
   const otherSides = [...new Set(QUALITIES.map((q) => modelSide(manifest, q)))].filter((s) => s !== manifest.input.width);
-  const upstream = await connectUpstream(manifest, { url: config.upstream, model: config.upstreamModel ?? manifest.name, maxInFlight: config.workers, otherSides });
-  useRemoteInference(upstream);
-  return upstream;
+  return connectUpstream(manifest, { url: config.upstream, model: config.upstreamModel ?? manifest.name, maxInFlight: config.workers, otherSides });
 }

@@ -149,7 +149,8 @@ export async function startServer(config: Readonly<CutoutConfig>, options: { pip
 async function startServing(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline }): Promise<RunningServer> {
   const loaded = options.pipeline ?? (await loadPipeline(config.model, config.dataDir, config.precision));
   // The model call is chosen once, here: an upstream is checked before the port opens.
-  const upstream = config.upstream ? await (await import('../oip/client.js')).useUpstream({ ...config, upstream: config.upstream }) : null;
+  const upstream = config.upstream ? await (await import('../oip/client.js')).connectConfiguredUpstream({ ...config, upstream: config.upstream }) : null;
+  if (upstream) (await import('../pipeline/index.js')).useRemoteInference(upstream);
   const store = await openStore(config.dataDir, { url: config.store });
   // Replays need their stored result: the window is the shorter of 24 h and the result retention.
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
