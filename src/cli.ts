@@ -24,7 +24,7 @@ const { CommanderError } = requireCjs('commander') as typeof import('commander')
  * A reader that stops early (`cutout models list | head -1`) closes the pipe: stop quietly with
  * the exit code so far, as Unix tools do, instead of crashing on EPIPE. A model call in flight
  * in the inference worker is waited for first (no new one starts): exiting during one aborts the
- * process (pipeline/inference-thread.ts, drainModels).
+ * process (pipeline/inference-thread.ts, drainInferenceThreads).
  */
 function stopQuietlyOnClosedStdout(): void {
   let stopping = false;
@@ -33,7 +33,7 @@ function stopQuietlyOnClosedStdout(): void {
     stopping = true;
     if (err.code !== 'EPIPE') process.stderr.write(`cutout: cannot write to stdout: ${err.message}\n`);
     const exit = () => process.exit(err.code === 'EPIPE' ? (typeof process.exitCode === 'number' ? process.exitCode : 0) : 1);
-    import('./pipeline/inference-thread.js').then((thread) => thread.drainModels()).then(exit, exit);
+    import('./pipeline/inference-thread.js').then((thread) => thread.drainInferenceThreads()).then(exit, exit);
   });
 }
 

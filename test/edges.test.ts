@@ -8,11 +8,12 @@ import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
-import { removeBackground, stopModels } from '../src/pipeline/index.js';
+import { createPipeline } from '../src/pipeline/index.js';
 import { FIXTURES } from './helpers/cli.js';
 import { dilate } from '../src/pipeline/refine.js';
 
-t.teardown(() => stopModels());
+const pipeline = createPipeline();
+t.teardown(() => pipeline.close());
 
 const base = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false };
 
@@ -24,7 +25,7 @@ async function rawOf(png: Buffer, channels: number): Promise<Buffer> {
 t.test('decontamination removes the green fringe; refinement only touches edges', async (t) => {
   const photo = fs.readFileSync(path.join(FIXTURES, 'coffee.jpg'));
   const { data: rgb, info } = await sharp(photo).removeAlpha().raw().toBuffer({ resolveWithObject: true });
-  const mask = await removeBackground(photo, { ...base, mask: true });
+  const mask = await pipeline.removeBackground(photo, { ...base, mask: true });
   const alpha = await rawOf(mask.data, 1);
   const n = info.width * info.height;
   // I = a*F + (1-a)*green
@@ -37,8 +38,8 @@ t.test('decontamination removes the green fringe; refinement only touches edges'
   }
   const input = await sharp(comp, { raw: { width: info.width, height: info.height, channels: 3 } }).png().toBuffer();
   // The colours of the transparent cutout at the soft edge, against the true foreground colours.
-  const withDecon = await rawOf((await removeBackground(input, base)).data, 3);
-  const without = await rawOf((await removeBackground(input, { ...base, decontaminate: false })).data, 3);
+  const withDecon = await rawOf((await pipeline.removeBackground(input, base)).data, 3);
+  const without = await rawOf((await pipeline.removeBackground(input, { ...base, decontaminate: false })).data, 3);
   let errWith = 0, errWithout = 0, band = 0;
   for (let i = 0; i < n; i++) {
     if (alpha[i] < 20 || alpha[i] > 235) continue;
@@ -52,8 +53,8 @@ t.test('decontamination removes the green fringe; refinement only touches edges'
   t.ok(errWithout / band > 30, `without decontamination the edge colours carry the green (${(errWithout / band).toFixed(1)}, sum over RGB)`);
   t.ok(errWith < errWithout * 0.8, `decontamination brings them back toward the true colours (${(errWith / band).toFixed(1)} vs ${(errWithout / band).toFixed(1)})`);
 
-  const refined = await rawOf((await removeBackground(input, { ...base, mask: true })).data, 1);
-  const plain = await rawOf((await removeBackground(input, { ...base, mask: true, refine: false })).data, 1);
+  const refined = await rawOf((await pipeline.removeBackground(input, { ...base, mask: true })).data, 1);
+  const plain = await rawOf((await pipeline.removeBackground(input, { ...base, mask: true, refine: false })).data, 1);
   // The edge: soft pixels of the plain matte and two pixels around them (the guided fit may
   // move an edge by a pixel of the model's grid).
   const soft = new Uint8Array(n);
@@ -75,7 +76,7 @@ t.test('decontamination removes the green fringe; refinement only touches edges'
 
 t.test('--alpha hard gives a two-level matte', async (t) => {
   const photo = fs.readFileSync(path.join(FIXTURES, 'chelsea.jpg'));
-  const hard = await rawOf((await removeBackground(photo, { ...base, mask: true, alpha: 'hard' })).data, 1);
+  const hard = await rawOf((await pipeline.removeBackground(photo, { ...base, mask: true, alpha: 'hard' })).data, 1);
   const levels = new Set(hard);
   t.same([...levels].sort((a, b) => a - b), [0, 255]);
 });

@@ -10,14 +10,14 @@ import sharp from 'sharp';
 import { resolveModel } from '../src/pipeline/manifest.js';
 import { ensureRunnableModel, ensureVariant, variantModelPath } from '../src/pipeline/weights.js';
 import { cropToContent, inputPlan, modelSide, rewriteInputSide, scaleDim } from '../src/pipeline/variants.js';
-import { runModel, stopModels } from '../src/pipeline/model.js';
-import { removeBackground } from '../src/pipeline/index.js';
+import { createPipeline } from '../src/pipeline/index.js';
 import { QUALITIES, parseImageOptions, API_DEFAULTS } from '../src/options.js';
 import { alphaAt, FIXTURES, runCli } from './helpers/cli.js';
 import { bearer, createKey, startServe } from './helpers/api-server.js';
 
 const manifest = resolveModel('isnet-medium');
-t.teardown(() => stopModels());
+const pipeline = createPipeline();
+t.teardown(() => pipeline.close());
 
 t.test('sizes scale as the ceil-mode pools give them', async (t) => {
   t.equal(scaleDim(1024, 512, 1024), 512);
@@ -82,7 +82,7 @@ t.test('variants at 512 and 768 load and answer at the side asked for', async (t
     t.match(path.basename(file), new RegExp(`^isnet-medium-[0-9a-f]{16}\\.o\\d+\\.side${side}\\.onnx$`));
     t.equal(fs.readFileSync(`${file}.sha256`, 'utf8').trim().length, 64, 'a sidecar checksum');
     const tensor = new Float32Array(3 * side * side).fill(0.1);
-    const out = await runModel(manifest, tensor, side, side);
+    const out = await pipeline.runModel(tensor, side, side);
     t.same([out.width, out.height, out.data.length], [side, side, side * side], `output [1, 1, ${side}, ${side}]`);
   }
 });
@@ -91,7 +91,7 @@ t.test('the pipeline at quality fast: same output size, a subject found', async 
   const photo = fs.readFileSync(path.join(FIXTURES, 'coffee.jpg'));
   const base = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false };
   for (const quality of ['fast', 'balanced'] as const) {
-    const r = await removeBackground(photo, { ...base, quality });
+    const r = await pipeline.removeBackground(photo, { ...base, quality });
     t.same([r.width, r.height], [600, 400], quality);
     const [a, b, c, d, centre] = await alphaAt(r.data, [[2, 2], [597, 2], [2, 397], [597, 397], [300, 200]]);
     t.ok(Math.max(a, b, c, d) < 16 && centre > 240, `${quality}: corners transparent, subject opaque (${a}, ${b}, ${c}, ${d}; ${centre})`);

@@ -8,10 +8,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
 import { pasteMatte, scaleBox, zoomBox, ZOOM_PARAMS } from '../src/pipeline/zoom.js';
-import { removeBackground, stopModels } from '../src/pipeline/index.js';
+import { createPipeline } from '../src/pipeline/index.js';
 import { FIXTURES } from './helpers/cli.js';
 
-t.teardown(() => stopModels());
+const pipeline = createPipeline();
+t.teardown(() => pipeline.close());
 
 t.test('zoomBox pads the subject\'s box and maps it to output pixels', async (t) => {
   // A 10x10 grid over a 100x50 image; the subject covers cells x 4..5, y 4..5.
@@ -57,13 +58,13 @@ t.test('max runs a second pass on a small subject and changes the matte only in 
   // geometry (its box, and the box of a rotated photo), and the rotated copy is a second JPEG
   // encoding, whose noise int8 turns into larger matte differences (the quality bench scores int8).
   const base = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, precision: 'fp32' as const };
-  const cutout = await removeBackground(fs.readFileSync(path.join(FIXTURES, 'coffee.jpg')), { ...base, quality: 'best' });
+  const cutout = await pipeline.removeBackground(fs.readFileSync(path.join(FIXTURES, 'coffee.jpg')), { ...base, quality: 'best' });
   const framed = await sharp({ create: { width: 1800, height: 1200, channels: 3, background: { r: 236, g: 236, b: 232 } } })
     .composite([{ input: cutout.data, left: 600, top: 400 }]).jpeg({ quality: 92 }).toBuffer();
   const truth = await sharp({ create: { width: 1800, height: 1200, channels: 4, background: { r: 0, g: 0, b: 0, alpha: 0 } } })
     .composite([{ input: cutout.data, left: 600, top: 400 }]).png().toBuffer().then(alphaOf);
-  const best = await removeBackground(framed, { ...base, quality: 'best' });
-  const max = await removeBackground(framed, { ...base, quality: 'max' });
+  const best = await pipeline.removeBackground(framed, { ...base, quality: 'best' });
+  const max = await pipeline.removeBackground(framed, { ...base, quality: 'max' });
   t.same([max.width, max.height], [1800, 1200]);
   const a = await alphaOf(best.data), b = await alphaOf(max.data);
   let changed = 0, changedNearBorder = 0;
@@ -81,7 +82,7 @@ t.test('max runs a second pass on a small subject and changes the matte only in 
 
   // The same photo stored on its side with EXIF orientation 6: the box is cut from the upright image.
   const sideways = await sharp(framed).rotate(270).withMetadata({ orientation: 6 }).jpeg({ quality: 92 }).toBuffer();
-  const turned = await removeBackground(sideways, { ...base, quality: 'max' });
+  const turned = await pipeline.removeBackground(sideways, { ...base, quality: 'max' });
   t.same([turned.width, turned.height], [1800, 1200], 'upright output');
   const c = await alphaOf(turned.data);
   // Far closer to the upright max than to best: a box cut from the unrotated pixels would miss the cup.
@@ -92,7 +93,7 @@ t.test('max runs a second pass on a small subject and changes the matte only in 
 t.test('max leaves a photo whose subject fills the frame as best does', async (t) => {
   const photo = fs.readFileSync(path.join(FIXTURES, 'astronaut.jpg'));
   const base = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false };
-  const best = await removeBackground(photo, { ...base, quality: 'best' });
-  const max = await removeBackground(photo, { ...base, quality: 'max' });
+  const best = await pipeline.removeBackground(photo, { ...base, quality: 'best' });
+  const max = await pipeline.removeBackground(photo, { ...base, quality: 'max' });
   t.same(await alphaOf(max.data), await alphaOf(best.data), 'no second pass, the same matte');
 });

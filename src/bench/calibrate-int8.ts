@@ -24,7 +24,7 @@ import { resolveModel } from '../pipeline/manifest.js';
 import { ensureRunnableModel, ensureVariant, trustedSha256 } from '../pipeline/weights.js';
 import { inputPlan, QUALITY_PARAMS } from '../pipeline/variants.js';
 import { openImage } from '../pipeline/decode.js';
-import { modelInput } from '../pipeline/index.js';
+import { modelInput } from '../pipeline/process.js';
 import { QUALITIES } from '../options.js';
 import { calibrationGraph, withTensorOutputs } from '../pipeline/quantize.js';
 import { CALIBRATION_DIR, CALIBRATION_PERCENTILE, rangesFileAt, type CalibrationFile } from '../pipeline/int8.js';

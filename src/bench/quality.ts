@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import sharp from 'sharp';
-import { loadModel, removeBackground, resolveModel, stopModels } from '../pipeline/index.js';
+import { createPipeline } from '../pipeline/index.js';
 import type { RemoveRequest } from '../pipeline/types.js';
 import { CutoutError } from '../errors.js';
 import { EDGE_PARAMS, setEdgeParams } from '../pipeline/edges.js';
@@ -61,7 +61,8 @@ if (precision) request.precision = precision as RemoveRequest['precision'];
 const edgeParams = value('--edge-params');
 if (edgeParams) setEdgeParams(JSON.parse(edgeParams));
 fs.mkdirSync(outDir, { recursive: true });
-await loadModel(resolveModel(modelName), undefined, request.precision);
+const pipeline = createPipeline({ model: modelName });
+await pipeline.loadModel({ quality: request.quality, precision: request.precision });
 let totalMs = 0;
 let noSubject = 0;
 const started = performance.now();
@@ -69,7 +70,7 @@ for (const entry of manifest.images) {
   const bytes = fs.readFileSync(path.join(corpus, entry.image));
   const file = path.join(outDir, `${entry.id}.png`);
   try {
-    const r = await removeBackground(bytes, request);
+    const r = await pipeline.removeBackground(bytes, request);
     totalMs += r.ms;
     fs.writeFileSync(file, r.data);
   } catch (err) {
@@ -80,7 +81,7 @@ for (const entry of manifest.images) {
     await sharp({ create: { width: meta.width!, height: meta.height!, channels: 4, background: { r: 0, g: 0, b: 0, alpha: 0 } } }).png().toFile(file);
   }
 }
-await stopModels();
+await pipeline.close();
 const wall = performance.now() - started;
 
 const jsonFile = path.join(outDir, 'scores.json');

@@ -4,6 +4,7 @@
  * Timing on these shared machines is noisy: every comparison is interleaved or alternated, and
  * the ratios, not the absolute times, are what to read.
  */
+import type { CutoutPipeline } from '../pipeline/index.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -41,14 +42,13 @@ export function cpuFeatures(): string {
   return `${name}, ${os.cpus().length} cores, flags ${flags ? seen.join(' ') || 'none of avx2/avx512/vnni' : 'unknown'}; VNNI ${hasVnni(flags) ? 'yes' : 'no'}`;
 }
 
-async function rawRun(manifest: ModelManifest, precision: 'fp32' | 'int8'): Promise<number> {
-  const { runModel } = await import('../pipeline/model.js');
+async function rawRun(pipeline: CutoutPipeline, precision: 'fp32' | 'int8'): Promise<number> {
   const { rgbToTensor } = await import('../pipeline/matte.js');
-  const { width, height, mean, std } = manifest.input;
+  const { width, height, mean, std } = pipeline.manifest.input;
   const rgb = new Uint8Array(width * height * 3).map((_, i) => (i * 37) & 255);
   const tensor = rgbToTensor(rgb, width, height, mean, std);
   const t = performance.now();
-  await runModel(manifest, tensor, width, height, 0, precision);
+  await pipeline.runModel(tensor, width, height, { precision });
   return performance.now() - t;
 }
 
@@ -56,12 +56,11 @@ async function rawRun(manifest: ModelManifest, precision: 'fp32' | 'int8'): Prom
  * fp32 and int8 side by side: for every image, a raw session run and an end-to-end cutout at
  * each precision, the order swapped on every image so neither always runs second.
  */
-export async function comparePrecisions(manifest: ModelManifest, buffers: Buffer[], files: string[], request: RemoveRequest, runs: number) {
-  const { loadModel, removeBackground } = await import('../pipeline/index.js');
+export async function comparePrecisions(pipeline: CutoutPipeline, buffers: Buffer[], files: string[], request: RemoveRequest, runs: number) {
   const precisions = ['fp32', 'int8'] as const;
   for (const p of precisions) {
-    await loadModel(manifest, manifest.input.width, p);
-    await rawRun(manifest, p); // the first run of a session allocates; not timed
+    await pipeline.loadModel({ precision: p });
+    await rawRun(pipeline, p); // the first run of a session allocates; not timed
   }
   const raw = { fp32: [] as number[], int8: [] as number[] };
   const e2e = { fp32: [] as number[], int8: [] as number[] };
@@ -69,8 +68,8 @@ export async function comparePrecisions(manifest: ModelManifest, buffers: Buffer
   for (let r = 0; r < Math.max(2, runs); r++) {
     for (const b of buffers) {
       const order = k++ % 2 ? [...precisions].reverse() : precisions;
-      for (const p of order) raw[p].push(await rawRun(manifest, p));
-      for (const p of order) e2e[p].push((await removeBackground(b, { ...request, precision: p })).ms);
+      for (const p of order) raw[p].push(await rawRun(pipeline, p));
+      for (const p of order) e2e[p].push((await pipeline.removeBackground(b, { ...request, precision: p })).ms);
     }
   }
   const json = {
@@ -191,18 +190,19 @@ export function coldStart(photo: string, model: string) {
 /** Child mode (cold-split.ts): the phases of a first image at `precision`, each timed, then a second run of the same image. */
 export async function coldSplit(photo: string, model: string, atStart: number, precision: 'fp32' | 'int8' = 'fp32'): Promise<void> {
   let t = performance.now();
-  const pipeline = await import('../pipeline/index.js');
+  const { createPipeline } = await import('../pipeline/index.js');
   const { ensureModelAt } = await import('../pipeline/weights.js');
   const modules = performance.now() - t;
-  const manifest = pipeline.resolveModel(model);
+  const pipeline = createPipeline({ model, precision });
+  const manifest = pipeline.manifest;
   t = performance.now();
   await ensureModelAt(manifest, manifest.input.width, precision);
   const checksum = performance.now() - t;
   t = performance.now();
-  await pipeline.loadModel(manifest, manifest.input.width, precision);
+  await pipeline.loadModel();
   const session = performance.now() - t;
   const bytes = fs.readFileSync(photo);
-  const request = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, model, precision };
+  const request = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, precision };
   t = performance.now();
   const first = await pipeline.removeBackground(bytes, request);
   const firstMs = performance.now() - t;
@@ -213,19 +213,19 @@ export async function coldSplit(photo: string, model: string, atStart: number, p
     node_start_ms: Math.round(atStart), modules_ms: Math.round(modules), checksum_ms: Math.round(checksum), session_ms: Math.round(session),
     first_image_ms: Math.round(firstMs), first_inference_ms: Math.round(first.timings.inference), second_image_ms: Math.round(secondMs), second_inference_ms: Math.round(second.timings.inference),
   }) + '\n');
-  await pipeline.stopModels();
+  await pipeline.close();
 }
 
 /** Child mode: `n` raw fp32 runs after one untimed run; prints the median and the peak RSS. */
 export async function rawRuns(model: string, n: number): Promise<void> {
-  const { loadModel, resolveModel, stopModels } = await import('../pipeline/index.js');
-  const manifest = resolveModel(model);
-  await loadModel(manifest, manifest.input.width, 'fp32');
-  await rawRun(manifest, 'fp32');
+  const { createPipeline } = await import('../pipeline/index.js');
+  const pipeline = createPipeline({ model, precision: 'fp32' });
+  await pipeline.loadModel();
+  await rawRun(pipeline, 'fp32');
   const times: number[] = [];
-  for (let i = 0; i < n; i++) times.push(await rawRun(manifest, 'fp32'));
+  for (let i = 0; i < n; i++) times.push(await rawRun(pipeline, 'fp32'));
   process.stdout.write(JSON.stringify({ median_ms: Math.round(median(times)), peak_rss_mb: peakRssMb() }) + '\n');
-  await stopModels();
+  await pipeline.close();
 }
 
 /** The arena's effect on the fp32 raw run (1024 x 1024 tensor): children with it off and on, alternated twice. */

@@ -18,8 +18,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import pLimit from 'p-limit';
-import { removeBackground, resolveModel, loadModel, stopModels } from '../pipeline/index.js';
-import { runModel } from '../pipeline/model.js';
+import { createPipeline, resolveModel } from '../pipeline/index.js';
 import { rgbToTensor } from '../pipeline/matte.js';
 import { modelSide } from '../pipeline/variants.js';
 import { QUALITIES, parseEnum, type Quality } from '../options.js';
@@ -38,7 +37,9 @@ const modelName = value('--model', 'isnet-medium');
 const runs = Number(value('--runs', '1'));
 /** `--qualities fast,balanced,best`: the settings compared side by side (default: all). */
 const qualities = value('--qualities', QUALITIES.join(',')).split(',').map((q) => parseEnum('qualities', QUALITIES, q, 'cli'));
-const REQUEST = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, model: modelName };
+const REQUEST = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false };
+/** The bench's one pipeline (its worker thread starts with the first model call). */
+const pipeline = createPipeline({ model: modelName });
 
 /** Interleaved repetitions per large image: medians of five, as the machine is noisy. */
 const REPEATS = 5;
@@ -50,13 +51,12 @@ const maxRssMb = () => Math.round(process.resourceUsage().maxRSS / 1024);
  * that both see the same machine load; medians of three of each.
  */
 async function single(file: string): Promise<void> {
-  const manifest = resolveModel(modelName);
-  await loadModel(manifest);
+  await pipeline.loadModel();
   const bytes = fs.readFileSync(file);
   const raws: number[] = [];
   // Only the figures of each run are kept: holding the results' encoded bytes (tens of MB each at
   // 50 MP) would add the bench's own memory to the peak RSS it reports.
-  type RunFigures = Pick<Awaited<ReturnType<typeof removeBackground>>, 'ms' | 'width' | 'height' | 'timings'>;
+  type RunFigures = Pick<Awaited<ReturnType<typeof pipeline.removeBackground>>, 'ms' | 'width' | 'height' | 'timings'>;
   const figures = ({ ms, width, height, timings }: RunFigures): RunFigures => ({ ms, width, height, timings });
   const totals: { ms: number; r: RunFigures }[] = [];
   // The same image without refinement and decontamination: what the edge work costs at this size.
@@ -64,14 +64,14 @@ async function single(file: string): Promise<void> {
   const plainPost: number[] = [];
   // The peak of one image, then of the repeated runs (a long-running process settles higher: the
   // malloc arenas of the worker and libuv threads fragment over runs).
-  const first = figures(await removeBackground(bytes, REQUEST));
+  const first = figures(await pipeline.removeBackground(bytes, REQUEST));
   const firstPeak = maxRssMb();
   totals.push({ ms: first.ms, r: first });
   for (let i = 0; i < REPEATS; i++) {
     raws.push(await rawInference());
-    const r = await removeBackground(bytes, REQUEST);
+    const r = await pipeline.removeBackground(bytes, REQUEST);
     totals.push({ ms: r.ms, r: figures(r) });
-    const p = await removeBackground(bytes, { ...REQUEST, refine: false, decontaminate: false });
+    const p = await pipeline.removeBackground(bytes, { ...REQUEST, refine: false, decontaminate: false });
     plain.push(p.ms);
     plainPost.push(p.timings.postprocess);
   }
@@ -93,12 +93,12 @@ async function single(file: string): Promise<void> {
     for (const c of [1, 2]) {
       const limit = pLimit(c);
       const t = performance.now();
-      await Promise.all([0, 1, 2, 3].map(() => limit(async () => void (await removeBackground(bytes, REQUEST)))));
+      await Promise.all([0, 1, 2, 3].map(() => limit(async () => void (await pipeline.removeBackground(bytes, REQUEST)))));
       folder[`folder_img_per_s_c${c}`] = +(4 / ((performance.now() - t) / 1000)).toFixed(3);
     }
   }
   process.stdout.write(JSON.stringify({ file, width: median.width, height: median.height, ms: median.ms, timings: median.timings, raw_inference_ms: raws[mid(raws)], plain_ms: plain[mid(plain)], edge_ms: Math.round(edgeMs), runs: 1 + 2 * REPEATS, first_image_peak_rss_mb: firstPeak, peak_rss_mb: peak, ...folder }) + '\n');
-  await stopModels();
+  await pipeline.close();
 }
 
 /** The session run alone on a prepared tensor: the floor the pipeline is compared with. */
@@ -108,7 +108,7 @@ async function rawInference(): Promise<number> {
   const rgb = new Uint8Array(width * height * 3).map((_, i) => (i * 37) & 255);
   const tensor = rgbToTensor(rgb, width, height, mean, std);
   const t = performance.now();
-  await runModel(manifest, tensor, width, height);
+  await pipeline.runModel(tensor, width, height);
   return performance.now() - t;
 }
 
@@ -139,19 +139,19 @@ async function main(): Promise<void> {
     return;
   }
   const manifest = resolveModel(modelName);
-  const loadMs = await loadModel(manifest);
+  const loadMs = await pipeline.loadModel();
 
   // A raw session run before each image: the pair sees the same machine load, and the ratio of
   // the sums is what we report (these machines are shared and noisy).
   const buffers = files.map((f) => fs.readFileSync(f));
   // One untimed pass: what is measured is a warm process (a folder, a server), not V8's first
   // compilation of the matte code, which costs tens of ms in the first images of a process.
-  for (const b of buffers) await removeBackground(b, REQUEST);
+  for (const b of buffers) await pipeline.removeBackground(b, REQUEST);
   const perImage: { file: string; width: number; height: number; ms: number; raw: number; timings: StageTimings }[] = [];
   for (let r = 0; r < runs; r++) {
     for (let i = 0; i < files.length; i++) {
       const raw = await rawInference();
-      const res = await removeBackground(buffers[i], REQUEST);
+      const res = await pipeline.removeBackground(buffers[i], REQUEST);
       perImage.push({ file: path.basename(files[i]), width: res.width, height: res.height, ms: res.ms, raw, timings: res.timings });
     }
   }
@@ -164,7 +164,7 @@ async function main(): Promise<void> {
     for (const c of rep % 2 ? [2, 1] : [1, 2]) {
       const limit = pLimit(c);
       const t = performance.now();
-      await Promise.all(buffers.map((b) => limit(() => removeBackground(b, REQUEST))));
+      await Promise.all(buffers.map((b) => limit(() => pipeline.removeBackground(b, REQUEST))));
       samples[c === 1 ? 'c1' : 'c2'].push(files.length / ((performance.now() - t) / 1000));
     }
   }
@@ -191,13 +191,13 @@ async function main(): Promise<void> {
 
   // Each quality setting side by side: for every image the settings run one after the other, so
   // all of them see the same machine load; medians per setting.
-  for (const q of qualities) await loadModel(manifest, modelSide(manifest, q));
+  for (const q of qualities) await pipeline.loadModel({ quality: q });
   const perQuality = new Map<Quality, { ms: number[]; inference: number[]; missed: number }>(qualities.map((q) => [q, { ms: [], inference: [], missed: 0 }]));
   for (let r = 0; r < runs; r++) {
     for (const b of buffers) {
       for (const q of qualities) {
         // A subject missed at a small side is a result, not a bench failure: counted, not timed.
-        const res = await removeBackground(b, { ...REQUEST, quality: q }).catch((err: { code?: string }) => {
+        const res = await pipeline.removeBackground(b, { ...REQUEST, quality: q }).catch((err: { code?: string }) => {
           if (err?.code !== 'no_subject_detected') throw err;
           perQuality.get(q)!.missed++;
           return null;
@@ -237,7 +237,7 @@ async function main(): Promise<void> {
   for (const l of large as { label: string; width: number; height: number; ms: number; raw_inference_ms: number; plain_ms: number; edge_ms: number; runs: number; first_image_peak_rss_mb: number; peak_rss_mb: number; timings: StageTimings; folder_img_per_s_c1?: number; folder_img_per_s_c2?: number }[]) {
     out.write(`${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${(l.ms / l.raw_inference_ms).toFixed(3)}, outside inference ${Math.round(l.ms - l.timings.inference)} ms (ratio ${((l.raw_inference_ms + l.ms - l.timings.inference) / l.raw_inference_ms).toFixed(3)}), without refinement ${l.plain_ms} ms (edge work ${l.edge_ms} ms, +${(100 * l.edge_ms / l.plain_ms).toFixed(1)} %), peak RSS ${l.first_image_peak_rss_mb} MB for one image, ${l.peak_rss_mb} MB after ${l.runs} runs, stages ${JSON.stringify(Object.fromEntries(Object.entries(l.timings).map(([k, v]) => [k, Math.round(v)])))}${l.folder_img_per_s_c1 ? `; a folder of four: ${l.folder_img_per_s_c1} img/s at concurrency 1, ${l.folder_img_per_s_c2} at 2` : ''}\n`);
   }
-  const precision = flag('--no-precision') ? null : await comparePrecisions(manifest, buffers, files, REQUEST, runs);
+  const precision = flag('--no-precision') ? null : await comparePrecisions(pipeline, buffers, files, REQUEST, runs);
   const cold = flag('--no-cold') ? null : coldStart(files[0], modelName);
   const defaults = flag('--no-cold') ? null : folderDefaults(files, modelName);
   const arena = flag('--no-cold') ? null : arenaEffect(fileURLToPath(import.meta.url), modelName);
@@ -253,7 +253,7 @@ async function main(): Promise<void> {
       peak_rss_mb: maxRssMb(), large, qualities: qualityRows, cpu: cpuFeatures(), precision: precision?.json ?? null, cold: cold?.json ?? null, folder_defaults: defaults?.json ?? null, arena: arena?.json ?? null,
     }) + '\n',
   );
-  await stopModels();
+  await pipeline.close();
 }
 
 await main();

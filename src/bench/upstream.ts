@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { removeBackground, resolveModel, useRemoteInference } from '../pipeline/index.js';
+import { createPipeline, resolveModel } from '../pipeline/index.js';
 import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
 import { connectUpstream, type UpstreamInference } from '../oip/client.js';
 
@@ -37,12 +37,12 @@ export async function benchUpstream(args: string[]): Promise<void> {
     binary: await connectUpstream(manifest, { url, model: manifest.name, maxInFlight: 1, otherSides: [] }),
     json: await connectUpstream(manifest, { url, model: manifest.name, maxInFlight: 1, otherSides: [], forceJson: true }),
   };
+  const pipelines = { binary: createPipeline({ model: modelName, upstream: clients.binary }), json: createPipeline({ model: modelName, upstream: clients.json }) };
   if (!clients.binary.usesBinary) process.stdout.write(`note: ${url} does not list binary_tensor_data; both columns are JSON\n`);
-  const request = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, quality: 'best' as const, model: modelName };
+  const request = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false, quality: 'best' as const };
 
   const run = async (mode: 'binary' | 'json', bytes: Buffer): Promise<Sample> => {
-    useRemoteInference(clients[mode]);
-    const r = await removeBackground(bytes, request);
+    const r = await pipelines[mode].removeBackground(bytes, request);
     const t = r.timings;
     return { roundTrip: t.inference, server: clients[mode].lastServerMs, local: t.decode + t.preprocess + t.postprocess + t.encode, total: r.ms };
   };
@@ -74,5 +74,4 @@ export async function benchUpstream(args: string[]): Promise<void> {
     }
   }
   process.stdout.write(JSON.stringify({ bench: 'upstream', upstream: clients.binary.shownUrl, runs, rows }) + '\n');
-  useRemoteInference(null);
 }

@@ -30,15 +30,22 @@ export function registerModelServer(program: Command): void {
       // Triton's HTTP port is the default, unless a flag, the environment or the config says otherwise.
       const given = { host: flags.host, port: flags.port ?? (process.env.CUTOUT_PORT ? undefined : 8000), model: flags.model, precision: flags.precision, dataDir: flags.data };
       const config = await loadConfig(given, { configFile: flags.config });
-      const pipeline = await import('../pipeline/index.js');
-      const { loadModel, runModel } = await import('../pipeline/model.js');
+      const { createPipeline } = await import('../pipeline/index.js');
       const { startModelServer } = await import('../oip/server.js');
-      pipeline.setModelDataDir(config.dataDir);
       // Clients see FP32 tensors either way; int8 is how this server computes them.
-      pipeline.setDefaultPrecision(config.precision);
-      const manifest = pipeline.resolveModel(config.model);
+      const pipeline = createPipeline({
+        model: config.model, precision: config.precision, dataDir: config.dataDir,
+        onPreparation: (event) => {
+          if (event.state === 'start') process.stderr.write(`cutout model-server: preparing model ${event.model} (${event.step}) for its first use; nothing is downloaded\n`);
+        },
+      });
+      const manifest = pipeline.manifest;
+      const model = {
+        loadModel: (_manifest: unknown, side?: number) => pipeline.loadModel({ side }),
+        runModel: (_manifest: unknown, tensor: Float32Array, width: number, height: number) => pipeline.runModel(tensor, width, height),
+      };
       const version = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-      const server = await startModelServer({ host: config.host, port: config.port, manifest, model: { loadModel, runModel }, version });
+      const server = await startModelServer({ host: config.host, port: config.port, manifest, model, version });
       process.stdout.write(`listening on ${server.url}\n`);
       await new Promise<void>((resolve) => {
         const stop = (signal: NodeJS.Signals) => {
@@ -48,7 +55,7 @@ export function registerModelServer(program: Command): void {
         process.once('SIGINT', stop);
         process.once('SIGTERM', stop);
       });
-      await pipeline.stopModels();
+      await pipeline.close();
       setTimeout(() => process.exit(), 2000).unref();
     });
 }

@@ -5,39 +5,39 @@ import type { Quality } from '../options.js';
 import { loadConfig } from '../config.js';
 import { addStoreOptions, type StoreFlags } from './keys.js';
 import { UsageError } from './usage-error.js';
+import type { ModelFilesContext } from '../pipeline/weights.js';
 
 /**
  * Applies --data and --config: the data directory holds the model cache when the package's own
  * models/cache is read-only (a global install).
  */
-async function useDataDir(flags: StoreFlags): Promise<void> {
+async function useDataDir(flags: StoreFlags): Promise<ModelFilesContext> {
   const config = await loadConfig({ dataDir: flags.data }, { configFile: flags.config });
-  const { setModelDataDir } = await import('../pipeline/weights.js');
-  setModelDataDir(config.dataDir);
+  return { dataDir: config.dataDir };
 }
 
 /** The input-side variants the quality settings use for a model, with the cache file of each. */
-async function qualityVariants(m: import('../pipeline/manifest.js').ModelManifest): Promise<{ quality: string; side: number; path: string }[]> {
+async function qualityVariants(m: import('../pipeline/manifest.js').ModelManifest, ctx: ModelFilesContext): Promise<{ quality: string; side: number; path: string }[]> {
   const { QUALITIES } = await import('../options.js');
   const { modelSide } = await import('../pipeline/variants.js');
-  const { variantModelPath } = await import('../pipeline/weights.js');
+  const { variantModelPath, modelCacheDir } = await import('../pipeline/weights.js');
   const out = [];
   for (const quality of QUALITIES) {
     const side = modelSide(m, quality);
-    if (side !== m.input.width || side !== m.input.height) out.push({ quality, side, path: variantModelPath(m, side) });
+    if (side !== m.input.width || side !== m.input.height) out.push({ quality, side, path: variantModelPath(m, side, modelCacheDir(ctx.dataDir)) });
   }
   return out;
 }
 
 /** Whether the int8 copy is built, and what `--precision auto` runs here and why. */
-async function precisionStatus(m: import('../pipeline/manifest.js').ModelManifest): Promise<{ int8: 'built' | 'built on first use' | 'unavailable'; auto: 'fp32' | 'int8'; auto_reason: string; auto_int8_qualities: Quality[] }> {
+async function precisionStatus(m: import('../pipeline/manifest.js').ModelManifest, ctx: ModelFilesContext): Promise<{ int8: 'built' | 'built on first use' | 'unavailable'; auto: 'fp32' | 'int8'; auto_reason: string; auto_int8_qualities: Quality[] }> {
   const { autoChoice, cpuFlags, hasCalibration, int8BuildKey, INT8_QUALITY_PASSED, resolvePrecision } = await import('../pipeline/int8.js');
-  const { int8ModelPath } = await import('../pipeline/weights.js');
+  const { int8ModelPath, modelCacheDir } = await import('../pipeline/weights.js');
   const { modelSide } = await import('../pipeline/variants.js');
   const { QUALITIES } = await import('../options.js');
   const available = hasCalibration(m);
   const choice = autoChoice(cpuFlags(), INT8_QUALITY_PASSED, available);
-  const int8 = !available ? 'unavailable' : fs.existsSync(int8ModelPath(m, m.input.width, int8BuildKey(m))) ? 'built' : 'built on first use';
+  const int8 = !available ? 'unavailable' : fs.existsSync(int8ModelPath(m, m.input.width, int8BuildKey(m), modelCacheDir(ctx.dataDir))) ? 'built' : 'built on first use';
   // The settings at which auto runs int8 here: those whose side passed the quality bar (int8.ts).
   const qualities = QUALITIES.filter((q) => resolvePrecision(m, 'auto', modelSide(m, q)) === 'int8');
   return { int8, auto: choice.precision, auto_reason: choice.reason, auto_int8_qualities: qualities };
@@ -57,14 +57,14 @@ export function registerModels(program: Command): void {
     .description('the known models, where each comes from, its licence, and whether it is present')
     .option('--json', 'JSON output')
     .action(async (flags: { json?: boolean } & StoreFlags) => {
-      await useDataDir(flags);
+      const ctx = await useDataDir(flags);
       const { listManifests } = await import('../pipeline/manifest.js');
       const { inspectWeights } = await import('../pipeline/weights.js');
       const rows = [];
       for (const m of listManifests()) {
-        const status = await inspectWeights(m, false);
-        const variants = (await qualityVariants(m)).map((v) => ({ quality: v.quality, side: v.side, present: fs.existsSync(v.path) }));
-        rows.push({ name: m.name, default: Boolean(m.default), license: m.license, source: sourceText(m.source), bytes: m.bytes ?? null, sha256: m.sha256, present: status.present, variants, precision: await precisionStatus(m), description: m.description, license_note: m.licenseNote ?? null });
+        const status = await inspectWeights(m, false, ctx.dataDir);
+        const variants = (await qualityVariants(m, ctx)).map((v) => ({ quality: v.quality, side: v.side, present: fs.existsSync(v.path) }));
+        rows.push({ name: m.name, default: Boolean(m.default), license: m.license, source: sourceText(m.source), bytes: m.bytes ?? null, sha256: m.sha256, present: status.present, variants, precision: await precisionStatus(m, ctx), description: m.description, license_note: m.licenseNote ?? null });
       }
       if (flags.json) {
         for (const r of rows) process.stdout.write(JSON.stringify(r) + '\n');
@@ -91,13 +91,13 @@ export function registerModels(program: Command): void {
     .argument('[name]', 'model name')
     .option('--json', 'JSON output')
     .action(async (name: string | undefined, flags: { json?: boolean } & StoreFlags) => {
-      await useDataDir(flags);
+      const ctx = await useDataDir(flags);
       const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
       const { inspectWeights } = await import('../pipeline/weights.js');
       const list = name ? [resolveModel(name)] : listManifests();
       let bad = 0;
       for (const m of list) {
-        const s = await inspectWeights(m, true);
+        const s = await inspectWeights(m, true, ctx.dataDir);
         if (!s.verified) bad++;
         if (flags.json) process.stdout.write(JSON.stringify({ name: m.name, present: s.present, verified: s.verified, detail: s.detail, path: s.path }) + '\n');
         else process.stdout.write(`${s.verified ? 'ok  ' : 'FAIL'} ${m.name}: ${s.detail}\n`);
@@ -111,24 +111,24 @@ export function registerModels(program: Command): void {
     .argument('[name]', 'model name (default: the default model)')
     .option('--no-variants', 'skip the smaller-input copies for --quality fast and balanced and the int8 copy (built on first use instead)')
     .action(async (name: string | undefined, flags: { variants: boolean } & StoreFlags) => {
-      await useDataDir(flags);
+      const ctx = await useDataDir(flags);
       const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
       const { ensureVariant, pullModel } = await import('../pipeline/weights.js');
       const m = name ? resolveModel(name) : listManifests().find((x) => x.default);
       if (!m) throw new UsageError('no default model in models/');
-      const file = await pullModel(m);
+      const file = await pullModel(m, ctx);
       process.stdout.write(`ok   ${m.name}: ${file}\n`);
       // An upgrade that renamed the derived copies leaves the old ones behind: removed here, at install.
       const { modelCacheDir, RUNNABLE_REVISION } = await import('../pipeline/weights.js');
       const { int8BuildKey } = await import('../pipeline/int8.js');
       const { pruneModelCache } = await import('../pipeline/cache-prune.js');
-      const removed = pruneModelCache(m, modelCacheDir(), RUNNABLE_REVISION, (side) => int8BuildKey(m, side ?? m.input.width));
+      const removed = pruneModelCache(m, modelCacheDir(ctx.dataDir), RUNNABLE_REVISION, (side) => int8BuildKey(m, side ?? m.input.width));
       if (removed.length > 0) process.stdout.write(`ok   ${m.name}: removed ${removed.length} cache file(s) of earlier versions\n`);
       if (!flags.variants) return;
       // Built here (by npm install's prepare) so that the first --quality fast or balanced run
       // does not spend about 2 s rewriting the graph.
-      for (const v of await qualityVariants(m)) {
-        const variant = await ensureVariant(m, v.side);
+      for (const v of await qualityVariants(m, ctx)) {
+        const variant = await ensureVariant(m, v.side, ctx);
         process.stdout.write(`ok   ${m.name} ${v.quality} (${v.side}px): ${variant}\n`);
       }
       // The int8 copies `auto` runs on a VNNI CPU (the model's own size, and `balanced`'s side):
@@ -138,20 +138,21 @@ export function registerModels(program: Command): void {
         const { ensureInt8Model } = await import('../pipeline/weights.js');
         for (const side of int8Sides(m)) {
           const label = side === m.input.width ? 'int8' : `int8 (${side}px)`;
-          process.stdout.write(`ok   ${m.name} ${label}: ${await ensureInt8Model(m, side)}\n`);
+          process.stdout.write(`ok   ${m.name} ${label}: ${await ensureInt8Model(m, side, ctx)}\n`);
         }
       }
       // onnxruntime's optimised copy of what a plain `cutout photo.jpg` runs on this machine
       // (inference-worker.ts), made by one session here rather than by the first cutout, which
       // would take about 0.3 s longer for it. Not needed: a failure only leaves it to that cutout.
-      const { loadModel, stopModels } = await import('../pipeline/model.js');
+      const { createPipeline } = await import('../pipeline/index.js');
+      const pipeline = createPipeline({ model: m.name, dataDir: ctx.dataDir });
       try {
-        await loadModel(m, m.input.width);
+        await pipeline.loadModel();
         process.stdout.write(`ok   ${m.name}: onnxruntime's optimised copy for this CPU\n`);
       } catch (err) {
         process.stdout.write(`note ${m.name}: no optimised copy made now (${(err as Error).message}); the first run makes it\n`);
       } finally {
-        await stopModels();
+        await pipeline.close();
       }
     });
 
@@ -162,18 +163,18 @@ export function registerModels(program: Command): void {
     .requiredOption('--triton <dir>', 'the model repository to write (for tritonserver --model-repository DIR)')
     .option('--no-variants', 'skip the smaller-input models for --quality fast and balanced (NAME-512, NAME-768)')
     .action(async (name: string | undefined, flags: { triton: string; variants: boolean } & StoreFlags) => {
-      await useDataDir(flags);
+      const ctx = await useDataDir(flags);
       const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
       const { ensureRunnableModel, ensureVariant } = await import('../pipeline/weights.js');
       const { exportTriton } = await import('../oip/triton.js');
       const m = name ? resolveModel(name) : listManifests().find((x) => x.default);
       if (!m) throw new UsageError('no default model in models/');
-      const written = await exportTriton(flags.triton, m, await ensureRunnableModel(m));
+      const written = await exportTriton(flags.triton, m, await ensureRunnableModel(m, ctx));
       process.stdout.write(`ok   ${m.name}: ${written.config}, ${written.model}\n`);
       if (!flags.variants) return;
       // The names `serve --upstream` looks for to run --quality fast and balanced on the upstream.
-      for (const v of await qualityVariants(m)) {
-        const variant = await exportTriton(flags.triton, { ...m, input: { ...m.input, width: v.side, height: v.side } }, await ensureVariant(m, v.side), `${m.name}-${v.side}`);
+      for (const v of await qualityVariants(m, ctx)) {
+        const variant = await exportTriton(flags.triton, { ...m, input: { ...m.input, width: v.side, height: v.side } }, await ensureVariant(m, v.side, ctx), `${m.name}-${v.side}`);
         process.stdout.write(`ok   ${m.name}-${v.side} (${v.quality}): ${variant.config}, ${variant.model}\n`);
       }
     });

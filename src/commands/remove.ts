@@ -154,8 +154,10 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   // The model's worker thread is running by now (cli.ts starts it when the arguments look like a
   // cutout); started here too for arguments that guess missed, before the configuration is read
   // and sharp and the store load, so its start and onnxruntime's loading overlap them.
-  const modelModules = Promise.all([import('../pipeline/model.js'), import('../pipeline/manifest.js'), import('../pipeline/weights.js'), import('../pipeline/variants.js')]);
-  (await modelModules)[0].startInferenceWorker();
+  const pipelineModule = import('../pipeline/inference-thread.js').then((thread) => {
+    thread.startInferenceThread();
+    return import('../pipeline/index.js');
+  });
 
   let config;
   let options;
@@ -190,32 +192,37 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${plan.path}`);
   }
 
-  const [{ loadModel, stopModels }, { resolveModel }, { setModelDataDir, onModelPreparation }, { modelSide }] = await modelModules;
-  setModelDataDir(config.dataDir);
-  let manifest;
+  // Preparation events that come before the progress display exists are held for it.
+  let reporterForPreparation: Reporter | null = null;
+  const earlyPreparation: PreparationEvent[] = [];
+  const { createPipeline } = await pipelineModule;
+  let pipeline: import('../pipeline/index.js').CutoutPipeline;
   try {
-    manifest = resolveModel(config.model);
+    pipeline = createPipeline({
+      model: config.model, precision: config.precision, dataDir: config.dataDir,
+      onPreparation: (event) => (reporterForPreparation ? reporterForPreparation.preparation(event) : earlyPreparation.push(event)),
+    });
   } catch (err) {
     usage((err as Error).message);
   }
   // The session is created in the worker thread while this thread loads sharp and the store,
   // opens the store and reads and decodes the first image (cold start, README). A failure here
-  // is left to the first image's run, which reports it. Preparation events that come before the
-  // progress display exists are held for it.
-  let reporterForPreparation: Reporter | null = null;
-  const earlyPreparation: PreparationEvent[] = [];
-  onModelPreparation((event) => (reporterForPreparation ? reporterForPreparation.preparation(event) : earlyPreparation.push(event)));
-  if (items.length) loadModel(manifest!, modelSide(manifest!, options.quality), options.precision).catch(() => undefined);
+  // is left to the first image's run, which reports it.
+  if (items.length) pipeline.loadModel({ quality: options.quality, precision: options.precision }).catch(() => undefined);
 
   // Heavy modules load only now: --help and usage errors stay fast.
-  const [{ removeBackground, setDefaultModel }, { openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
-    import('../pipeline/index.js'),
+  const [{ openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
     import('../store/db.js'),
     import('p-limit'),
     import('./progress.js'),
   ]);
-  setDefaultModel(config.model);
-  const store = await openStore(config.dataDir, { url: config.store });
+  let store;
+  try {
+    store = await openStore(config.dataDir, { url: config.store });
+  } catch (err) {
+    await pipeline.close();
+    throw err;
+  }
   // Closed on every path: an open PostgreSQL pool would keep the CLI alive after an error.
   try {
     let account: { accountId: string; keyId: string; test: boolean } | null = null;
@@ -257,7 +264,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     // 30 ms at int8) then overlaps that work instead of delaying the exit (cold start, README).
     let needingModel = items.length;
     const doneWithModel = () => {
-      if (--needingModel === 0) stopModels().catch(() => undefined);
+      if (--needingModel === 0) pipeline.releaseModel().catch(() => undefined);
     };
     const limit = pLimit(config.concurrency);
     await Promise.all(
@@ -293,7 +300,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
             if (wantsCharge && runOptions.size === 'full' && (await store.balance(account!.accountId)) <= 0) {
               throw new CutoutError('insufficient_credits');
             }
-            const result = await removeBackground(bytes, { ...runOptions, ...edges, mask: Boolean(flags.mask), model: config.model }, { afterModel });
+            const result = await pipeline.removeBackground(bytes, { ...runOptions, ...edges, mask: Boolean(flags.mask) }, { afterModel });
             const credits: 0 | 1 = wantsCharge && result.resolvedSize === 'full' ? 1 : 0;
             const run = {
               id: randomUUID(),
@@ -340,5 +347,6 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     return failures ? 1 : 0;
   } finally {
     await store.close();
+    await pipeline.close();
   }
 }

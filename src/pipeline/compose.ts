@@ -6,7 +6,8 @@
 import type sharpModule from 'sharp';
 import type { Sharp } from 'sharp';
 import { requireCjs } from '../cjs.js';
-import type { Format, Rgb } from '../options.js';
+import type { Rgb } from '../options.js';
+import type { OutputFormat } from './types.js';
 import { boundingBox, clearTransparent, cropRaw, flattenOnto, type Box } from './matte.js';
 
 const sharp: typeof sharpModule = requireCjs('sharp');
@@ -21,15 +22,22 @@ export const ENCODE = Object.freeze({
 const WHITE: Rgb = { r: 255, g: 255, b: 255 };
 
 export interface ComposeOptions {
-  format: Format;
+  format: OutputFormat;
   bgColor: Rgb | null;
   crop: boolean;
   mask?: boolean;
 }
 
-export interface Composed { data: Buffer; width: number; height: number }
+export interface Composed {
+  data: Buffer;
+  width: number;
+  height: number;
+  /** 1 for a mask; 4 for a cutout with alpha or a raw one; 3 for a flattened encoded one. */
+  channels: 1 | 3 | 4;
+}
 
-function encode(img: Sharp, format: Format): Promise<Buffer> {
+function encode(img: Sharp, format: OutputFormat): Promise<Buffer> {
+  if (format === 'raw') return img.raw().toBuffer();
   if (format === 'png') return img.png(ENCODE.png).toBuffer();
   if (format === 'webp') return img.webp(ENCODE.webp).toBuffer();
   return img.jpeg(ENCODE.jpg).toBuffer();
@@ -47,16 +55,19 @@ export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number,
   const a = cropped ? cropRaw(alpha, width, 1, box) : alpha;
   const raw1 = { raw: { width: box.width, height: box.height, channels: 1 as const } };
   if (opts.mask) {
-    const data = await encode(sharp(a, raw1).toColourspace('b-w'), opts.format);
-    return { data, width: box.width, height: box.height };
+    // Raw: the matte's own bytes, no copy through libvips.
+    const data = opts.format === 'raw' ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : await encode(sharp(a, raw1).toColourspace('b-w'), opts.format);
+    return { data, width: box.width, height: box.height, channels: 1 };
   }
   const c = cropped ? cropRaw(rgb, width, 3, box) : rgb;
   const raw3 = { raw: { width: box.width, height: box.height, channels: 3 as const } };
   const background = opts.bgColor ?? (opts.format === 'jpg' ? WHITE : null);
   if (!background) clearTransparent(c, a);
-  const img = background
+  let img = background
     ? sharp(flattenOnto(c, a, background), raw3)
     : sharp(c, raw3).joinChannel(Buffer.from(a.buffer, a.byteOffset, a.byteLength), raw1);
+  // Raw is always RGBA, so that a caller's chain sees one layout whatever the background.
+  if (background && opts.format === 'raw') img = img.ensureAlpha(1);
   const data = await encode(img, opts.format);
-  return { data, width: box.width, height: box.height };
+  return { data, width: box.width, height: box.height, channels: background && opts.format !== 'raw' ? 3 : 4 };
 }

@@ -1,203 +1,147 @@
 /**
- * The one core pipeline: bytes -> format and limits -> orientation and size -> model -> matte ->
- * compose -> encode. The CLI, the sync route and the job workers all call `removeBackground`.
- * It knows nothing of HTTP, SQL or credits.
+ * The one core pipeline as an object made with its options (`createPipeline`): its model, default
+ * precision, data directory, model call (local worker thread or upstream, chosen once) and
+ * preparation events. The CLI, the sync route, the job workers, the model server and the
+ * library's removers each make one and call it; two live side by side in one process. What it
+ * does to an image is in process.ts. It knows nothing of HTTP, SQL or credits.
+ *
+ * Light on purpose: sharp loads with the first image (process.ts), so a pipeline made at start
+ * can begin loading its model while the caller loads the rest (cold start, README).
  */
 import { CutoutError } from '../errors.js';
-import { CONTENT_TYPES } from '../options.js';
-import { compose } from './compose.js';
-import { decodeError, decodeRgb, openImage, orientedRgb, outputSize, resolveSize } from './decode.js';
+import type { Precision, Quality } from '../options.js';
+import { checkAborted, unlessAborted } from './abort.js';
 import { resolveModel, type ModelManifest } from './manifest.js';
-import { cropRaw, rgbToTensor, type Box } from './matte.js';
-import { cleanGridMatte, decontaminateEdges, matteAtSize } from './edges.js';
-import { runModel } from './model.js';
-import { COLLECT_BEFORE_PIXELS, collectGarbage } from './memory.js';
-import { cropToContent, inputPlan, isLetterboxed, type InputPlan } from './variants.js';
-import { pasteMatte, scaleBox, zoomBox } from './zoom.js';
-import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
+import { LocalInference, UpstreamModelCall, type Inference, type ModelOutput, type RemoteInference } from './model.js';
+import { modelSide } from './variants.js';
+import type { ModelFilesContext, PreparationEvent } from './weights.js';
+import type { ImageProbe, Pipeline, RemoveRequest, RemoveResult } from './types.js';
 
-export { probeImage } from './decode.js';
-export { loadModel, stopModels, useRemoteInference, usesRemoteInference, type RemoteInference } from './model.js';
+export { abortError } from './abort.js';
 export { resolveModel, listManifests } from './manifest.js';
 export { modelSide } from './variants.js';
-export { onModelPreparation, setModelDataDir } from './weights.js';
-export { setDefaultPrecision } from './int8.js';
+export { LocalInference, UpstreamModelCall, type Inference, type RemoteInference } from './model.js';
+export type { PreparationEvent } from './weights.js';
 export type * from './types.js';
 
-let defaultModel = 'isnet-medium';
-/** Sets the model used when a request names none (from config). */
-export function setDefaultModel(name: string): void {
-  defaultModel = name;
+/** The model a pipeline runs when its options name none. */
+export const DEFAULT_MODEL = 'isnet-medium';
+
+export interface PipelineOptions {
+  /** A model name from `cutout models list`, or an .onnx file with its manifest; default isnet-medium. */
+  model?: string;
+  /** The precision of a request that names none; default `auto`. */
+  precision?: Precision;
+  /** The data directory: the model cache's home when the package's folder is read-only. */
+  dataDir?: string;
+  /** The model call elsewhere (an Open Inference Protocol connection); default: a local worker thread. */
+  upstream?: RemoteInference;
+  /** Intra-op threads of the local session (default: every core, or CUTOUT_THREADS). */
+  threads?: number;
+  /** Told when a model file has to be built before its first use (nothing is ever downloaded). */
+  onPreparation?: (event: PreparationEvent) => void;
 }
 
-const manifests = new Map<string, ModelManifest>();
-function manifestFor(name: string): ModelManifest {
-  let m = manifests.get(name);
-  if (!m) {
-    m = resolveModel(name);
-    manifests.set(name, m);
+/** Makes a pipeline; its model is checked now (an unknown name throws invalid_request). */
+export function createPipeline(options: PipelineOptions = {}): CutoutPipeline {
+  return new CutoutPipeline(options);
+}
+
+export class CutoutPipeline implements Pipeline {
+  readonly manifest: ModelManifest;
+  readonly precision: Precision;
+  private readonly inference: Inference;
+  private inFlight = 0;
+  private closing: Promise<void> | null = null;
+
+  constructor(options: PipelineOptions = {}) {
+    this.manifest = resolveModel(options.model ?? DEFAULT_MODEL);
+    this.precision = options.precision ?? 'auto';
+    const files: ModelFilesContext = { dataDir: options.dataDir, onPreparation: options.onPreparation };
+    this.inference = options.upstream ? new UpstreamModelCall(options.upstream) : new LocalInference(files, options.threads);
   }
-  return m;
-}
 
-/** Largest output whose decode overlaps inference (see removeBackground). */
-const OVERLAP_MAX_PIXELS = 16_000_000;
-
-function checkAborted(signal?: AbortSignal): void {
-  if (signal?.aborted) throw signal.reason instanceof CutoutError ? signal.reason : new CutoutError('processing_failed', 'Cancelled');
-}
-
-type Source = Awaited<ReturnType<typeof openImage>>;
-
-/**
- * Prepares the model's input tensor: the oriented image (or a `region` of it) stretched to the
- * plan's grid (the model's input size, or a smaller side for a quality setting), or letterboxed
- * on it. A linear kernel: the same scores on the public set as lanczos3, and 40 % faster when a
- * small photo is enlarged to the grid. Exported for the int8 calibration, which must see the
- * model's input as the pipeline makes it.
- */
-export async function modelInput(src: Source, manifest: ModelManifest, plan: InputPlan, region?: Box): Promise<{ tensor: Float32Array; rgb: Buffer }> {
-  const { mean, std } = manifest.input;
-  const { width, height, content: c } = plan;
-  let rgb: Buffer;
-  try {
-    let img = orientedRgb(src);
-    if (region) img = img.extract(region);
-    img = img.resize(c.width, c.height, { fit: 'fill', kernel: 'linear' });
-    if (isLetterboxed(plan)) {
-      const extend = { top: c.top, left: c.left, bottom: height - c.height - c.top, right: width - c.width - c.left };
-      img = img.extend(plan.pad === 'copy' ? { ...extend, extendWith: 'copy' } : { ...extend, background: { r: mean[0], g: mean[1], b: mean[2] } });
-    }
-    rgb = await img.raw().toBuffer();
-  } catch (err) {
-    throw decodeError(err, src.format, src.original);
+  /** `local` or `upstream`: for health and messages. */
+  get inferenceKind(): 'local' | 'upstream' {
+    return this.inference.kind;
   }
-  // The RGB on the model's grid is kept: it guides the matte's refinement there.
-  return { tensor: rgbToTensor(rgb, width, height, mean, std), rgb };
-}
 
-/**
- * `--quality max`: the model once more on the subject's padded box (zoom.ts), whose matte then
- * replaces the first inside the box. Nothing changes when the box covers most of the image or the
- * second pass finds no subject there.
- */
-async function zoomPass(
-  src: Source,
-  manifest: ModelManifest,
-  matte: Float32Array,
-  grid: { width: number; height: number },
-  rgb: Uint8Array,
-  alpha: Uint8Array,
-  out: { width: number; height: number },
-  req: RemoveRequest,
-  timings: StageTimings,
-  signal?: AbortSignal,
-): Promise<void> {
-  const box = zoomBox(matte, grid.width, grid.height, out.width, out.height);
-  if (!box) return;
-  checkAborted(signal);
-  let t = performance.now();
-  const plan = inputPlan(manifest, 'best', box.width, box.height);
-  const region = scaleBox(box, out.width, out.height, src.probe.width, src.probe.height);
-  const { tensor, rgb: modelRgb } = await modelInput(src, manifest, plan, region);
-  timings.preprocess += performance.now() - t;
-  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height, req.precision, signal);
-  timings.inference += inference.ms;
-  checkAborted(signal);
-  t = performance.now();
-  let boxMatte: Float32Array;
-  try {
-    boxMatte = cleanGridMatte(inference.data, manifest.output.range, plan);
-  } catch (err) {
-    if (err instanceof CutoutError && err.code === 'no_subject_detected') return;
-    throw err;
+  /** The model's name (the manifest's). */
+  get model(): string {
+    return this.manifest.name;
   }
-  const patch = matteAtSize(boxMatte, plan, modelRgb, cropRaw(rgb, out.width, 3, box), box.width, box.height, req);
-  pasteMatte(alpha, out.width, patch, box);
-  timings.postprocess += performance.now() - t;
-}
 
-/**
- * Removes the background of one image. Throws CutoutError with the API's codes:
- * unsupported_format, image_too_large, invalid_request (4 MP rule), no_subject_detected,
- * processing_failed.
- */
-export async function removeBackground(
-  input: Buffer, req: RemoveRequest,
-  opts: { signal?: AbortSignal; /** Called once this image needs the model no more (its post-processing still to come). */ afterModel?: () => void } = {},
-): Promise<RemoveResult> {
-  const started = performance.now();
-  const timings: StageTimings = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, encode: 0 };
-  const manifest = manifestFor(req.model ?? defaultModel);
+  async probeImage(bytes: Buffer): Promise<ImageProbe> {
+    return (await import('./decode.js')).probeImage(bytes);
+  }
 
-  let t = performance.now();
-  const src = await openImage(input);
-  const resolvedSize = resolveSize(req.size, src.probe.width, src.probe.height);
-  if (resolvedSize === 'full' && req.maxFullPixels !== undefined && src.probe.width * src.probe.height > req.maxFullPixels) {
-    throw new CutoutError(
-      'invalid_request',
-      `Image is ${src.probe.width}x${src.probe.height}; size=full on /remove is limited to ${req.maxFullPixels / 1e6} MP. Use size=preview or POST /api/v1/jobs`,
+  /**
+   * Readies the model for a quality setting ahead of the first image (servers, benchmarks, a
+   * remover's preload): builds or checks its file and loads its session. The time it took, ms.
+   */
+  loadModel(options: { quality?: Quality; side?: number; precision?: Precision } = {}): Promise<number> {
+    const side = options.side ?? modelSide(this.manifest, options.quality ?? 'best');
+    return this.inference.load(this.manifest, side, options.precision ?? this.precision);
+  }
+
+  /**
+   * Runs the model on a prepared NCHW tensor; the tensor's buffer may be transferred (unusable
+   * afterwards). A square tensor of another side than the manifest's input runs on that side's
+   * variant. An abort rejects at once; a run in flight finishes and its result is dropped.
+   */
+  async runModel(
+    tensor: Float32Array, width: number, height: number,
+    options: { precision?: Precision; sourcePixels?: number; signal?: AbortSignal } = {},
+  ): Promise<{ data: Float32Array; width: number; height: number; ms: number }> {
+    const manifest = this.manifest;
+    const native = width === manifest.input.width && height === manifest.input.height;
+    if (!native && width !== height) throw new CutoutError('processing_failed', `Model input ${width}x${height} is neither the model's size nor square`);
+    checkAborted(options.signal);
+    const out: ModelOutput = await unlessAborted(
+      this.inference.run(manifest, tensor, width, height, { precision: options.precision ?? this.precision, sourcePixels: options.sourcePixels, signal: options.signal }),
+      options.signal,
     );
+    const { dims } = out;
+    // A variant's rewrite is checked on every run: its output must have the side asked for.
+    if (!native && (dims[dims.length - 1] !== width || dims[dims.length - 2] !== height)) {
+      throw new CutoutError('processing_failed', `Model output is ${dims.join('x')}, expected ${width}x${height}`);
+    }
+    return { data: out.data, width: dims[dims.length - 1], height: dims[dims.length - 2], ms: out.ms };
   }
-  const out = outputSize(resolvedSize, src.probe.width, src.probe.height);
-  checkAborted(opts.signal);
-  if (out.width * out.height >= COLLECT_BEFORE_PIXELS) collectGarbage();
 
-  // Up to OVERLAP_MAX_PIXELS the full-size decode runs on libuv's threads while the model runs
-  // in its worker. Above it the decode waits for the model: the decoded pixels (150 MB at 50 MP)
-  // must not sit beside the model's peak working memory.
-  const decode = () => {
-    const startedDecode = performance.now();
-    return decodeRgb(src, out.width, out.height).then((rgb) => {
-      timings.decode = performance.now() - startedDecode;
-      return rgb;
-    });
-  };
-  const overlap = out.width * out.height <= OVERLAP_MAX_PIXELS;
-  const early = overlap ? decode() : null;
-  early?.catch(() => undefined);
-
-  const tp = performance.now();
-  const plan = inputPlan(manifest, req.quality, src.probe.width, src.probe.height);
-  const { tensor, rgb: modelRgb } = await modelInput(src, manifest, plan);
-  timings.preprocess = performance.now() - tp;
-  checkAborted(opts.signal);
-
-  const inference = await runModel(manifest, tensor, plan.width, plan.height, out.width * out.height, req.precision, opts.signal);
-  timings.inference = inference.ms;
-  if (req.quality !== 'max') opts.afterModel?.();
-  checkAborted(opts.signal);
-
-  const rgb = await (early ?? decode());
-  t = performance.now();
-  const grid = cropToContent(inference.data, modelRgb, plan);
-  const matte = cleanGridMatte(grid.data, manifest.output.range, grid);
-  const alpha = matteAtSize(matte, grid, grid.rgb, rgb, out.width, out.height, req);
-  timings.postprocess += performance.now() - t;
-  if (req.quality === 'max') {
-    await zoomPass(src, manifest, matte, grid, rgb, alpha, out, req, timings, opts.signal);
-    opts.afterModel?.();
+  /** Removes the background of one image (process.ts): the API's error codes, or the signal's AbortError. */
+  async removeBackground(input: Buffer, req: RemoveRequest, opts: RemoveCallOptions = {}): Promise<RemoveResult> {
+    if (this.closing) throw new CutoutError('invalid_request', 'This remover is closed');
+    this.inFlight++;
+    try {
+      const { removeOne } = await import('./process.js');
+      return await removeOne(this.manifest, (tensor, width, height, options) => this.runModel(tensor, width, height, options), input, req, opts);
+    } finally {
+      this.inFlight--;
+    }
   }
-  t = performance.now();
-  // Soft-edge colours are estimated for every output that shows colours (a transparent cutout,
-  // or one flattened onto a new colour); the matte alone has none.
-  if (req.decontaminate !== false && !req.mask) decontaminateEdges(rgb, alpha, out.width, out.height);
-  timings.postprocess += performance.now() - t;
-  checkAborted(opts.signal);
 
-  t = performance.now();
-  const composed = await compose(rgb, alpha, out.width, out.height, req);
-  timings.encode = performance.now() - t;
+  /**
+   * No further model calls: the local worker's sessions are let go once the calls in flight
+   * have returned, while images past their model call finish (the CLI's early release).
+   */
+  releaseModel(): Promise<void> {
+    return this.inference.close();
+  }
 
-  return {
-    data: composed.data,
-    format: req.format,
-    contentType: CONTENT_TYPES[req.format],
-    width: composed.width,
-    height: composed.height,
-    resolvedSize,
-    input: src.probe,
-    ms: Math.round(performance.now() - started),
-    timings,
-  };
+  /** Refuses new calls, waits for those in flight, then frees the inference. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      while (this.inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      await this.inference.close();
+    })();
+    return this.closing;
+  }
 }
+
+export interface RemoveCallOptions {
+  signal?: AbortSignal;
+  /** Called once this image needs the model no more (its post-processing still to come). */
+  afterModel?: () => void;
+}
+

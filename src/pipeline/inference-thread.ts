@@ -1,9 +1,15 @@
 /**
- * The inference worker thread of the process: started once, it holds the sessions and runs one
- * inference at a time (inference-worker.ts). Apart from model.ts, and importing next to nothing,
- * so that the CLI can start the thread before anything else of the program loads (cold start,
- * README): the thread's start and onnxruntime's loading are the longer branch before the first
- * inference.
+ * The inference worker threads: each holds sessions, one per model file, and runs one inference
+ * at a time (inference-worker.ts). Apart from model.ts, and importing next to nothing, so that the
+ * CLI can start a thread before anything else of the program loads (cold start, README): the
+ * thread's start and onnxruntime's loading are the longer branch before the first inference.
+ *
+ * Pipelines share threads: a thread per intra-op thread count, held by leases. Two pipelines that
+ * run the same model file share its session (one copy of the weights and of onnxruntime's arena
+ * in memory), and their inferences take turns, as they would for the cores anyway. A lease
+ * released unloads the sessions that no other lease used; the last one stops the thread. The
+ * registry of threads is the one piece of process-wide state of the pipeline: a pool of
+ * resources, never configuration (which model, precision or folder lives in each pipeline).
  */
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -11,93 +17,176 @@ import { CutoutError } from '../errors.js';
 import type { InferenceReply, InferenceRequest } from './inference-worker.js';
 
 /** Intra-op threads: every core (measured fastest on two cores). Override with CUTOUT_THREADS. */
-function threadCount(): number {
+export function defaultThreadCount(): number {
   const fromEnv = Number(process.env.CUTOUT_THREADS);
   if (Number.isInteger(fromEnv) && fromEnv > 0) return fromEnv;
   return Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
 }
 
 type Pending = { resolve: (r: Extract<InferenceReply, { ok: true }>) => void; reject: (e: Error) => void };
+type Request = Omit<InferenceRequest, 'id' | 'threads'>;
 
-let worker: Worker | null = null;
-let nextId = 1;
-const pending = new Map<number, Pending>();
-
-function getWorker(): Worker {
-  if (worker) return worker;
-  const w = new Worker(new URL('./inference-worker.js', import.meta.url));
-  w.on('message', (reply: InferenceReply) => {
-    const p = pending.get(reply.id);
-    if (!p) return;
-    pending.delete(reply.id);
-    if (pending.size === 0) w.unref();
-    if (reply.ok) p.resolve(reply);
-    else p.reject(new CutoutError('processing_failed', `Model error: ${reply.message}`));
-  });
-  const failAll = (err: Error) => {
-    worker = null;
-    for (const p of pending.values()) p.reject(new CutoutError('processing_failed', `Inference worker stopped: ${err.message}`));
-    pending.clear();
-  };
-  w.on('error', failAll);
-  w.on('exit', (code) => failAll(new Error(`exit code ${code}`)));
-  // An idle worker must not keep a CLI process alive.
-  w.unref();
-  worker = w;
-  return w;
-}
-
-/**
- * Starts the worker thread ahead of the first model call, so that its start and onnxruntime's
- * loading overlap the caller's own start-up. model.ts's startInferenceWorker does it unless the
- * model runs upstream; cli.ts calls this directly, before the program's modules load.
- */
-export function startInferenceThread(): void {
-  getWorker();
-}
-
-/** Set by drainModels: the process is about to exit, no new model call starts. */
-let draining = false;
-
-/**
- * Refuses new model calls and resolves once none is in flight in the worker (at once if none).
- * For a process that must exit early (the CLI when its reader closes stdout): process.exit()
- * while the worker is inside onnxruntime aborts the whole process (exit 134, "terminate called
- * after throwing an instance of 'Napi::Error'"), so the exit waits for the call to return.
- */
-export async function drainModels(): Promise<void> {
-  draining = true;
-  await callsInFlightReturned(Infinity);
-}
-
-/** Resolves once no model call is in flight in the worker, or at `until` (epoch ms). */
-async function callsInFlightReturned(until: number): Promise<void> {
-  while (worker && pending.size > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
-}
-
-/** One request to the worker thread (started if it is not), answered by the reply with its id. */
-export function send(req: Omit<InferenceRequest, 'id' | 'threads'>, transfer: ArrayBuffer[] = []): Promise<Extract<InferenceReply, { ok: true }>> {
-  if (draining) return Promise.reject(new CutoutError('processing_failed', 'The process is stopping'));
-  const w = getWorker();
-  const id = nextId++;
-  return new Promise((resolve, reject) => {
-    pending.set(id, { resolve, reject });
-    w.ref();
-    w.postMessage({ ...req, id, threads: threadCount() } satisfies InferenceRequest, transfer);
-  });
-}
-
-/** How long stopModels waits for inferences in flight before it stops the worker anyway. */
+/** How long a stop waits for inferences in flight before it stops the worker anyway. */
 const STOP_WAIT_MS = 60_000;
 
+/** Resolves once `inFlight()` is 0, or at `until` (epoch ms). */
+async function settled(inFlight: () => number, until: number): Promise<void> {
+  while (inFlight() > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+/** One worker thread and the requests in flight in it. */
+class InferenceThread {
+  private worker: Worker | null = null;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  /** Set by drain: the process is about to exit, no new model call starts. */
+  private draining = false;
+
+  constructor(readonly threads: number) {}
+
+  get inFlight(): number {
+    return this.pending.size;
+  }
+
+  start(): Worker {
+    if (this.worker) return this.worker;
+    const w = new Worker(new URL('./inference-worker.js', import.meta.url));
+    w.on('message', (reply: InferenceReply) => {
+      const p = this.pending.get(reply.id);
+      if (!p) return;
+      this.pending.delete(reply.id);
+      if (this.pending.size === 0) w.unref();
+      if (reply.ok) p.resolve(reply);
+      else p.reject(new CutoutError('processing_failed', `Model error: ${reply.message}`));
+    });
+    const failAll = (err: Error) => {
+      if (this.worker === w) this.worker = null;
+      for (const p of this.pending.values()) p.reject(new CutoutError('processing_failed', `Inference worker stopped: ${err.message}`));
+      this.pending.clear();
+    };
+    w.on('error', failAll);
+    w.on('exit', (code) => failAll(new Error(`exit code ${code}`)));
+    // An idle worker must not keep a process alive (a CLI, a library user's script).
+    w.unref();
+    this.worker = w;
+    return w;
+  }
+
+  /** One request to the worker (started if it is not), answered by the reply with its id. */
+  send(req: Request, transfer: ArrayBuffer[] = []): Promise<Extract<InferenceReply, { ok: true }>> {
+    if (this.draining) return Promise.reject(new CutoutError('processing_failed', 'The process is stopping'));
+    const w = this.start();
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      w.ref();
+      w.postMessage({ ...req, id, threads: this.threads } satisfies InferenceRequest, transfer);
+    });
+  }
+
+  /** Refuses new calls and resolves once none is in flight. */
+  async drain(): Promise<void> {
+    this.draining = true;
+    await settled(() => (this.worker ? this.pending.size : 0), Infinity);
+  }
+
+  /**
+   * Stops the worker once the inferences in flight have returned: terminating the thread inside a
+   * session run aborts the whole process (onnxruntime's native teardown).
+   */
+  async stop(): Promise<void> {
+    await settled(() => (this.worker ? this.pending.size : 0), Date.now() + STOP_WAIT_MS);
+    const w = this.worker;
+    this.worker = null;
+    if (w) await w.terminate();
+  }
+}
+
+interface SharedThread {
+  thread: InferenceThread;
+  leases: Set<ThreadLease>;
+}
+
+/** The threads of the process, by intra-op thread count. */
+const threads = new Map<number, SharedThread>();
+
+function sharedThread(count: number): SharedThread {
+  let shared = threads.get(count);
+  if (!shared) {
+    shared = { thread: new InferenceThread(count), leases: new Set() };
+    threads.set(count, shared);
+  }
+  return shared;
+}
+
+/** A pipeline's hold on a shared thread: what it sends, and which model files it used. */
+export class ThreadLease {
+  private readonly modelPaths = new Set<string>();
+  private inFlight = 0;
+  private released: Promise<void> | null = null;
+
+  constructor(private readonly shared: SharedThread) {
+    shared.leases.add(this);
+  }
+
+  get threads(): number {
+    return this.shared.thread.threads;
+  }
+
+  async send(req: Request, transfer: ArrayBuffer[] = []): Promise<Extract<InferenceReply, { ok: true }>> {
+    if (this.released) throw new CutoutError('processing_failed', 'The inference of this remover is closed');
+    this.modelPaths.add(req.modelPath);
+    this.inFlight++;
+    try {
+      return await this.shared.thread.send(req, transfer);
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  /**
+   * Lets the thread go, once this lease's calls in flight have returned: the sessions no other
+   * lease used are unloaded, and the thread stops when no lease is left. Idempotent.
+   */
+  release(): Promise<void> {
+    this.released ??= (async () => {
+      await settled(() => this.inFlight, Date.now() + STOP_WAIT_MS);
+      const { leases, thread } = this.shared;
+      leases.delete(this);
+      if (leases.size === 0) {
+        if (threads.get(thread.threads) === this.shared) threads.delete(thread.threads);
+        await thread.stop();
+        return;
+      }
+      const stillUsed = new Set([...leases].flatMap((lease) => [...lease.modelPaths]));
+      for (const modelPath of this.modelPaths) {
+        if (!stillUsed.has(modelPath)) await thread.send({ kind: 'unload', modelPath, inputName: '', outputName: '', arena: false }).catch(() => undefined);
+      }
+    })();
+    return this.released;
+  }
+}
+
+/** A hold on the shared thread with `count` intra-op threads (started on the first request). */
+export function acquireInferenceThread(count = defaultThreadCount()): ThreadLease {
+  return new ThreadLease(sharedThread(count));
+}
+
 /**
- * Stops the worker (tests, clean shutdown), once the inferences in flight have returned:
- * terminating the thread inside a session run aborts the whole process (onnxruntime's native
- * teardown), as a server's stop after its jobs' grace period would.
+ * Starts the default thread ahead of the first model call, so that its start and onnxruntime's
+ * loading overlap the caller's own start-up: cli.ts calls it before the program's modules load.
+ * The pipeline made later acquires this same thread. Unheld, it keeps nothing alive.
  */
-export async function stopModels(): Promise<void> {
-  await callsInFlightReturned(Date.now() + STOP_WAIT_MS);
-  const w = worker;
-  worker = null;
-  if (w) await w.terminate();
+export function startInferenceThread(): void {
+  sharedThread(defaultThreadCount()).thread.start();
+}
+
+/**
+ * Refuses new model calls in every thread and resolves once none is in flight (at once if none).
+ * For a process that must exit early (the CLI when its reader closes stdout): process.exit()
+ * while a worker is inside onnxruntime aborts the whole process (exit 134, "terminate called
+ * after throwing an instance of 'Napi::Error'"), so the exit waits for the call to return.
+ */
+export async function drainInferenceThreads(): Promise<void> {
+  await Promise.all([...threads.values()].map((shared) => shared.thread.drain()));
 }

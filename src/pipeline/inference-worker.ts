@@ -12,7 +12,8 @@ import { requireCjs } from '../cjs.js';
 
 export interface InferenceRequest {
   id: number;
-  kind: 'run' | 'load';
+  /** `unload`: release the session of `modelPath` (a pipeline that used it closed). */
+  kind: 'run' | 'load' | 'unload';
   modelPath: string;
   inputName: string;
   outputName: string;
@@ -133,6 +134,13 @@ let chain: Promise<void> = Promise.resolve();
 async function handle(req: InferenceRequest): Promise<void> {
   const started = performance.now();
   try {
+    if (req.kind === 'unload') {
+      const held = sessions.get(req.modelPath);
+      sessions.delete(req.modelPath);
+      await (await held?.session.catch(() => null))?.release();
+      parentPort!.postMessage({ id: req.id, ok: true, ms: performance.now() - started } satisfies InferenceReply);
+      return;
+    }
     const s = await session(req.modelPath, req.threads, req.arena);
     if (req.kind === 'load') {
       parentPort!.postMessage({ id: req.id, ok: true, ms: performance.now() - started } satisfies InferenceReply);

@@ -193,20 +193,13 @@ export function autoChoice(flags: readonly string[] | null, qualityPassed: boole
   return { precision: 'int8', reason: 'CPU has VNNI and int8 passed the quality bar' };
 }
 
-let defaultPrecision: Precision = 'auto';
-/** Sets the precision used when a request names none (CUTOUT_PRECISION or config `precision`). */
-export function setDefaultPrecision(p: Precision): void {
-  defaultPrecision = p;
-}
-
 /**
  * The precision a request runs at on this machine, for the model input side `side`. `auto` takes
  * int8 only at the sides whose int8 copy passed the bar (int8Sides: the manifest's own, for
  * `--quality best` and `max`, and `balanced`'s); `fast` stays fp32 unless int8 is asked for by name.
  */
-export function resolvePrecision(manifest: ModelManifest, precision: Precision | undefined, side = manifest.input.width): 'fp32' | 'int8' {
-  const p = precision ?? defaultPrecision;
-  if (p === 'fp32' || p === 'int8') return p;
+export function resolvePrecision(manifest: ModelManifest, precision: Precision, side = manifest.input.width): 'fp32' | 'int8' {
+  if (precision === 'fp32' || precision === 'int8') return precision;
   if (!int8Sides(manifest).includes(side)) return 'fp32';
   return autoPrecision(cpuFlags(), INT8_QUALITY_PASSED, true);
 }

@@ -1,18 +1,15 @@
 /**
- * The model call, the one seam between the pipeline and inference: the local worker thread
+ * The model call, the one seam between the pipeline and inference: a local worker thread
  * (inference-thread.ts, which holds the sessions, one per model file, created lazily, and runs one
- * inference at a time) or a remote inference server, chosen once. Callers get a promise; the
- * event loop stays free for progress display and HTTP.
+ * inference at a time) or a remote inference server, chosen once, when the pipeline is made.
+ * Callers get a promise; the event loop stays free for progress display and HTTP.
  */
-import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
+import type { Precision } from '../options.js';
 import type { ModelManifest } from './manifest.js';
-import { ensureModelAt } from './weights.js';
+import { ensureModelAt, type ModelFilesContext } from './weights.js';
 import { resolvePrecision } from './int8.js';
-import { assertPrecisionServed, type Precision } from '../options.js';
-import { send, startInferenceThread } from './inference-thread.js';
-
-export { drainModels, stopModels } from './inference-thread.js';
+import { acquireInferenceThread, type ThreadLease } from './inference-thread.js';
 
 /**
  * Whether a run uses onnxruntime's CPU memory arena. On by default: warm runs measured about 1.4x
@@ -26,84 +23,103 @@ export function arenaFor(sourcePixels: number): boolean {
   return sourcePixels < LIMITS.arenaMaxSourcePixels;
 }
 
-/**
- * Starts the inference worker ahead of the first model call, so that its thread's start and
- * onnxruntime's loading (about 75 ms) overlap the caller's own start-up: the CLI calls it before
- * it reads its configuration and loads sharp and the store (cold start, README). Does nothing
- * when the model runs upstream.
- */
-export function startInferenceWorker(): void {
-  if (!remote) startInferenceThread();
-}
-
-/**
- * Loads (and verifies) a model's session ahead of the first image: for servers and benchmarks.
- * `side`: the input side of a variant (default: the manifest's input size).
- */
-export async function loadModel(manifest: ModelManifest, side = manifest.input.width, precision?: Precision): Promise<number> {
-  const modelPath = await ensureModelAt(manifest, side, resolvePrecision(manifest, precision, side));
-  const r = await send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, arena: arenaFor(0) });
-  return r.ms;
-}
-
-export interface InferenceOutput {
+/** What one model call gives: the raw output and its dims ([1, 1, H, W]). */
+export interface ModelOutput {
   data: Float32Array;
-  width: number;
-  height: number;
-  /** Time inside the worker (session run), ms. */
+  dims: number[];
+  /** Time of the call itself (the session run, or the round trip to an upstream), ms. */
   ms: number;
 }
 
-/**
- * Runs the model on a prepared NCHW tensor; the tensor's buffer is transferred (unusable afterwards).
- * A square tensor of another side than the manifest's input runs on that side's variant.
- */
-export async function runModel(
-  manifest: ModelManifest, tensor: Float32Array, width: number, height: number, sourcePixels = 0, precision?: Precision, signal?: AbortSignal,
-): Promise<InferenceOutput> {
-  const native = width === manifest.input.width && height === manifest.input.height;
-  if (!native && width !== height) throw new CutoutError('processing_failed', `Model input ${width}x${height} is neither the model's size nor square`);
-  let dims: number[];
-  let out: { data: Float32Array; ms: number };
-  if (remote) {
-    assertPrecisionServed(precision, true);
-    const r = await remote.run(manifest, tensor, width, height, signal);
-    dims = r.dims;
-    out = r;
-  } else {
-    const modelPath = await ensureModelAt(manifest, width, resolvePrecision(manifest, precision, width));
-    const r = await send(
-      { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(sourcePixels) },
-      [tensor.buffer as ArrayBuffer],
-    );
-    dims = r.dims!;
-    out = { data: r.data!, ms: r.ms };
-  }
-  // A variant's rewrite is checked on every run: its output must have the side asked for.
-  if (!native && (dims[dims.length - 1] !== width || dims[dims.length - 2] !== height)) {
-    throw new CutoutError('processing_failed', `Model output is ${dims.join('x')}, expected ${width}x${height}`);
-  }
-  return { data: out.data, width: dims[dims.length - 1], height: dims[dims.length - 2], ms: out.ms };
+export interface ModelCallOptions {
+  /** The precision asked for (a request's, else the pipeline's); `auto` is resolved by the local call. */
+  precision: Precision;
+  /** The source image's pixels: very large images run without the memory arena (arenaFor). */
+  sourcePixels?: number;
+  signal?: AbortSignal;
+}
+
+/** The seam: what the pipeline calls, whichever side runs the model. */
+export interface Inference {
+  /** `local` or `upstream`: for health and messages only; the pipeline never branches on it. */
+  readonly kind: 'local' | 'upstream';
+  /** Readies the model for input side `side` ahead of the first image; the time it took, ms. */
+  load(manifest: ModelManifest, side: number, precision: Precision): Promise<number>;
+  /** Runs the model on an NCHW tensor; the tensor's buffer may be transferred (unusable afterwards). */
+  run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, options: ModelCallOptions): Promise<ModelOutput>;
+  /** Frees what the inference holds once its calls in flight have returned; later calls reject. */
+  close(): Promise<void>;
 }
 
 /**
- * The model call when it runs elsewhere (`serve --upstream`): set once at start, before the
- * first image. The pipeline above runModel does not know which one runs.
+ * The model call when it runs elsewhere (`serve --upstream`, a remover's `upstream`): the
+ * Open Inference Protocol client (oip/client.ts), connected with the model and precision it asks for.
  */
 export interface RemoteInference {
   /** The matte for an NCHW tensor, with its dims ([1, 1, H, W]); `ms`: the round trip. */
   run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, signal?: AbortSignal): Promise<{ data: Float32Array; dims: number[]; ms: number }>;
 }
 
-let remote: RemoteInference | null = null;
+/** The model in this process: a hold on a shared inference thread, and the model files it loads. */
+export class LocalInference implements Inference {
+  readonly kind = 'local';
+  private readonly lease: ThreadLease;
+  /** Model files by manifest, side and precision: the checks behind them run once per pipeline. */
+  private readonly files = new Map<string, Promise<string>>();
 
-/** Sends every model call to `inference` (null: back to the local worker thread). */
-export function useRemoteInference(inference: RemoteInference | null): void {
-  remote = inference;
+  /** `threads`: intra-op threads of the session (default: every core, or CUTOUT_THREADS). */
+  constructor(private readonly modelFiles: ModelFilesContext = {}, threads?: number) {
+    this.lease = acquireInferenceThread(threads);
+  }
+
+  private modelPath(manifest: ModelManifest, side: number, precision: Precision): Promise<string> {
+    const resolved = resolvePrecision(manifest, precision, side);
+    const key = `${manifest.name}:${manifest.sha256}:${manifest.dir}:${side}:${resolved}`;
+    let file = this.files.get(key);
+    if (!file) {
+      file = ensureModelAt(manifest, side, resolved, this.modelFiles);
+      file.catch(() => this.files.delete(key));
+      this.files.set(key, file);
+    }
+    return file;
+  }
+
+  async load(manifest: ModelManifest, side: number, precision: Precision): Promise<number> {
+    const modelPath = await this.modelPath(manifest, side, precision);
+    const r = await this.lease.send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, arena: arenaFor(0) });
+    return r.ms;
+  }
+
+  async run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, options: ModelCallOptions): Promise<ModelOutput> {
+    const modelPath = await this.modelPath(manifest, width, options.precision);
+    const r = await this.lease.send(
+      { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(options.sourcePixels ?? 0) },
+      [tensor.buffer as ArrayBuffer],
+    );
+    return { data: r.data!, dims: r.dims!, ms: r.ms };
+  }
+
+  close(): Promise<void> {
+    return this.lease.release();
+  }
 }
 
-/** Whether model calls go to a remote inference server (set by `useRemoteInference`). */
-export function usesRemoteInference(): boolean {
-  return remote !== null;
-}
+/** A remote inference as the pipeline's model call. Closing it only refuses later calls. */
+export class UpstreamModelCall implements Inference {
+  readonly kind = 'upstream';
+  private closed = false;
+  constructor(private readonly remote: RemoteInference) {}
 
+  async load(): Promise<number> {
+    return 0;
+  }
+
+  run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, options: ModelCallOptions): Promise<ModelOutput> {
+    if (this.closed) return Promise.reject(new Error('The inference of this remover is closed'));
+    return this.remote.run(manifest, tensor, width, height, options.signal);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+}

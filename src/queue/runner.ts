@@ -229,7 +229,7 @@ export class JobRunner {
       const bytes = await this.input(job);
       if (signal.aborted) return false;
       // No 4 MP rule here: large images are what jobs are for (the 25 MB / 50 MP limits still hold).
-      const result = await pipeline.removeBackground(bytes, { ...job.options, model: config.model }, { signal });
+      const result = await pipeline.removeBackground(bytes, job.options, { signal });
       if (signal.aborted) return false;
       const credits = job.billable && result.resolvedSize === 'full' ? 1 : 0;
       const url = this.opts.resultUrl(job.id);

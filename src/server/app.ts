@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import polka, { type Middleware, type Polka } from 'polka';
 import type { CutoutConfig } from '../config.js';
 import type { Pipeline } from '../pipeline/types.js';
+import type { CutoutPipeline, RemoteInference } from '../pipeline/index.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { openStore, type Store } from '../store/db.js';
@@ -127,30 +128,25 @@ function delay(ms: number): Promise<void> {
 }
 
 /**
- * Starts the server. The model call is process-wide (the pipeline's seam): an upstream this
- * server set up is undone when it closes or fails to start, so a later server in the same process
- * (tests, an embedding) starts from the local worker thread again.
+ * Starts the server with a pipeline of its own (its model, precision and model call, local or
+ * upstream, chosen once here), closed with the server: two servers in one process (tests, an
+ * embedding) never share or undo each other's configuration.
  */
-export async function startServer(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline } = {}): Promise<RunningServer> {
-  const forgetUpstream = async () => {
-    if (config.upstream) (await import('../pipeline/index.js')).useRemoteInference(null);
-  };
-  let running: RunningServer;
-  try {
-    running = await startServing(config, options);
-  } catch (err) {
-    await forgetUpstream();
-    throw err;
-  }
-  const { close } = running;
-  return { ...running, close: () => close().finally(forgetUpstream) };
-}
-
-async function startServing(config: Readonly<CutoutConfig>, options: { pipeline?: Pipeline }): Promise<RunningServer> {
-  const loaded = options.pipeline ?? (await loadPipeline(config.model, config.dataDir, config.precision));
+export async function startServer(config: Readonly<CutoutConfig>): Promise<RunningServer> {
   // The model call is chosen once, here: an upstream is checked before the port opens.
   const upstream = config.upstream ? await (await import('../oip/client.js')).connectConfiguredUpstream({ ...config, upstream: config.upstream }) : null;
-  if (upstream) (await import('../pipeline/index.js')).useRemoteInference(upstream);
+  const loaded = await loadPipeline(config, upstream);
+  try {
+    return await startServing(config, loaded, upstream);
+  } catch (err) {
+    await loaded.close();
+    throw err;
+  }
+}
+
+async function startServing(
+  config: Readonly<CutoutConfig>, loaded: CutoutPipeline, upstream: Awaited<ReturnType<typeof import('../oip/client.js').connectConfiguredUpstream>> | null,
+): Promise<RunningServer> {
   const store = await openStore(config.dataDir, { url: config.store });
   // Replays need their stored result: the window is the shorter of 24 h and the result retention.
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
@@ -264,28 +260,23 @@ async function startServing(config: Readonly<CutoutConfig>, options: { pipeline?
       await callbacks.stop();
       await stopped;
       await store.close();
-      await stopModelsIfLoaded();
+      await loaded.close();
     })();
     return closing;
   };
   return { url, host: config.host, port, context, close };
 }
 
-let pipelineModule: typeof import('../pipeline/index.js') | null = null;
-
-/** Loads the pipeline (sharp, onnxruntime) only when a server starts, and checks the model exists. */
-async function loadPipeline(model: string, dataDir: string, precision: CutoutConfig['precision']): Promise<Pipeline> {
-  pipelineModule ??= await import('../pipeline/index.js');
-  pipelineModule.setModelDataDir(dataDir);
-  pipelineModule.onModelPreparation((event) => {
-    if (event.state === 'start') process.stderr.write(`cutout serve: preparing model ${event.model} (${event.step}) for its first use; nothing is downloaded\n`);
+/** Loads the pipeline's modules (sharp, onnxruntime) only when a server starts; the model is checked here. */
+async function loadPipeline(config: Readonly<CutoutConfig>, upstream: RemoteInference | null): Promise<CutoutPipeline> {
+  const { createPipeline } = await import('../pipeline/index.js');
+  return createPipeline({
+    model: config.model,
+    precision: config.precision,
+    dataDir: config.dataDir,
+    upstream: upstream ?? undefined,
+    onPreparation: (event) => {
+      if (event.state === 'start') process.stderr.write(`cutout serve: preparing model ${event.model} (${event.step}) for its first use; nothing is downloaded\n`);
+    },
   });
-  pipelineModule.setDefaultModel(model);
-  pipelineModule.setDefaultPrecision(precision);
-  pipelineModule.resolveModel(model);
-  return pipelineModule;
-}
-
-async function stopModelsIfLoaded(): Promise<void> {
-  if (pipelineModule) await pipelineModule.stopModels();
 }

@@ -87,7 +87,7 @@ async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions
       if (probe.width * probe.height <= LIMITS.autoFullMaxPixels) await insufficientUnlessFunded(ctx, caller);
     }
     const result = await pool.run(
-      () => pipeline.removeBackground(bytes, { ...options, model: config.model, maxFullPixels: LIMITS.maxSyncFullPixels }, { signal }),
+      () => pipeline.removeBackground(bytes, { ...options, maxFullPixels: LIMITS.maxSyncFullPixels }, { signal }),
       { signal },
     );
     const id = crypto.randomUUID();
