@@ -55,6 +55,19 @@ export class CutoutError extends Error {
 }
 
 /**
+ * What an aborted call rejects with: the signal's reason when it is a CutoutError (the server's
+ * sync deadline) or an error named AbortError (AbortController's default); else an AbortError
+ * that carries the reason as its cause, as fetch does.
+ */
+export function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  if (reason instanceof CutoutError || (reason instanceof Error && reason.name === 'AbortError')) return reason;
+  const err = new DOMException('The operation was aborted', 'AbortError');
+  if (reason !== undefined) Object.defineProperty(err, 'cause', { value: reason });
+  return err;
+}
+
+/**
  * Maps anything thrown to a CutoutError. Unknown exceptions become `processing_failed` with the
  * generic message, so internals never reach a client.
  */

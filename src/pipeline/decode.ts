@@ -9,7 +9,7 @@ import { requireCjs } from '../cjs.js';
 import { CutoutError } from '../errors.js';
 import { inputTooLargeMessage, LIMITS, shownAbove } from '../limits.js';
 import type { Size } from '../options.js';
-import type { ImageProbe, InputFormat } from './types.js';
+import type { ImageProbe, InputFormat, RawPixels } from './types.js';
 
 const sharp: typeof sharpModule = requireCjs('sharp');
 
@@ -90,6 +90,31 @@ export interface SourceImage {
   sharpOptions: SharpOptions;
   probe: ImageProbe;
   hasAlpha: boolean;
+}
+
+/**
+ * Pixels a caller already holds (the library's raw input): 8-bit, interleaved, 3 or 4 channels.
+ * The same pixel limit as a file's; nothing to decode.
+ */
+export function openRawPixels(raw: RawPixels): SourceImage {
+  const { width, height, channels } = raw;
+  const data = raw.data as unknown;
+  if (!(data instanceof Uint8Array || data instanceof Uint8ClampedArray)) throw new CutoutError('invalid_request', 'Raw input: data must be a Buffer, Uint8Array or Uint8ClampedArray of 8-bit pixels');
+  if (!Number.isInteger(width) || !Number.isInteger(height) || width < 1 || height < 1) throw new CutoutError('invalid_request', `Raw input: width and height must be positive integers (got ${width}x${height})`);
+  if (channels !== 3 && channels !== 4) throw new CutoutError('invalid_request', `Raw input: channels must be 3 (RGB) or 4 (RGBA), got ${String(channels)}`);
+  checkArea(width, height);
+  if (raw.data.length !== width * height * channels) {
+    throw new CutoutError('invalid_request', `Raw input: ${width}x${height}x${channels} needs ${width * height * channels} bytes, got ${raw.data.length}`);
+  }
+  const bytes = Buffer.from(raw.data.buffer, raw.data.byteOffset, raw.data.byteLength);
+  return {
+    format: 'raw',
+    original: bytes,
+    sharpInput: bytes,
+    sharpOptions: { raw: { width, height, channels } },
+    probe: { format: 'raw', width, height },
+    hasAlpha: channels === 4,
+  };
 }
 
 /**

@@ -15,7 +15,7 @@ import { resolveModel, type ModelManifest } from './manifest.js';
 import { LocalInference, UpstreamModelCall, type Inference, type ModelOutput, type RemoteInference } from './model.js';
 import { modelSide } from './variants.js';
 import type { ModelFilesContext, PreparationEvent } from './weights.js';
-import type { ImageProbe, Pipeline, RemoveRequest, RemoveResult } from './types.js';
+import type { ImageProbe, Pipeline, RawPixels, RemoveRequest, RemoveResult } from './types.js';
 
 export { abortError } from './abort.js';
 export { resolveModel, listManifests } from './manifest.js';
@@ -110,7 +110,7 @@ export class CutoutPipeline implements Pipeline {
   }
 
   /** Removes the background of one image (process.ts): the API's error codes, or the signal's AbortError. */
-  async removeBackground(input: Buffer, req: RemoveRequest, opts: RemoveCallOptions = {}): Promise<RemoveResult> {
+  async removeBackground(input: Buffer | RawPixels, req: RemoveRequest, opts: RemoveCallOptions = {}): Promise<RemoveResult> {
     if (this.closing) throw new CutoutError('invalid_request', 'This remover is closed');
     this.inFlight++;
     try {

@@ -8,7 +8,7 @@ import { CutoutError } from '../errors.js';
 import { CONTENT_TYPES } from '../options.js';
 import { checkAborted } from './abort.js';
 import { compose } from './compose.js';
-import { decodeError, decodeRgb, openImage, orientedRgb, outputSize, resolveSize } from './decode.js';
+import { decodeError, decodeRgb, openImage, openRawPixels, orientedRgb, outputSize, resolveSize } from './decode.js';
 import type { ModelManifest } from './manifest.js';
 import { cropRaw, rgbToTensor, type Box } from './matte.js';
 import { cleanGridMatte, decontaminateEdges, matteAtSize } from './edges.js';
@@ -16,7 +16,7 @@ import type { Precision } from '../options.js';
 import { COLLECT_BEFORE_PIXELS, collectGarbage } from './memory.js';
 import { cropToContent, inputPlan, isLetterboxed, type InputPlan } from './variants.js';
 import { pasteMatte, scaleBox, zoomBox } from './zoom.js';
-import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
+import type { RawPixels, RemoveRequest, RemoveResult, StageTimings } from './types.js';
 
 /** Largest output whose decode overlaps inference (see removeOne). */
 const OVERLAP_MAX_PIXELS = 16_000_000;
@@ -104,7 +104,7 @@ async function zoomPass(
  * processing_failed; an aborted call rejects with its AbortError.
  */
 export async function removeOne(
-  manifest: ModelManifest, runModel: RunModel, input: Buffer, req: RemoveRequest,
+  manifest: ModelManifest, runModel: RunModel, input: Buffer | RawPixels, req: RemoveRequest,
   opts: { signal?: AbortSignal; afterModel?: () => void },
 ): Promise<RemoveResult> {
   const started = performance.now();
@@ -112,7 +112,7 @@ export async function removeOne(
   checkAborted(opts.signal);
 
   let t = performance.now();
-  const src = await openImage(input);
+  const src = Buffer.isBuffer(input) ? await openImage(input) : openRawPixels(input);
   const resolvedSize = resolveSize(req.size, src.probe.width, src.probe.height);
   if (resolvedSize === 'full' && req.maxFullPixels !== undefined && src.probe.width * src.probe.height > req.maxFullPixels) {
     throw new CutoutError(

@@ -9,11 +9,20 @@ export type OutputFormat = Format | 'raw';
  * of index.ts; the server's metrics wrap it).
  */
 export interface Pipeline {
-  removeBackground(input: Buffer, req: RemoveRequest, opts?: { signal?: AbortSignal; afterModel?: () => void }): Promise<RemoveResult>;
+  removeBackground(input: Buffer | RawPixels, req: RemoveRequest, opts?: { signal?: AbortSignal; afterModel?: () => void }): Promise<RemoveResult>;
   probeImage(bytes: Buffer): Promise<ImageProbe>;
 }
 
-export type InputFormat = 'jpeg' | 'png' | 'webp' | 'gif' | 'bmp' | 'tiff';
+/** An image's format, found from its bytes; `raw`: pixels a library caller passed as they are. */
+export type InputFormat = 'jpeg' | 'png' | 'webp' | 'gif' | 'bmp' | 'tiff' | 'raw';
+
+/** Decoded pixels: 8-bit, interleaved, `channels` per pixel, row after row. */
+export interface RawPixels {
+  data: Uint8Array | Uint8ClampedArray;
+  width: number;
+  height: number;
+  channels: 3 | 4;
+}
 
 export interface RemoveRequest extends Omit<ImageOptions, 'format'> {
   format: OutputFormat;

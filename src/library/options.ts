@@ -1,0 +1,127 @@
+/**
+ * The library's options: the CLI's names (camelCase) and defaults, checked with the same parsers
+ * as flags and API parameters, so a bad value gets the same message shape and `invalid_request`.
+ */
+import os from 'node:os';
+import { CutoutError } from '../errors.js';
+import { CLI_DEFAULTS, FORMATS, parseBoolean, parseColor, parseEnum, PRECISIONS, QUALITIES, SIZES, type Precision, type Quality, type Size } from '../options.js';
+import type { OutputFormat, RemoveRequest } from '../pipeline/types.js';
+import type { PreparationEvent } from '../pipeline/weights.js';
+
+/** Options of one call; all optional, with the CLI's defaults. */
+export interface RemoveOptions {
+  /** `png` (default), `webp`, `jpg`, or `raw`: 8-bit RGBA pixels (1 channel with `mask`), for a sharp chain. */
+  format?: OutputFormat;
+  /** `full` (default: native resolution), `preview` (longest side at most 800 px) or `auto` (full up to 4 MP). */
+  size?: Size;
+  /** `transparent` (default) or a hex colour such as `#ffffff` or `0f0`. */
+  bgColor?: string;
+  /** Crop to the subject's bounding box. */
+  crop?: boolean;
+  /** The alpha matte alone (greyscale) instead of the cutout. */
+  mask?: boolean;
+  /** `soft` (default) or `hard`: the matte thresholded at 50 % (stickers, icons). */
+  alpha?: 'soft' | 'hard';
+  /** Speed against quality: `fast`, `balanced`, `best` (default) or `max`. */
+  quality?: Quality;
+  /** Guided refinement of the matte at full resolution (default on). */
+  refine?: boolean;
+  /** Foreground colour estimation at soft edges (default on). */
+  decontaminate?: boolean;
+  /** Aborts the call: it rejects with an AbortError; a model run in flight finishes and its result is dropped. */
+  signal?: AbortSignal;
+}
+
+/** Options of a remover. */
+export interface RemoverOptions {
+  /** A model from `cutout models list`, or an .onnx file with its manifest beside it; default `isnet-medium`. */
+  model?: string;
+  /** `auto` (default: int8 where the CPU runs it fast and its quality holds), `fp32` or `int8`. */
+  precision?: Precision;
+  /** Run the model on an Open Inference Protocol v2 server (Triton, KServe, `cutout model-server`) at this URL. */
+  upstream?: string;
+  /** The model's name on the upstream; default: the local model's name. */
+  upstreamModel?: string;
+  /** Sent as `Authorization: Bearer TOKEN` to the upstream. */
+  upstreamToken?: string;
+  /** Images in flight at once (default: 2 on two cores or more, as the CLI). */
+  concurrency?: number;
+  /** Where the model cache goes when the package's own folder is read-only; default `$CUTOUT_HOME` or `~/.cutout`. */
+  dataDir?: string;
+  /** Load the model now rather than on the first image (a server's start, a warm-up). */
+  preload?: boolean;
+  /** Told when the model's files are built before their first use (a first run after install): nothing is downloaded. */
+  onProgress?: (event: PreparationEvent) => void;
+}
+
+/** The CLI's default concurrency (config.ts says why): two images in flight on two cores or more. */
+export function defaultConcurrency(): number {
+  return (os.availableParallelism?.() ?? os.cpus().length) > 1 ? 2 : 1;
+}
+
+const REMOVE_KEYS = new Set(['format', 'size', 'bgColor', 'crop', 'mask', 'alpha', 'quality', 'refine', 'decontaminate', 'signal']);
+const REMOVER_KEYS = new Set(['model', 'precision', 'upstream', 'upstreamModel', 'upstreamToken', 'concurrency', 'dataDir', 'preload', 'onProgress']);
+
+function refuseUnknown(options: object, known: Set<string>, what: string): void {
+  const unknown = Object.keys(options).filter((k) => !known.has(k) && (options as Record<string, unknown>)[k] !== undefined);
+  if (unknown.length) throw new CutoutError('invalid_request', `Unknown ${what} option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}; known: ${[...known].join(', ')}`);
+}
+
+/** A call's options as the pipeline's request; throws invalid_request naming the option. */
+export function removeRequest(options: RemoveOptions = {}): RemoveRequest {
+  if (typeof options !== 'object' || options === null) throw new CutoutError('invalid_request', 'Expected an options object');
+  refuseUnknown(options, REMOVE_KEYS, 'remove');
+  const o = options as Record<string, unknown>;
+  const format = o.format === undefined ? CLI_DEFAULTS.format : o.format === 'jpeg' ? 'jpg' : parseEnum('format', [...FORMATS, 'raw'] as const, o.format, 'api');
+  return {
+    size: o.size === undefined ? CLI_DEFAULTS.size : parseEnum('size', SIZES, o.size, 'api'),
+    format,
+    bgColor: o.bgColor === undefined ? CLI_DEFAULTS.bgColor : parseColor(o.bgColor, 'api', 'bgColor'),
+    crop: o.crop === undefined ? CLI_DEFAULTS.crop : parseBoolean('crop', o.crop, 'api'),
+    mask: o.mask === undefined ? false : parseBoolean('mask', o.mask, 'api'),
+    alpha: o.alpha === undefined ? 'soft' : parseEnum('alpha', ['soft', 'hard'] as const, o.alpha, 'api'),
+    quality: o.quality === undefined ? 'best' : parseEnum('quality', QUALITIES, o.quality, 'api'),
+    refine: o.refine === undefined ? true : parseBoolean('refine', o.refine, 'api'),
+    decontaminate: o.decontaminate === undefined ? true : parseBoolean('decontaminate', o.decontaminate, 'api'),
+  };
+}
+
+export interface CheckedRemoverOptions {
+  model?: string;
+  precision: Precision;
+  upstream?: string;
+  upstreamModel?: string;
+  upstreamToken?: string;
+  concurrency: number;
+  dataDir?: string;
+  preload: boolean;
+  onProgress?: (event: PreparationEvent) => void;
+}
+
+function optionalString(name: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value === '') throw new CutoutError('invalid_request', `Expected a non-empty string for ${name} but received ${JSON.stringify(value)}`);
+  return value;
+}
+
+export function checkRemoverOptions(options: RemoverOptions = {}): CheckedRemoverOptions {
+  if (typeof options !== 'object' || options === null) throw new CutoutError('invalid_request', 'Expected an options object');
+  refuseUnknown(options, REMOVER_KEYS, 'createRemover');
+  const o = options as Record<string, unknown>;
+  const concurrency = o.concurrency === undefined ? defaultConcurrency() : Number(o.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
+    throw new CutoutError('invalid_request', `Expected an integer from 1 to 64 for concurrency but received ${JSON.stringify(o.concurrency)}`);
+  }
+  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') throw new CutoutError('invalid_request', 'Expected a function for onProgress');
+  return {
+    model: optionalString('model', o.model),
+    precision: o.precision === undefined ? 'auto' : parseEnum('precision', PRECISIONS, o.precision, 'api'),
+    upstream: optionalString('upstream', o.upstream),
+    upstreamModel: optionalString('upstreamModel', o.upstreamModel),
+    upstreamToken: optionalString('upstreamToken', o.upstreamToken),
+    concurrency,
+    dataDir: optionalString('dataDir', o.dataDir),
+    preload: o.preload === undefined ? false : parseBoolean('preload', o.preload, 'api'),
+    onProgress: o.onProgress as CheckedRemoverOptions['onProgress'],
+  };
+}
