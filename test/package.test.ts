@@ -58,7 +58,7 @@ t.test('the packed package from a fresh folder: ESM, CommonJS, strict TypeScript
   t.ok(files.includes('index.js') && files.includes('index.d.ts'), 'the tarball holds the entry and its declarations');
 
   // Importing runs nothing: no output, no thread, no handle left open.
-  fs.writeFileSync(path.join(app, 'quiet.mjs'), "await import('cutout');\nconsole.log(JSON.stringify(process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap')));\n");
+  fs.writeFileSync(path.join(app, 'quiet.mjs'), "await import('cutout');\nawait new Promise((r) => setTimeout(r, 50));\nconsole.log(JSON.stringify(process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap')));\n");
   const quiet = run(process.execPath, ['quiet.mjs'], app);
   t.same([quiet.code, quiet.stdout.trim(), quiet.stderr], [0, '[]', ''], 'import opens nothing and prints nothing');
 

@@ -18,7 +18,7 @@ import sharp from 'sharp';
 import { createPipeline } from '../pipeline/index.js';
 import type { RemoveRequest } from '../pipeline/types.js';
 import { CutoutError } from '../errors.js';
-import { EDGE_PARAMS, setEdgeParams } from '../pipeline/edges.js';
+import { edgeParamsOf } from '../pipeline/edges.js';
 
 const args = process.argv.slice(2);
 const value = (name: string): string | undefined => {
@@ -48,7 +48,6 @@ const request: RemoveRequest & Record<string, unknown> = {
   format: 'png',
   bgColor: null,
   crop: false,
-  model: modelName,
   refine: !args.includes('--no-refine'),
   decontaminate: !args.includes('--no-decontaminate'),
 };
@@ -59,7 +58,7 @@ if (precision) request.precision = precision as RemoveRequest['precision'];
 
 // Compare refinement settings without editing code: --edge-params '{"guidedRadius":4}'.
 const edgeParams = value('--edge-params');
-if (edgeParams) setEdgeParams(JSON.parse(edgeParams));
+if (edgeParams) request.edgeParams = JSON.parse(edgeParams) as RemoveRequest['edgeParams'];
 fs.mkdirSync(outDir, { recursive: true });
 const pipeline = createPipeline({ model: modelName });
 await pipeline.loadModel({ quality: request.quality, precision: request.precision });
@@ -92,7 +91,7 @@ if (ev.status !== 0) {
 }
 const lines = ev.stdout.trim().split('\n');
 const tagStart = lines.findIndex((l) => l.startsWith('per tag:'));
-const settings = `model=${modelName}${precision ? ` precision=${precision}` : ''} refine=${request.refine} decontaminate=${request.decontaminate}${quality ? ` quality=${quality}` : ''} edge=${JSON.stringify(EDGE_PARAMS)}`;
+const settings = `model=${modelName}${precision ? ` precision=${precision}` : ''} refine=${request.refine} decontaminate=${request.decontaminate}${quality ? ` quality=${quality}` : ''} edge=${JSON.stringify(edgeParamsOf(request.edgeParams))}`;
 process.stdout.write(`${settings}\n`);
 process.stdout.write(lines.slice(tagStart).join('\n') + '\n');
 process.stdout.write(`images=${manifest.images.length} no_subject_detected=${noSubject} pipeline_ms_per_image=${(totalMs / Math.max(1, manifest.images.length - noSubject)).toFixed(0)} wall_s=${(wall / 1000).toFixed(1)} out=${outDir}\n`);

@@ -14,7 +14,7 @@ import { clearHaze, dropSmallComponents } from './cleanup.js';
  * images): the clean-up of the model's matte, radius and eps of the guided filter on the model's
  * grid, and the working size and radii of the foreground estimation.
  */
-export const EDGE_PARAMS = {
+export const EDGE_PARAMS: Readonly<EdgeParams> = Object.freeze({
   /**
    * ISNet leaves a faint haze (a few percent) on backgrounds: below this level the matte is
    * cleared, and up to 0.5 it is rescaled (cleanup.ts, clearHaze). 0.2 measured a little better
@@ -42,12 +42,21 @@ export const EDGE_PARAMS = {
    * second, narrow pass (as in Forte & Pitie) follows the predicted matte's errors too closely
    * and measured worse here.
    */
-  fusionRadii: [32],
-};
+  fusionRadii: Object.freeze([32]),
+});
 
-/** Overrides for benchmarks that compare settings. */
-export function setEdgeParams(p: Partial<typeof EDGE_PARAMS>): void {
-  Object.assign(EDGE_PARAMS, p);
+export interface EdgeParams {
+  hazeFloor: number;
+  minComponentShare: number;
+  guidedRadius: number;
+  guidedEps: number;
+  fusionSide: number;
+  fusionRadii: readonly number[];
+}
+
+/** EDGE_PARAMS with a request's overrides (benchmarks that compare settings: bench:quality --edge-params). */
+export function edgeParamsOf(overrides?: Partial<EdgeParams>): Readonly<EdgeParams> {
+  return overrides ? { ...EDGE_PARAMS, ...overrides } : EDGE_PARAMS;
 }
 
 export interface MatteOptions {
@@ -55,20 +64,22 @@ export interface MatteOptions {
   refine?: boolean;
   /** `hard` thresholds the matte at 50 %. */
   alpha?: 'soft' | 'hard';
+  /** Overrides of EDGE_PARAMS (benchmarks). */
+  edgeParams?: Partial<EdgeParams>;
 }
 
 /**
  * The model's output on its grid, in 0..1 and cleaned (specks and haze). Throws
  * no_subject_detected, decided on the raw output before any clean-up.
  */
-export function cleanGridMatte(output: Float32Array, range: readonly [number, number], grid: { width: number; height: number }): Float32Array {
+export function cleanGridMatte(output: Float32Array, range: readonly [number, number], grid: { width: number; height: number }, params: Readonly<EdgeParams> = EDGE_PARAMS): Float32Array {
   if (!hasSubject(output, range)) throw new CutoutError('no_subject_detected');
   const n = grid.width * grid.height;
   const lo = range[0], span = range[1] - range[0];
   const p = new Float32Array(n);
   for (let i = 0; i < n; i++) p[i] = Math.min(1, Math.max(0, (output[i] - lo) / span));
-  dropSmallComponents(p, grid.width, grid.height, EDGE_PARAMS.minComponentShare, EDGE_PARAMS.hazeFloor);
-  clearHaze(p, EDGE_PARAMS.hazeFloor);
+  dropSmallComponents(p, grid.width, grid.height, params.minComponentShare, params.hazeFloor);
+  clearHaze(p, params.hazeFloor);
   return p;
 }
 
@@ -84,7 +95,8 @@ export function matteAtSize(
 ): Uint8Array {
   let alpha: Uint8Array;
   if (opts.refine !== false) {
-    const coef = guidedCoefficientsInBand(lumaOf(modelRgb, p.length), p, grid.width, grid.height, EDGE_PARAMS.guidedRadius, EDGE_PARAMS.guidedEps);
+    const params = edgeParamsOf(opts.edgeParams);
+    const coef = guidedCoefficientsInBand(lumaOf(modelRgb, p.length), p, grid.width, grid.height, params.guidedRadius, params.guidedEps);
     alpha = applyGuided(coef, rgb, width, height);
   } else {
     alpha = resizeBilinear(outputToMatte(p), grid.width, grid.height, width, height);
@@ -96,11 +108,11 @@ export function matteAtSize(
  * Replaces the colours of soft-edge pixels by estimated foreground colours (in place), computed
  * on a small grid (colours vary slowly) and sampled at full resolution.
  */
-export function decontaminateEdges(rgb: Uint8Array, alpha: Uint8Array, width: number, height: number): void {
+export function decontaminateEdges(rgb: Uint8Array, alpha: Uint8Array, width: number, height: number, params: Readonly<EdgeParams> = EDGE_PARAMS): void {
   let soft = false;
   for (let i = 0; i < alpha.length; i++) if (alpha[i] !== 0 && alpha[i] !== 255) { soft = true; break; }
   if (!soft) return;
-  const scale = Math.min(1, EDGE_PARAMS.fusionSide / Math.max(width, height));
+  const scale = Math.min(1, params.fusionSide / Math.max(width, height));
   const w = Math.max(1, Math.round(width * scale));
   const h = Math.max(1, Math.round(height * scale));
   // Nearest samples are enough: the estimates are blurs 32 cells wide on this grid.
@@ -108,7 +120,7 @@ export function decontaminateEdges(rgb: Uint8Array, alpha: Uint8Array, width: nu
   const small = resizeNearest(alpha, width, height, w, h, 1);
   const a = new Float32Array(w * h);
   for (let i = 0; i < a.length; i++) a[i] = small[i] / 255;
-  let est = blurFusion(smallRgb, a, w, h, EDGE_PARAMS.fusionRadii[0]);
-  for (const r of EDGE_PARAMS.fusionRadii.slice(1)) est = blurFusion(smallRgb, a, w, h, r, est.F, est.B);
+  let est = blurFusion(smallRgb, a, w, h, params.fusionRadii[0]);
+  for (const r of params.fusionRadii.slice(1)) est = blurFusion(smallRgb, a, w, h, r, est.F, est.B);
   decontaminate(rgb, alpha, width, height, { ...est, width: w, height: h });
 }

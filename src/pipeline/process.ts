@@ -11,7 +11,7 @@ import { compose } from './compose.js';
 import { decodeError, decodeRgb, openImage, openRawPixels, orientedRgb, outputSize, resolveSize } from './decode.js';
 import type { ModelManifest } from './manifest.js';
 import { cropRaw, rgbToTensor, type Box } from './matte.js';
-import { cleanGridMatte, decontaminateEdges, matteAtSize } from './edges.js';
+import { cleanGridMatte, decontaminateEdges, edgeParamsOf, matteAtSize } from './edges.js';
 import type { Precision } from '../options.js';
 import { COLLECT_BEFORE_PIXELS, collectGarbage } from './memory.js';
 import { cropToContent, inputPlan, isLetterboxed, type InputPlan } from './variants.js';
@@ -88,7 +88,7 @@ async function zoomPass(
   t = performance.now();
   let boxMatte: Float32Array;
   try {
-    boxMatte = cleanGridMatte(inference.data, manifest.output.range, plan);
+    boxMatte = cleanGridMatte(inference.data, manifest.output.range, plan, edgeParamsOf(req.edgeParams));
   } catch (err) {
     if (err instanceof CutoutError && err.code === 'no_subject_detected') return;
     throw err;
@@ -152,7 +152,7 @@ export async function removeOne(
   const rgb = await (early ?? decode());
   t = performance.now();
   const grid = cropToContent(inference.data, modelRgb, plan);
-  const matte = cleanGridMatte(grid.data, manifest.output.range, grid);
+  const matte = cleanGridMatte(grid.data, manifest.output.range, grid, edgeParamsOf(req.edgeParams));
   const alpha = matteAtSize(matte, grid, grid.rgb, rgb, out.width, out.height, req);
   timings.postprocess += performance.now() - t;
   if (req.quality === 'max') {
@@ -162,7 +162,7 @@ export async function removeOne(
   t = performance.now();
   // Soft-edge colours are estimated for every output that shows colours (a transparent cutout,
   // or one flattened onto a new colour); the matte alone has none.
-  if (req.decontaminate !== false && !req.mask) decontaminateEdges(rgb, alpha, out.width, out.height);
+  if (req.decontaminate !== false && !req.mask) decontaminateEdges(rgb, alpha, out.width, out.height, edgeParamsOf(req.edgeParams));
   timings.postprocess += performance.now() - t;
   checkAborted(opts.signal);
 

@@ -34,6 +34,8 @@ export interface RemoveRequest extends Omit<ImageOptions, 'format'> {
   decontaminate?: boolean;
   /** `hard`: threshold the matte at 50 % (stickers, icons); default `soft`. */
   alpha?: 'soft' | 'hard';
+  /** Overrides of the edge settings (edges.ts EDGE_PARAMS), for benchmarks that compare settings. */
+  edgeParams?: Partial<import('./edges.js').EdgeParams>;
   /** Refuse `size=full` (after `auto` is resolved) above this many pixels: the sync route's 4 MP rule. */
   maxFullPixels?: number;
 }
