@@ -14,6 +14,18 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { FIXTURES, ROOT } from './helpers/cli.js';
 
+/** The ```js blocks of a Markdown file (of one section of it, when `section` names its heading). */
+export function jsBlocks(file: string, section?: string): string[] {
+  let text = fs.readFileSync(file, 'utf8');
+  if (section) {
+    const start = text.indexOf(`\n## ${section}\n`);
+    if (start < 0) throw new Error(`no section "${section}" in ${file}`);
+    const end = text.indexOf('\n## ', start + 1);
+    text = text.slice(start, end < 0 ? undefined : end);
+  }
+  return [...text.matchAll(/^```js\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+}
+
 const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 
 function run(cmd: string, args: string[], cwd: string, timeout = 120_000) {
@@ -37,6 +49,8 @@ function consumer(t: Tap.Test): string {
   fs.symlinkSync(path.join(ROOT, 'models', 'cache'), path.join(pkg, 'models', 'cache'));
   fs.mkdirSync(path.join(app, 'node_modules', '@types'));
   fs.symlinkSync(path.join(ROOT, 'node_modules', '@types', 'node'), path.join(app, 'node_modules', '@types', 'node'));
+  // The examples of the docs chain into sharp, as a user's own dependency.
+  fs.symlinkSync(path.join(ROOT, 'node_modules', 'sharp'), path.join(app, 'node_modules', 'sharp'));
   fs.copyFileSync(path.join(FIXTURES, 'coffee.jpg'), path.join(app, 'photo.jpg'));
   return app;
 }
@@ -57,10 +71,14 @@ t.test('the packed package from a fresh folder: ESM, CommonJS, strict TypeScript
   const files = fs.readdirSync(path.join(app, 'node_modules', 'cutout', 'dist'));
   t.ok(files.includes('index.js') && files.includes('index.d.ts'), 'the tarball holds the entry and its declarations');
 
-  // Importing runs nothing: no output, no thread, no handle left open.
-  fs.writeFileSync(path.join(app, 'quiet.mjs'), "await import('cutout');\nawait new Promise((r) => setTimeout(r, 50));\nconsole.log(JSON.stringify(process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap')));\n");
-  const quiet = run(process.execPath, ['quiet.mjs'], app);
-  t.same([quiet.code, quiet.stdout.trim(), quiet.stderr], [0, '[]', ''], 'import opens nothing and prints nothing');
+  // Importing runs nothing: no output, no thread, no handle beyond those of a script that imports nothing (its stdio).
+  const handles = (body: string) => {
+    fs.writeFileSync(path.join(app, 'handles.mjs'), `${body}\nawait new Promise((r) => setTimeout(r, 50));\nconsole.log(JSON.stringify(process.getActiveResourcesInfo()));\n`);
+    return run(process.execPath, ['handles.mjs'], app);
+  };
+  const baseline = handles('');
+  const quiet = handles("await import('cutout');");
+  t.same([quiet.code, quiet.stdout, quiet.stderr], [0, baseline.stdout, ''], `import opens nothing and prints nothing (${quiet.stdout.trim()})`);
 
   // Three lines of ESM write a cutout, and the script exits by itself (the run's timeout is the check).
   fs.writeFileSync(path.join(app, 'esm.mjs'), "import { removeBackground } from 'cutout';\nimport fs from 'node:fs';\nfs.writeFileSync('esm.png', (await removeBackground('photo.jpg')).data);\n");
@@ -98,4 +116,21 @@ t.test('the packed package from a fresh folder: ESM, CommonJS, strict TypeScript
   const bad = run(process.execPath, [TSC, '-p', 'tsconfig.json'], app);
   t.equal(bad.code, 2, 'format: "gif" fails to compile');
   t.match(bad.stdout, /bad\.ts\(2,\d+\): error TS2322: Type '"gif"' is not assignable/, 'the error names the option');
+});
+
+t.test('the examples of docs/library.md and of the README run against the packed package', async (t) => {
+  const app = consumer(t);
+  const blocks = [
+    ...jsBlocks(path.join(ROOT, 'README.md'), 'The library').map((code, i) => ({ name: `README example ${i + 1}`, code })),
+    ...jsBlocks(path.join(ROOT, 'docs', 'library.md')).map((code, i) => ({ name: `docs/library.md example ${i + 1}`, code })),
+  ];
+  t.ok(blocks.length >= 9, `${blocks.length} examples found`);
+  for (const [i, block] of blocks.entries()) {
+    const file = path.join(app, `example-${i}.mjs`);
+    fs.writeFileSync(file, block.code);
+    const r = run(process.execPath, [file], app);
+    t.same([r.code, r.timedOut], [0, false], `${block.name} runs and exits by itself${r.stderr ? `: ${r.stderr.trim()}` : ''}`);
+  }
+  t.ok(await isCutout(path.join(app, 'photo.cutout.png')), 'the first example wrote a cutout');
+  t.ok(fs.existsSync(path.join(app, 'thumb.webp')), 'the sharp chain wrote its thumbnail');
 });
