@@ -293,7 +293,7 @@ t.test('assertPublicUrl refuses a host when ANY of its addresses is blocked', as
     'cdn.test': ['93.184.216.34', '2606:4700::1111'],
   });
   const seams = { resolveHost: resolver.resolveHost };
-  await expectRefusal(t, assertPublicUrl('http://mixed4.test/a.png', DENY, seams), 'invalid_request', /mixed4\.test is not a public address: private\. Only public http\(s\) URLs are allowed\.$/);
+  await expectRefusal(t, assertPublicUrl('http://mixed4.test/a.png', DENY, seams), 'invalid_request', /mixed4\.test is not a public address: private\. Only public http\(s\) URLs are allowed; for development and tests, start the server with --allow-private-network to reach loopback and private addresses\.$/);
   await expectRefusal(t, assertPublicUrl('https://mixed6.test/a.png', DENY, seams), 'invalid_request', /: loopback\./);
   await expectRefusal(t, assertPublicUrl('http://rebind.test/', DENY, seams), 'invalid_request', /: loopback\./);
   await expectRefusal(t, assertPublicUrl('http://mapped.test/', DENY, seams), 'invalid_request', /ipv4Mapped embedding 192\.168\.0\.1/);
@@ -308,7 +308,8 @@ t.test('assertPublicUrl refuses a host when ANY of its addresses is blocked', as
 });
 
 t.test('assertPublicUrl with the system resolver refuses localhost', async (t) => {
-  await expectRefusal(t, assertPublicUrl('http://localhost:8080/', DENY), 'invalid_request', /localhost is not a public address: loopback\./);
+  const refusal = await expectRefusal(t, assertPublicUrl('http://localhost:8080/', DENY), 'invalid_request', /localhost is not a public address: loopback\./);
+  t.match(refusal?.message, /--allow-private-network/, 'the image_url refusal names the flag that lifts it');
 });
 
 t.test('assertPublicUrl reports a host that does not resolve', async (t) => {
@@ -604,7 +605,8 @@ t.test('postJson applies the same address check and time cap', async (t) => {
   const server = await startServer(t, (req) => {
     req.resume(); // and never answer
   });
-  await expectRefusal(t, postJson(`${server.origin}/hook`, '{}', {}, { ...DENY, timeoutMs: 2000 }), 'invalid_request', /^callback URL host 127\.0\.0\.1 is not a public address: loopback\./);
+  const hook = await expectRefusal(t, postJson(`${server.origin}/hook`, '{}', {}, { ...DENY, timeoutMs: 2000 }), 'invalid_request', /^callback URL host 127\.0\.0\.1 is not a public address: loopback\./);
+  t.match(hook?.message, /start the server with --allow-private-network/, 'the callback refusal names the flag that lifts it');
   t.same(server.paths, [], 'refused before connecting');
   await expectRefusal(t, postJson('ftp://127.0.0.1/hook', '{}', {}, { ...ALLOW, timeoutMs: 2000 }), 'invalid_request', /^callback URL must use http or https/);
   await expectRefusal(t, postJson(`${server.origin}/hook`, '{}', {}, { ...ALLOW, timeoutMs: 300 }), 'invalid_request', /^callback URL timed out after 300 ms\.$/);

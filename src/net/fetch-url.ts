@@ -215,7 +215,8 @@ export async function assertPublicUrl(rawUrl: string, opts: UrlCheckOptions, sea
         // The reason, never the resolved address: the message must not map the internal network.
         throw new CutoutError(
           'invalid_request',
-          `${label} host ${url.hostname} is not a public address: ${reason}. Only public http(s) URLs are allowed.`,
+          `${label} host ${url.hostname} is not a public address: ${reason}. Only public http(s) URLs are allowed; `
+            + 'for development and tests, start the server with --allow-private-network to reach loopback and private addresses.',
         );
       }
     }
