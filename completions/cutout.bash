@@ -34,7 +34,7 @@ _cutout() {
         --precision -q --quiet --no-progress --recursive --store'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --log-level --store --lease-ms
-        --model --upstream --upstream-model'
+        --no-exit-with-parent --model --upstream --upstream-model'
     local model_server_opts='--host --port --model --precision'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key

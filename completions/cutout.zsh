@@ -90,6 +90,7 @@ _cutout() {
             '--allow-private-network[let URLs reach private addresses]' \
             '--no-playground[do not serve the playground page]' \
             '--no-metrics[do not serve /metrics]' \
+            '--no-exit-with-parent[keep serving when the parent process exits]' \
             '--log-level=[lowest level of the request log]:level:(trace debug info warn error fatal silent)' \
             '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' \
             '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' \

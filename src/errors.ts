@@ -14,7 +14,17 @@ export type ErrorCode =
   | 'gpu_unavailable'
   | 'not_found';
 
-export const DOCS_BASE = 'https://github.com/cutout/cutout#errors';
+/**
+ * The error reference every server serves itself (`GET /api/v1/errors`, JSON, or an HTML page for
+ * a browser); an error's `docs` is this path under the server's `{base_url}`, with the code as
+ * the fragment.
+ */
+export const ERRORS_PATH = '/api/v1/errors';
+
+/** `{base_url}/api/v1/errors#<code>`; without a base URL (outside a server) the path alone. */
+export function errorDocsUrl(code: ErrorCode, baseUrl = ''): string {
+  return `${baseUrl.replace(/\/+$/, '')}${ERRORS_PATH}#${code}`;
+}
 
 export const ERROR_TABLE: Readonly<Record<ErrorCode, { status: number; message: string }>> = Object.freeze({
   invalid_api_key: { status: 401, message: 'Missing, malformed, unknown or revoked API key.' },
@@ -45,12 +55,18 @@ export class CutoutError extends Error {
     this.headers = options.headers ?? {};
   }
 
+  /** The reference for this code, as a path: a server answers `body(baseUrl)`, whose link is absolute. */
   get docs(): string {
-    return `${DOCS_BASE}-${this.code.replace(/_/g, '-')}`;
+    return errorDocsUrl(this.code);
+  }
+
+  /** The part 7 body, `docs` linking to the error reference of the server at `baseUrl`. */
+  body(baseUrl = ''): { error: { code: ErrorCode; message: string; docs: string } } {
+    return { error: { code: this.code, message: this.message, docs: errorDocsUrl(this.code, baseUrl) } };
   }
 
   toJSON(): { error: { code: ErrorCode; message: string; docs: string } } {
-    return { error: { code: this.code, message: this.message, docs: this.docs } };
+    return this.body();
   }
 }
 

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { requireCjs } from './cjs.js';
-import { registerRemove } from './commands/remove.js';
+import { registerRemove, REMOVE_DEFAULTS_HELP } from './commands/remove.js';
 import { registerModels } from './commands/models.js';
 import { registerServe } from './commands/serve.js';
 import { registerModelServer } from './commands/model-server.js';
@@ -38,5 +38,8 @@ export function buildProgram(): Command {
   registerAccount(program);
   registerOpenapi(program);
   registerCompletion(program);
+  // `cutout --help` shows the main command's flags too, from that command's own help (no copy to drift).
+  const remove = program.commands.find((c) => c.name() === 'remove')!;
+  program.addHelpText('after', () => `\nThe main command, cutout [remove] <inputs...> ("remove" may be left out):\n\n${remove.helpInformation().trimEnd()}\n${REMOVE_DEFAULTS_HELP}\n`);
   return program;
 }

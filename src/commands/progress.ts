@@ -54,7 +54,8 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
     done(r) {
       active.delete(r.input);
       completed++;
-      if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
+      // credits_charged on every line (cli-contract): 0 for a local run, a skipped input or a failure.
+      if (opts.json) process.stdout.write(JSON.stringify({ ...r, credits_charged: r.credits_charged ?? 0 }) + '\n');
       if (r.error) {
         failed++;
         line(`cutout: ${r.input}: ${r.error.message}`);

@@ -56,6 +56,12 @@ export interface ItemReport {
   error: { code: string; message: string } | null;
 }
 
+/** The defaults a new user trips over: the CLI and the API answer different sizes (issue 29). */
+export const REMOVE_DEFAULTS_HELP = `
+Sizes: cutout remove defaults to --size full (native resolution; free locally, 1 credit with --key).
+The HTTP API (cutout serve) defaults to size=preview (longest side at most 800 px, free) when a
+request gives no size, as its specification fixes.`;
+
 export function registerRemove(program: Command): void {
   program
     .command('remove', { isDefault: true })
@@ -84,6 +90,7 @@ export function registerRemove(program: Command): void {
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .option('--store <url>', STORE_FLAG_HELP)
+    .addHelpText('after', REMOVE_DEFAULTS_HELP)
     .action(async (inputs: string[], flags: RemoveFlags) => {
       process.exitCode = await runRemove(inputs, flags);
     });

@@ -10,6 +10,8 @@
 import type { Command } from 'commander';
 import { loadConfig, type ConfigInput } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
+import { CutoutError } from '../errors.js';
+import { watchParent } from './parent-watch.js';
 
 interface ServeFlags {
   host?: string;
@@ -32,6 +34,7 @@ interface ServeFlags {
   leaseMs?: string;
   upstream?: string;
   upstreamModel?: string;
+  exitWithParent?: boolean;
 }
 
 /** Flag name (commander's camelCase) -> config field. */
@@ -79,10 +82,22 @@ export function registerServe(program: Command): void {
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .option('--store <url>', STORE_FLAG_HELP)
     .option('--lease-ms <ms>', 'how long a claimed job stays with its server without a renewal; a dead server\'s jobs are taken over after it (default 30000)')
+    .option('--no-exit-with-parent', 'keep serving when the process that started serve exits (nohup, a shell\'s &); by default serve then stops as on SIGTERM, so that npx cutout serve cannot leave it orphaned (run it under a process manager such as systemd)')
+    .addHelpText('after', SERVE_DEFAULTS_HELP)
     .action(async (flags: ServeFlags, command: Command) => {
       const config = await loadConfig(flagsGiven(command, flags as Record<string, unknown>), { configFile: flags.config });
       const { startServer } = await import('../server/app.js');
-      const server = await startServer(config);
+      let server;
+      try {
+        server = await startServer(config);
+      } catch (err) {
+        // A start-up failure in start-up words: there was no request to charge or to retry.
+        const line = upstreamStartFailure(err, config.upstream);
+        if (!line) throw err;
+        process.stderr.write(`cutout serve: ${line}\n`);
+        process.exitCode = 1;
+        return;
+      }
       process.stdout.write(`listening on ${server.url}\n`);
       await new Promise<void>((resolve) => {
         // A second signal, of either kind, ends the process at once, by that signal (the shell
@@ -92,7 +107,9 @@ export function registerServe(program: Command): void {
           process.removeAllListeners(signal);
           process.kill(process.pid, signal);
         };
-        const stop = (signal: NodeJS.Signals) => {
+        let unwatchParent: () => void = () => undefined;
+        const stop = (signal: NodeJS.Signals | 'parent process gone') => {
+          unwatchParent();
           process.removeListener('SIGINT', stop);
           process.removeListener('SIGTERM', stop);
           process.once('SIGINT', stopNow);
@@ -106,8 +123,56 @@ export function registerServe(program: Command): void {
         };
         process.once('SIGINT', stop);
         process.once('SIGTERM', stop);
+        // Orphaned (the parent that started it is gone): the same clean stop as SIGTERM.
+        if (flags.exitWithParent !== false) {
+          unwatchParent = watchParent(() => {
+            // Whoever read stderr may be gone with the parent: a failed write must not crash the stop.
+            process.stderr.on('error', () => undefined);
+            stop('parent process gone');
+          });
+        }
       });
       // Everything is closed; if a stray handle still holds the loop, do not hang forever.
       setTimeout(() => process.exit(), 2000).unref();
     });
+}
+
+/** The defaults a new user trips over: the API and the CLI answer different sizes (issue 29). */
+const SERVE_DEFAULTS_HELP = `
+Defaults of the API: POST /api/v1/remove and /api/v1/jobs answer size=preview (longest side at most
+800 px, free) when size is not given, as the v1 specification fixes; ask size=full for native
+resolution (1 credit). The CLI (cutout remove) defaults to --size full. The sync route says which
+size it served in its X-Cutout-Size response header (preview or full).`;
+
+/** A network failure's reason in a few words ("connection refused"). */
+function networkWords(err: unknown): string {
+  const e = err as Error & { code?: string; cause?: Error & { code?: string; errors?: (Error & { code?: string })[] } };
+  if (e?.name === 'TimeoutError' || e?.cause?.name === 'TimeoutError') return 'timed out';
+  const code = e?.cause?.code ?? e?.cause?.errors?.[0]?.code ?? e?.code;
+  const words: Record<string, string> = {
+    ECONNREFUSED: 'connection refused', ENOTFOUND: 'host not found', EAI_AGAIN: 'host name lookup failed',
+    ECONNRESET: 'connection reset', EHOSTUNREACH: 'host unreachable', ENETUNREACH: 'network unreachable', ETIMEDOUT: 'timed out',
+  };
+  return (code && words[code]) ?? code ?? String(e?.cause?.message ?? e?.message ?? err).split('\n')[0];
+}
+
+/**
+ * The one line for an upstream that cannot be used at start (gpu_unavailable: unreachable, or
+ * answering 502-504), without the request words of that error ("nothing was charged. Retry
+ * shortly."); null for any other failure, which keeps its own message.
+ */
+export function upstreamStartFailure(err: unknown, upstream: string | null): string | null {
+  if (!upstream || !(err instanceof CutoutError) || err.code !== 'gpu_unavailable') return null;
+  let shown = upstream;
+  try {
+    const url = new URL(upstream);
+    url.username = '';
+    url.password = '';
+    shown = url.href.replace(/\/+$/, '');
+  } catch {
+    // shown as given
+  }
+  if (err.cause !== undefined) return `cannot reach the inference server at ${shown}: ${networkWords(err.cause)}`;
+  const what = /\((.*)\)/.exec(err.message)?.[1] ?? err.message;
+  return `the inference server at ${shown} is not ready: ${what}`;
 }

@@ -13,7 +13,7 @@ import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { openStore, type Store } from '../store/db.js';
 import { Idempotency, RateLimiter } from './guards.js';
-import { answerClientError, sendError } from './http.js';
+import { answerClientError, linkErrorDocs, sendError } from './http.js';
 import { WorkPool } from '../queue/pool.js';
 import { handleAccount, handleUsage } from './routes-account.js';
 import { handleHealth, handleMetrics, handleOpenapi } from './routes-meta.js';
@@ -27,6 +27,7 @@ import { ServerMetrics, setRoutePattern } from './metrics.js';
 import { assignRequestId, createLogger, createRequestLogger } from './request-log.js';
 import { callbackSecretOf } from '../queue/secret.js';
 import { registerPlayground } from './routes-playground.js';
+import { handleErrors } from './routes-errors.js';
 
 /** Everything a handler needs; one per running server. */
 export interface AppContext {
@@ -81,6 +82,7 @@ export function createApp(ctx: AppContext) {
   app.get(`${v1}/usage`, (req, res) => handleUsage(ctx, req, res));
   app.get(`${v1}/health`, (_req, res) => handleHealth(ctx, res));
   app.get(`${v1}/openapi.json`, (_req, res) => handleOpenapi(res));
+  app.get(`${v1}/errors`, (req, res) => handleErrors(ctx, req, res)); // what every error's `docs` links to
   if (ctx.metrics) app.get('/metrics', (_req, res) => handleMetrics(ctx.metrics!, res));
   registerPlayground(app, ctx); // GET / (the web playground; 404 under --no-playground)
   return app;
@@ -194,11 +196,12 @@ async function startServing(
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     // The id first, so that every answer carries it (errors and 404s too).
     assignRequestId(req, res);
+    linkErrorDocs(res, context.baseUrl);
     metrics?.observeRequest(req, res);
     requestLog(req, res);
     (app.handler as (req: http.IncomingMessage, res: http.ServerResponse) => void)(req, res);
   });
-  server.on('clientError', answerClientError);
+  server.on('clientError', (err: Error & { code?: string }, socket: import('node:stream').Duplex) => answerClientError(err, socket, context.baseUrl));
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

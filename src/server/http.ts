@@ -227,10 +227,23 @@ export function sendBytes(res: ServerResponse, status: number, data: Buffer, con
   res.end(data);
 }
 
+/** The `{base_url}` of the server that answers each response: its errors' `docs` link there. */
+const docsBases = new WeakMap<ServerResponse, string>();
+
+/** Called once per request by the server: the errors of `res` link to `baseUrl`'s error reference. */
+export function linkErrorDocs(res: ServerResponse, baseUrl: string): void {
+  docsBases.set(res, baseUrl);
+}
+
+/** The part 7 body of `err`, its `docs` an absolute link to the reference of the server answering `res`. */
+export function errorBody(res: ServerResponse, err: CutoutError): ReturnType<CutoutError['body']> {
+  return err.body(docsBases.get(res));
+}
+
 /** Writes any error as the part 7 body (unknown exceptions as processing_failed, without internals). */
 export function sendError(res: ServerResponse, err: unknown, extraBody: Record<string, unknown> = {}): void {
   const e = toCutoutError(err);
-  sendJson(res, e.status, { ...e.toJSON(), ...extraBody }, e.headers);
+  sendJson(res, e.status, { ...errorBody(res, e), ...extraBody }, e.headers);
 }
 
 /** Why Node's HTTP parser refused a request, for the one-line message of `answerClientError`. */
@@ -246,12 +259,12 @@ function clientErrorReason(code: string | undefined): string {
  * the part 7 JSON body too, where Node alone sends an empty 400, 431 or 408. Its status is 400:
  * part 7 gives `invalid_request` 400 or 422, and no other status for a malformed request.
  */
-export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+export function answerClientError(err: Error & { code?: string }, socket: Duplex, baseUrl = ''): void {
   if (err.code === 'ECONNRESET' || !socket.writable) {
     socket.destroy();
     return;
   }
-  const body = JSON.stringify(new CutoutError('invalid_request', clientErrorReason(err.code)).toJSON());
+  const body = JSON.stringify(new CutoutError('invalid_request', clientErrorReason(err.code)).body(baseUrl));
   socket.end(
     'HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n'
       + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,

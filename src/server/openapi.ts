@@ -3,7 +3,7 @@
  * `GET /api/v1/openapi.json` and printed by `cutout openapi`. Enums, defaults and limits come from
  * options.ts, limits.ts and errors.ts, so a change there cannot leave this document behind.
  */
-import { CutoutError, DOCS_BASE, ERROR_TABLE, type ErrorCode } from '../errors.js';
+import { CutoutError, ERROR_TABLE, errorDocsUrl, type ErrorCode } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
 import { API_DEFAULTS, CONTENT_TYPES, FORMATS, PRECISIONS, QUALITIES, SIZES, TYPES } from '../options.js';
 import { REQUEST_ID_HEADER } from './request-log.js';
@@ -14,6 +14,8 @@ const ref = (kind: string, name: string): Json => ({ $ref: `#/components/${kind}
 const schema = (name: string): Json => ref('schemas', name);
 
 const ERROR_CODES = Object.keys(ERROR_TABLE) as ErrorCode[];
+/** The `{base_url}` of the examples: the servers entry's default. */
+const EXAMPLE_BASE = 'http://127.0.0.1:8080';
 const MP = (pixels: number): string => `${pixels / 1_000_000} MP`;
 const hours = (seconds: number): string => `${seconds / 3600} h`;
 
@@ -44,7 +46,7 @@ function errorResponse(status: number, codes: ErrorCode[], description: string, 
     content: {
       'application/json': {
         schema: schema('Error'),
-        example: new CutoutError(codes[0]).toJSON(),
+        example: new CutoutError(codes[0]).body(EXAMPLE_BASE),
       },
     },
   };
@@ -117,7 +119,8 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
     version: '1.0.0',
     summary: 'Remove the background from an image: sync, async jobs with callbacks, batches.',
     description: [
-      'Previews (`size=preview`, longest side at most ' + LIMITS.previewMaxSide + ' px) are free;',
+      'Previews (`size=preview`, longest side at most ' + LIMITS.previewMaxSide + ' px) are free',
+      'and are what a request without `size` gets (the command line, `cutout remove`, defaults to `full` instead);',
       'a full-resolution result costs 1 credit, charged only on success.',
       `Results can be downloaded without authentication for ${hours(LIMITS.resultTtlSeconds)}.`,
       `Limits: ${formatMB(LIMITS.maxInputBytes)} and ${MP(LIMITS.maxInputPixels)} per image,`,
@@ -139,7 +142,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
     { name: 'removal', description: 'Background removal, sync and async.' },
     { name: 'results', description: 'Stored results, downloadable without authentication.' },
     { name: 'account', description: 'Credits and usage.' },
-    { name: 'meta', description: 'Health, metrics and this document.' },
+    { name: 'meta', description: 'Health, metrics, the error reference and this document.' },
   ],
   paths: {
     '/api/v1/remove': {
@@ -164,6 +167,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
               'X-Credits-Charged': ref('headers', 'XCreditsCharged'),
               'X-Credits-Remaining': ref('headers', 'XCreditsRemaining'),
               'X-Job-Id': ref('headers', 'XJobId'),
+              'X-Cutout-Size': ref('headers', 'XCutoutSize'),
               ...RATE_LIMIT_HEADERS,
             },
             content: { ...imageContent(), 'application/json': { schema: schema('SyncResult') } },
@@ -334,6 +338,36 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         },
       },
     },
+    '/api/v1/errors': {
+      get: {
+        operationId: 'getErrorReference',
+        tags: ['meta'],
+        summary: 'The error reference',
+        description:
+          'An addition to v1, without authentication: every error code with its HTTP status(es), what it means and how to fix it. ' +
+          'Each error\'s `docs` links here (`{base_url}/api/v1/errors#<code>`). JSON, or an HTML page when `Accept` ranks `text/html` first (a browser).',
+        security: [],
+        responses: {
+          '200': {
+            description: 'The reference, one entry per code.',
+            content: {
+              'application/json': {
+                schema: schema('ErrorReference'),
+                example: {
+                  errors: [{
+                    code: 'insufficient_credits', status: 402, statuses: [402],
+                    meaning: 'The balance is 0 and the request asked for a full-resolution result (...), which costs 1 credit.',
+                    fix: 'Ask `size=preview` (free, the default when `size` is not given), or add credits (...).',
+                    docs: errorDocsUrl('insufficient_credits', EXAMPLE_BASE),
+                  }],
+                },
+              },
+              'text/html; charset=utf-8': { schema: { type: 'string' } },
+            },
+          },
+        },
+      },
+    },
     '/api/v1/openapi.json': {
       get: {
         operationId: 'getOpenapi',
@@ -423,6 +457,10 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
       XCreditsCharged: { description: 'Credits deducted by this call.', schema: { type: 'integer', enum: [0, 1] } },
       XCreditsRemaining: { description: 'Balance after this call.', schema: { type: 'integer', minimum: 0 } },
       XJobId: { description: 'Id of this removal (the `job_id` of its download URL).', schema: { type: 'string', format: 'uuid' } },
+      XCutoutSize: {
+        description: `An addition to v1: the size this result was made at, \`preview\` (longest side at most ${LIMITS.previewMaxSide} px, free) or \`full\` (native resolution), after \`size=auto\` was resolved. A request without \`size\` gets \`preview\`.`,
+        schema: { type: 'string', enum: ['preview', 'full'] },
+      },
       XRateLimitLimit: { description: 'Requests per minute for this key.', schema: { type: 'integer' } },
       XRateLimitRemaining: { description: 'Requests left in the sliding window.', schema: { type: 'integer', minimum: 0 } },
       XRateLimitReset: { description: 'Unix timestamp (seconds) when the window resets.', schema: { type: 'integer' } },
@@ -445,7 +483,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
             // anyOf: a validation answer carries both `error` and `detail`, so it matches both.
             schema: { anyOf: [schema('Error'), schema('ValidationError')] },
             example: {
-              error: { code: 'invalid_request', message: 'job_id must be a UUID v4.', docs: `${DOCS_BASE}-invalid-request` },
+              error: { code: 'invalid_request', message: 'job_id must be a UUID v4.', docs: errorDocsUrl('invalid_request', EXAMPLE_BASE) },
               detail: [{ loc: ['path', 'job_id'], msg: 'Input should be a valid UUID v4, received "abc"', type: 'uuid_parsing' }],
             },
           },
@@ -467,7 +505,9 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         default: API_DEFAULTS.size,
         description:
           `\`preview\`: free, longest side <= ${LIMITS.previewMaxSide} px. \`full\`: native resolution, 1 credit. ` +
-          `\`auto\`: \`full\` up to ${MP(LIMITS.autoFullMaxPixels)}, else \`preview\`.`,
+          `\`auto\`: \`full\` up to ${MP(LIMITS.autoFullMaxPixels)}, else \`preview\`. ` +
+          'Absent: `preview` (api-spec 2.1), whereas the command line (`cutout remove`) defaults to `full`. ' +
+          '`POST /api/v1/remove` says which size it served in `X-Cutout-Size`.',
       },
       Format: {
         type: 'string',
@@ -694,7 +734,28 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
             properties: {
               code: schema('ErrorCode'),
               message: { type: 'string', description: 'Human-readable.' },
-              docs: { type: 'string', format: 'uri', description: 'Reference for this code.' },
+              docs: { type: 'string', format: 'uri', description: 'Reference for this code, served by the server itself: `{base_url}/api/v1/errors#<code>` (see `getErrorReference`).' },
+            },
+          },
+        },
+      },
+      ErrorReference: {
+        type: 'object',
+        required: ['errors'],
+        properties: {
+          errors: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['code', 'status', 'statuses', 'meaning', 'fix', 'docs'],
+              properties: {
+                code: schema('ErrorCode'),
+                status: { type: 'integer', description: 'The usual HTTP status of the code.' },
+                statuses: { type: 'array', items: { type: 'integer' }, description: 'Every status the code comes with (`invalid_request`: 400 or 422).' },
+                meaning: { type: 'string' },
+                fix: { type: 'string' },
+                docs: { type: 'string', format: 'uri', description: 'The link to this entry, as in an error\'s `docs`.' },
+              },
             },
           },
         },

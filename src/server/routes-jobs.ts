@@ -16,7 +16,7 @@ import type { JobRow, NewJob } from '../store/db.js';
 import type { Queryable } from '../store/db.js';
 import { assertPublicUrl } from '../net/fetch-url.js';
 import { fingerprint, guard, type Caller } from './guards.js';
-import { mediaType, OPTION_PARAMS, parseImageParams, readImageRequest, readJsonObject, sendJson, SOURCE_PARAMS, type ImageRequest } from './http.js';
+import { errorBody, mediaType, OPTION_PARAMS, parseImageParams, readImageRequest, readJsonObject, sendJson, SOURCE_PARAMS, type ImageRequest } from './http.js';
 import { paysWithCredits } from './routes-remove.js';
 import { isUuidV4, sendInvalidJobId } from './routes-results.js';
 import type { AppContext } from './app.js';
@@ -240,7 +240,7 @@ export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, r
     const more = problems.length > 1 ? ` (${problems.length} invalid items in all; see detail)` : '';
     const error = new CutoutError('invalid_request', `images[${first.index}]: ${first.msg.replace(/\.$/, '')}${more}. Nothing was queued.`, { status: 422 });
     sendJson(res, 422, {
-      ...error.toJSON(),
+      ...errorBody(res, error),
       detail: problems.map((p) => ({ loc: ['body', 'images', p.index, ...(p.param ? [p.param] : [])], msg: p.msg, type: p.type })),
     });
     return;

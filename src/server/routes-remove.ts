@@ -25,6 +25,8 @@ export interface RemoveOutcome {
   credits_remaining: number;
   processing_ms: number;
   content_type: string;
+  /** The size served (`auto` resolved), for X-Cutout-Size; absent in outcomes stored before it was kept. */
+  size?: 'preview' | 'full';
 }
 
 /** Marketplace callers are billed by the marketplace and test keys never: neither touches the ledger. */
@@ -111,6 +113,7 @@ async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions
               credits_remaining: charged.creditsRemaining ?? 0,
               processing_ms: Math.round(result.ms),
               content_type: result.contentType,
+              size: result.resolvedSize,
             };
             await seal(tx, outcome);
           },
@@ -141,9 +144,11 @@ export async function handleRemove(ctx: AppContext, req: IncomingMessage, res: S
     'X-Credits-Charged': String(outcome.credits_charged),
     'X-Credits-Remaining': String(outcome.credits_remaining),
   };
+  // Which size was served: a request without `size` gets a preview (api-spec 2.1), unlike the CLI.
+  if (outcome.size) headers['X-Cutout-Size'] = outcome.size;
   if (replayed) headers['Idempotent-Replayed'] = 'true';
   if (wantsJson(req)) {
-    const { content_type: _type, ...metadata } = outcome;
+    const { content_type: _type, size: _size, ...metadata } = outcome;
     sendJson(res, 200, metadata, headers);
     return;
   }

@@ -4,7 +4,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
-import { sendBytes, sendJson } from './http.js';
+import { errorBody, sendBytes, sendJson } from './http.js';
 import type { AppContext } from './app.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
@@ -20,7 +20,7 @@ export function isUuidV4(value: string): boolean {
 export function sendInvalidJobId(res: ServerResponse, value: string): void {
   const error = new CutoutError('invalid_request', 'job_id must be a UUID v4.', { status: 422 });
   sendJson(res, 422, {
-    ...error.toJSON(),
+    ...errorBody(res, error),
     detail: [{ loc: ['path', 'job_id'], msg: `Input should be a valid UUID v4, received ${JSON.stringify(value.slice(0, 64))}`, type: 'uuid_parsing' }],
   });
 }
