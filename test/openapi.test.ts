@@ -105,7 +105,7 @@ t.test('operations carry their headers, responses and auth', async (t) => {
   t.same(Object.keys(remove.responses['200'].content).sort(), ['application/json', 'image/jpeg', 'image/png', 'image/webp']);
   t.same(
     Object.keys(remove.responses['200'].headers).sort(),
-    ['X-Credits-Charged', 'X-Credits-Remaining', 'X-Job-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Request-Id'],
+    ['X-Credits-Charged', 'X-Credits-Remaining', 'X-Cutout-Size', 'X-Job-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Request-Id'],
   );
   for (const h of ['header:Authorization', 'header:Accept', 'header:Idempotency-Key']) t.ok(params(remove).includes(h), h);
   t.equal(remove.parameters.find((p: any) => p.name === 'Authorization').required, false, 'Authorization declared optional (5.6)');
@@ -134,6 +134,10 @@ t.test('operations carry their headers, responses and auth', async (t) => {
   t.same(Object.keys(result.responses).sort(), ['200', '404', '422']);
   t.equal(result.parameters[0].schema.format, 'uuid');
   t.same(op('/api/v1/health').security, [], 'health needs no auth');
+  t.same(op('/api/v1/errors').security, [], 'the error reference needs no auth');
+  t.same(Object.keys(op('/api/v1/errors').responses['200'].content).sort(), ['application/json', 'text/html; charset=utf-8']);
+  t.match(openapiDocument.components.schemas.Size.description, /Absent: `preview`.*defaults to `full`/, 'the API\'s and the CLI\'s size defaults are said');
+  t.match(openapiDocument.info.description, /what a request without `size` gets/);
   t.same(op('/api/v1/openapi.json').security, [], 'the document needs no auth');
   t.same(op('/metrics').security, [], 'metrics need no auth');
   // Every operation takes an X-Request-Id and every answer (errors too) carries one.
