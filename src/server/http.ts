@@ -203,17 +203,22 @@ export async function readImageRequest(req: IncomingMessage): Promise<ImageReque
   throw new CutoutError('invalid_request', `Expected a multipart/form-data or application/json body but received ${JSON.stringify(type || 'none')}.`);
 }
 
-/** True when the client asked for JSON first; otherwise the route answers with image bytes. */
-export function wantsJson(req: IncomingMessage): boolean {
+/** The media range the client's Accept ranks first (highest q, then first listed); null without one. */
+export function firstAccepted(req: IncomingMessage): string | null {
   const accept = req.headers.accept;
-  if (!accept) return false;
+  if (!accept) return null;
   const ranges = accept.split(',').map((part, index) => {
     const [type, ...params] = part.trim().toLowerCase().split(';');
     const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
     return { type: type.trim(), q: q ? Number(q.slice(2)) : 1, index };
   });
   ranges.sort((a, b) => b.q - a.q || a.index - b.index);
-  return ranges[0]?.type === 'application/json' && ranges[0].q > 0;
+  return ranges[0] && ranges[0].q > 0 ? ranges[0].type : null;
+}
+
+/** True when the client asked for JSON first; otherwise the route answers with image bytes. */
+export function wantsJson(req: IncomingMessage): boolean {
+  return firstAccepted(req) === 'application/json';
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ERROR_TABLE, errorDocsUrl, type ErrorCode } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
-import { sendJson } from './http.js';
+import { firstAccepted, sendJson } from './http.js';
 import type { AppContext } from './app.js';
 
 export interface ErrorReferenceEntry {
@@ -100,16 +100,8 @@ export function errorReference(baseUrl: string, figures: Figures): ErrorReferenc
 }
 
 /** True when the client ranks text/html first (a browser following an error's `docs` link). */
-export function wantsHtml(req: IncomingMessage): boolean {
-  const accept = req.headers.accept;
-  if (!accept) return false;
-  const ranges = accept.split(',').map((part, index) => {
-    const [type, ...params] = part.trim().toLowerCase().split(';');
-    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
-    return { type: type.trim(), q: q ? Number(q.slice(2)) : 1, index };
-  });
-  ranges.sort((a, b) => b.q - a.q || a.index - b.index);
-  return ranges[0]?.type === 'text/html' && ranges[0].q > 0;
+function wantsHtml(req: IncomingMessage): boolean {
+  return firstAccepted(req) === 'text/html';
 }
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
