@@ -36,7 +36,7 @@ function guide(f: Figures): Record<ErrorCode, { statuses: number[]; meaning: str
     invalid_api_key: {
       statuses: [401],
       meaning: 'The Authorization header is missing or is not `Bearer <API_KEY>`, or the key is malformed, unknown or revoked.',
-      fix: 'Send `Authorization: Bearer <API_KEY>` (every route but result download, health and this reference needs it). On a self-hosted server, `cutout keys create` makes a key; a lost key cannot be shown again: revoke it (`cutout keys revoke ID`) and create another.',
+      fix: 'Send `Authorization: Bearer <API_KEY>` on every call but result download, health, the OpenAPI document and this reference. On a self-hosted server, `cutout keys create` makes a key; a lost key cannot be shown again: revoke it (`cutout keys revoke ID`) and create another.',
     },
     insufficient_credits: {
       statuses: [402],
@@ -75,7 +75,7 @@ function guide(f: Figures): Record<ErrorCode, { statuses: number[]; meaning: str
     },
     gpu_unavailable: {
       statuses: [503],
-      meaning: 'The job queue is full, or the inference server the model runs on (`cutout serve --upstream`) is unreachable, overloaded or timing out. Nothing was charged.',
+      meaning: 'The job queue is full, the server is stopping, or the inference server the model runs on (`cutout serve --upstream`) is unreachable, overloaded or timing out. Nothing was charged.',
       fix: 'Retry after the seconds of `Retry-After`. Operators: raise `--queue-limit` or `--workers`, or check the upstream inference server.',
     },
     not_found: {
