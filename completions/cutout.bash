@@ -31,15 +31,16 @@ _cutout() {
     local global_opts='--data --config -h --help'
     local remove_opts='-o --out --size --format --bg-color --crop --mask --alpha --no-refine
         --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
-        --precision -q --quiet --no-progress --recursive --store'
+        --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --log-level --store --lease-ms
-        --no-exit-with-parent --model --upstream --upstream-model'
-    local model_server_opts='--host --port --model --precision'
+        --no-exit-with-parent --model --upstream --upstream-model --inference-workers --inference-threads'
+    local model_server_opts='--host --port --model --precision --inference-workers --inference-threads'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
         --quality --precision --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton '
+        --result-ttl --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton
+        --inference-workers --inference-threads '
 
     # Values of the option before the cursor
     case $prev in
@@ -54,7 +55,7 @@ _cutout() {
         --config | -o | --out | --model) _cutout_compgen_files file; return ;;
         -c | --concurrency | --key | --host | --port | --base-url | --workers | --queue-limit | \
             --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | --store | --lease-ms | \
-            --upstream | --upstream-model)
+            --upstream | --upstream-model | --inference-workers | --inference-threads)
             return ;;
     esac
 

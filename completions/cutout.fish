@@ -19,7 +19,8 @@ function __cutout_command
         switch $word
             case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality --precision \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
-                --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton
+                --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton \
+                --inference-workers --inference-threads
                 set skip 1
             case '-*'
             case remove serve model-server keys credits account usage models openapi completion help
@@ -81,6 +82,8 @@ complete -c cutout -n $rm -l alpha -x -a 'soft hard' -d 'Soft matte, or hard (th
 complete -c cutout -n $rm -l no-refine -d 'Plain bilinear matte, no guided refinement'
 complete -c cutout -n $rm -l no-decontaminate -d 'Keep the original colours at soft edges'
 complete -c cutout -n $rm -s c -l concurrency -x -d 'Images processed at once'
+complete -c cutout -n $rm -l inference-workers -x -d 'Inference worker threads, each with its own session'
+complete -c cutout -n $rm -l inference-threads -x -d 'Intra-op threads of each session'
 complete -c cutout -n $rm -l model -r -F -d 'Model name or .onnx file'
 complete -c cutout -n $rm -l skip-existing -d 'Skip inputs whose output exists'
 complete -c cutout -n $rm -l overwrite -d 'Overwrite existing outputs'
@@ -98,6 +101,8 @@ complete -c cutout -n $serve -l host -x -a '(__fish_print_hostnames)' -d 'Bind a
 complete -c cutout -n $serve -l port -x -d 'Port; 0 picks a free one'
 complete -c cutout -n $serve -l base-url -x -d 'Base URL of result URLs'
 complete -c cutout -n $serve -l workers -x -d 'Inference jobs run at once'
+complete -c cutout -n $serve -l inference-workers -x -d 'Inference worker threads, each with its own session'
+complete -c cutout -n $serve -l inference-threads -x -d 'Intra-op threads of each session'
 complete -c cutout -n $serve -l queue-limit -x -d 'Jobs waiting before 503'
 complete -c cutout -n $serve -l sync-timeout -x -d 'Sync hard timeout (ms)'
 complete -c cutout -n $serve -l rate-limit -x -d 'Requests per minute per key'
@@ -121,6 +126,8 @@ complete -c cutout -n $mserver -l host -x -a '(__fish_print_hostnames)' -d 'Bind
 complete -c cutout -n $mserver -l port -x -d 'Port; 0 picks a free one'
 complete -c cutout -n $mserver -l model -r -F -d 'Model name or .onnx file'
 complete -c cutout -n $mserver -l precision -x -a 'auto fp32 int8' -d 'Model number format (int8 on VNNI CPUs)'
+complete -c cutout -n $mserver -l inference-workers -x -d 'Inference worker threads, each with its own session'
+complete -c cutout -n $mserver -l inference-threads -x -d 'Intra-op threads of each session'
 complete -c cutout -n $mserver -f
 
 # keys create|list|revoke

@@ -22,6 +22,8 @@ _cutout_remove_opts=(
   '--no-refine[plain bilinear matte, no guided refinement]'
   '--no-decontaminate[keep the original colours at soft edges]'
   '(-c --concurrency)'{-c+,--concurrency=}'[images processed at once]:number: '
+  '--inference-workers=[inference worker threads, each with its own session]:number: '
+  '--inference-threads=[intra-op threads of each session]:number: '
   '--model=[model name or .onnx file]:model:_files'
   '(--overwrite)--skip-existing[skip inputs whose output exists]'
   '(--skip-existing)--overwrite[overwrite existing outputs]'
@@ -96,14 +98,18 @@ _cutout() {
             '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' \
             '--model=[model name or .onnx file]:model:_files' \
             '--upstream=[Open Inference Protocol server that runs the model]:URL:_urls' \
-            '--upstream-model=[the model'"'"'s name on the upstream]:name: ' && ret=0
+            '--upstream-model=[the model'"'"'s name on the upstream]:name: ' \
+            '--inference-workers=[inference worker threads, each with its own session]:number: ' \
+            '--inference-threads=[intra-op threads of each session]:number: ' && ret=0
           ;;
         model-server)
           _arguments -S $_cutout_global_opts \
             '--host=[bind address]:host:_hosts' \
             '--port=[port; 0 picks a free one]:port: ' \
             '--model=[model name or .onnx file]:model:_files' \
-            '--precision=[model number format]:precision:(auto fp32 int8)' && ret=0
+            '--precision=[model number format]:precision:(auto fp32 int8)' \
+            '--inference-workers=[inference worker threads, each with its own session]:number: ' \
+            '--inference-threads=[intra-op threads of each session]:number: ' && ret=0
           ;;
         keys)
           state=

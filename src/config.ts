@@ -10,6 +10,7 @@ import { CutoutError, isPermissionError } from './errors.js';
 import { LIMITS } from './limits.js';
 import { redactUrl } from './store/url.js';
 import { parseEnum, PRECISIONS, QUALITIES, type Precision, type Quality } from './options.js';
+import { inferenceSplit } from './pipeline/inference-split.js';
 
 export interface CutoutConfig {
   /** Data directory: SQLite database, results, generated secrets. */
@@ -18,6 +19,10 @@ export interface CutoutConfig {
   model: string;
   /** CLI: images processed at once. */
   concurrency: number;
+  /** Local inference worker threads, each with its own session (inference-split.ts's rule by default). */
+  inferenceWorkers: number;
+  /** Intra-op threads of each session (the same rule; CUTOUT_THREADS overrides it too). */
+  inferenceThreads: number;
   /** CLI: default `--quality` (speed against quality). */
   quality: Quality;
   /** Default `--precision` / API `precision`: fp32, int8, or auto (int8 where it is fast and good enough). */
@@ -68,6 +73,7 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export type ConfigInput = { [K in keyof CutoutConfig]?: unknown };
 
 const cpuCount = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
+const split = inferenceSplit(cpuCount, os.totalmem());
 
 export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   dataDir: path.join(os.homedir(), '.cutout'),
@@ -78,7 +84,9 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   // on the fixtures; through the CLI within 3 % on small photos, and 3.7-3.9 s against 4.5-4.6 s
   // for three 50 MP photos, peak RSS 930-950 MB against 660-730 MB (under the 1.5 GB budget).
   // (At fp32 1 had measured ahead, and was the default for a while.)
-  concurrency: cpuCount > 1 ? 2 : 1,
+  concurrency: cpuCount > 1 ? 2 * split.workers : 1,
+  inferenceWorkers: split.workers,
+  inferenceThreads: Number(process.env.CUTOUT_THREADS) > 0 ? Math.floor(Number(process.env.CUTOUT_THREADS)) : split.threads,
   quality: 'best',
   precision: 'auto',
   host: '127.0.0.1',
@@ -148,6 +156,8 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   dataDir: (v) => path.resolve(expandHome(str('dataDir', v))),
   model: (v) => str('model', v),
   concurrency: (v) => int('concurrency', v, 1, 64),
+  inferenceWorkers: (v) => int('inferenceWorkers', v, 1, 64),
+  inferenceThreads: (v) => int('inferenceThreads', v, 1, 1024),
   // The API's spelling of the name (`quality`) in the message, as for the other settings.
   quality: (v) => parseEnum('quality', QUALITIES, v, 'api'),
   precision: (v) => parseEnum('precision', PRECISIONS, v, 'api'),

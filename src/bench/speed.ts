@@ -133,11 +133,20 @@ async function main(): Promise<void> {
   // `--upstream URL`: the model over the Open Inference Protocol, binary against JSON (upstream.ts).
   if (flag('--upstream')) return (await import('./upstream.js')).benchUpstream(args);
   if (args[0] === '--raw-runs') return rawRuns(modelName, Number(args[1]));
+  if (args[0] === '--split-memory-child') return (await import('./split.js')).memoryChild(args[1], Number(args[2]), modelName);
   const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
   const files = listImages(dir);
   if (!files.length) throw new Error(`no images in ${dir}`);
   // One row alone (issue 17's targets): `--folder-defaults`, the CLI folder with the old defaults
   // against the new; `--cold-start`, the CLI's cold start.
+  // `--split`: the inference split, 1 x cores against cores x 1, and the memory one more worker costs.
+  if (flag('--split')) {
+    const { benchSplit, benchSplitMemory } = await import('./split.js');
+    const split = await benchSplit(files, modelName);
+    const memory = benchSplitMemory(files[0], modelName);
+    process.stdout.write(`CPU: ${cpuFeatures()}\n${split.text}${memory.text}${JSON.stringify({ bench: 'split', cpu: cpuFeatures(), ...split.json, memory: memory.json })}\n`);
+    return;
+  }
   const alone = flag('--folder-defaults') ? 'folder-defaults' : flag('--cold-start') ? 'cold-start' : null;
   if (alone) {
     const row = alone === 'folder-defaults' ? folderDefaults(files, modelName) : coldStart(files[0], modelName);

@@ -12,6 +12,8 @@ interface ModelServerFlags {
   port?: string;
   model?: string;
   precision?: string;
+  inferenceWorkers?: string;
+  inferenceThreads?: string;
   data?: string;
   config?: string;
 }
@@ -24,17 +26,20 @@ export function registerModelServer(program: Command): void {
     .option('--port <port>', 'port; 0 picks a free one (env CUTOUT_PORT; default 8000, as Triton)')
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
     .option('--precision <precision>', 'auto | fp32 | int8: the number format of the model served (env CUTOUT_PRECISION; default auto: int8 on a CPU with VNNI)')
+    .option('--inference-workers <n>', 'inference worker threads, each with its own session (default: 1 up to 8 cores, then one per 8 cores; docs/benchmarks.md)')
+    .option('--inference-threads <n>', 'intra-op threads of each session (default: the cores over the workers; env CUTOUT_THREADS)')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .action(async (flags: ModelServerFlags) => {
       // Triton's HTTP port is the default, unless a flag, the environment or the config says otherwise.
-      const given = { host: flags.host, port: flags.port ?? (process.env.CUTOUT_PORT ? undefined : 8000), model: flags.model, precision: flags.precision, dataDir: flags.data };
+      const given = { host: flags.host, port: flags.port ?? (process.env.CUTOUT_PORT ? undefined : 8000), model: flags.model, precision: flags.precision, dataDir: flags.data, inferenceWorkers: flags.inferenceWorkers, inferenceThreads: flags.inferenceThreads };
       const config = await loadConfig(given, { configFile: flags.config });
       const { createPipeline } = await import('../pipeline/index.js');
       const { startModelServer } = await import('../oip/server.js');
       // Clients see FP32 tensors either way; int8 is how this server computes them.
       const pipeline = createPipeline({
         model: config.model, precision: config.precision, dataDir: config.dataDir,
+        inferenceWorkers: config.inferenceWorkers, threads: config.inferenceThreads,
         onPreparation: (event) => {
           if (event.state === 'start') process.stderr.write(`cutout model-server: preparing model ${event.model} (${event.step}) for its first use; nothing is downloaded\n`);
         },

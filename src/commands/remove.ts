@@ -30,6 +30,8 @@ export interface RemoveFlags {
   refine?: boolean;
   decontaminate?: boolean;
   concurrency?: string;
+  inferenceWorkers?: string;
+  inferenceThreads?: string;
   model?: string;
   skipExisting?: boolean;
   overwrite?: boolean;
@@ -84,6 +86,8 @@ export function registerRemove(program: Command): void {
     .option('--json', 'one JSON object per input on stdout')
     .option('--key <api_key>', 'charge that key\'s credits by the same rules as the server')
     .option('--quality <quality>', 'fast | balanced | best | max: speed against quality, the model\'s input size; max adds a second pass on a small subject\'s box (default: best, or `quality` in the config)')
+    .option('--inference-workers <n>', 'inference worker threads, each with its own session (default: 1 up to 8 cores, then one per 8 cores; docs/benchmarks.md)')
+    .option('--inference-threads <n>', 'intra-op threads of each session (default: the cores over the workers; env CUTOUT_THREADS)')
     .option('--precision <precision>', 'auto | fp32 | int8: the model\'s number format; auto runs int8 only on a CPU with VNNI and when int8 passed the quality bar (default: auto, or `precision` in the config)')
     .option('-q, --quiet', 'no progress output')
     .option('--no-progress', 'no spinner or progress lines')
@@ -172,7 +176,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     // Checked here first so that the message names the flag, not the config key.
     if (flags.quality !== undefined) parseEnum('quality', QUALITIES, flags.quality, 'cli');
     if (flags.precision !== undefined) parseEnum('precision', PRECISIONS, flags.precision, 'cli');
-    config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, quality: flags.quality, precision: flags.precision, store: flags.store }, { configFile: flags.config });
+    config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, inferenceWorkers: flags.inferenceWorkers, inferenceThreads: flags.inferenceThreads, quality: flags.quality, precision: flags.precision, store: flags.store }, { configFile: flags.config });
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
     options = parseImageOptions(
       { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop, quality: config.quality, precision: config.precision },
@@ -207,6 +211,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   try {
     pipeline = createPipeline({
       model: config.model, precision: config.precision, dataDir: config.dataDir,
+      inferenceWorkers: config.inferenceWorkers, threads: config.inferenceThreads,
       onPreparation: (event) => (reporterForPreparation ? reporterForPreparation.preparation(event) : earlyPreparation.push(event)),
     });
   } catch (err) {

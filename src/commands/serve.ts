@@ -35,6 +35,8 @@ interface ServeFlags {
   upstream?: string;
   upstreamModel?: string;
   exitWithParent?: boolean;
+  inferenceWorkers?: string;
+  inferenceThreads?: string;
 }
 
 /** Flag name (commander's camelCase) -> config field. */
@@ -44,6 +46,7 @@ const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground',
   metrics: 'metrics', logLevel: 'logLevel',
   model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs', upstream: 'upstream', upstreamModel: 'upstreamModel',
+  inferenceWorkers: 'inferenceWorkers', inferenceThreads: 'inferenceThreads',
 };
 
 /**
@@ -66,6 +69,8 @@ export function registerServe(program: Command): void {
     .option('--port <port>', 'port; 0 picks a free one (env CUTOUT_PORT; default 8080)')
     .option('--base-url <url>', 'the {base_url} of result URLs (env CUTOUT_BASE_URL; default http://HOST:PORT)')
     .option('--workers <n>', 'inference jobs run at once (default: from the CPU count)')
+    .option('--inference-workers <n>', 'inference worker threads, each with its own session (default: 1 up to 8 cores, then one per 8 cores; docs/benchmarks.md)')
+    .option('--inference-threads <n>', 'intra-op threads of each session (default: the cores over the workers; env CUTOUT_THREADS)')
     .option('--queue-limit <n>', 'jobs waiting before /jobs answers 503 gpu_unavailable (default 100)')
     .option('--sync-timeout <ms>', 'hard timeout of POST /api/v1/remove (default 30000)')
     .option('--rate-limit <n>', 'requests per minute per key (default 60)')

@@ -36,8 +36,10 @@ export interface PipelineOptions {
   dataDir?: string;
   /** The model call elsewhere (an Open Inference Protocol connection); default: a local worker thread. */
   upstream?: RemoteInference;
-  /** Intra-op threads of the local session (default: every core, or CUTOUT_THREADS). */
+  /** Intra-op threads of each local session (default: every core, or CUTOUT_THREADS). */
   threads?: number;
+  /** Local inference worker threads, each with its own session (default 1; see inferenceSplit in config.ts). */
+  inferenceWorkers?: number;
   /** Told when a model file has to be built before its first use (nothing is ever downloaded). */
   onPreparation?: (event: PreparationEvent) => void;
 }
@@ -58,7 +60,7 @@ export class CutoutPipeline implements Pipeline {
     this.manifest = resolveModel(options.model ?? DEFAULT_MODEL);
     this.precision = options.precision ?? 'auto';
     const files: ModelFilesContext = { dataDir: options.dataDir, onPreparation: options.onPreparation };
-    this.inference = options.upstream ? new UpstreamModelCall(options.upstream) : new LocalInference(files, options.threads);
+    this.inference = options.upstream ? new UpstreamModelCall(options.upstream) : new LocalInference(files, { workers: options.inferenceWorkers, threads: options.threads });
   }
 
   /** `local` or `upstream`: for health and messages. */

@@ -48,6 +48,10 @@ class InferenceThread {
     return this.pending.size;
   }
 
+  get started(): boolean {
+    return this.worker !== null;
+  }
+
   start(): Worker {
     if (this.worker) return this.worker;
     const w = new Worker(new URL('./inference-worker.js', import.meta.url));
@@ -105,16 +109,18 @@ class InferenceThread {
 interface SharedThread {
   thread: InferenceThread;
   leases: Set<ThreadLease>;
+  key: string;
 }
 
-/** The threads of the process, by intra-op thread count. */
-const threads = new Map<number, SharedThread>();
+/** The threads of the process, by `threads:slot` (intra-op thread count, and which of a pipeline's workers). */
+const threads = new Map<string, SharedThread>();
 
-function sharedThread(count: number): SharedThread {
-  let shared = threads.get(count);
+function sharedThread(count: number, slot: number): SharedThread {
+  const key = `${count}:${slot}`;
+  let shared = threads.get(key);
   if (!shared) {
-    shared = { thread: new InferenceThread(count), leases: new Set() };
-    threads.set(count, shared);
+    shared = { thread: new InferenceThread(count), leases: new Set(), key };
+    threads.set(key, shared);
   }
   return shared;
 }
@@ -122,7 +128,7 @@ function sharedThread(count: number): SharedThread {
 /** A pipeline's hold on a shared thread: what it sends, and which model files it used. */
 export class ThreadLease {
   private readonly modelPaths = new Set<string>();
-  private inFlight = 0;
+  private calls = 0;
   private released: Promise<void> | null = null;
 
   constructor(private readonly shared: SharedThread) {
@@ -133,14 +139,19 @@ export class ThreadLease {
     return this.shared.thread.threads;
   }
 
+  /** Model calls in flight on this lease's thread, from any pipeline (one with several workers sends to the least busy). */
+  get busy(): number {
+    return this.shared.thread.inFlight;
+  }
+
   async send(req: Request, transfer: ArrayBuffer[] = []): Promise<Extract<InferenceReply, { ok: true }>> {
     if (this.released) throw new CutoutError('processing_failed', 'The inference of this remover is closed');
     this.modelPaths.add(req.modelPath);
-    this.inFlight++;
+    this.calls++;
     try {
       return await this.shared.thread.send(req, transfer);
     } finally {
-      this.inFlight--;
+      this.calls--;
     }
   }
 
@@ -150,11 +161,11 @@ export class ThreadLease {
    */
   release(): Promise<void> {
     this.released ??= (async () => {
-      await settled(() => this.inFlight, Date.now() + STOP_WAIT_MS);
-      const { leases, thread } = this.shared;
+      await settled(() => this.calls, Date.now() + STOP_WAIT_MS);
+      const { leases, thread, key } = this.shared;
       leases.delete(this);
       if (leases.size === 0) {
-        if (threads.get(thread.threads) === this.shared) threads.delete(thread.threads);
+        if (threads.get(key) === this.shared) threads.delete(key);
         await thread.stop();
         return;
       }
@@ -167,9 +178,18 @@ export class ThreadLease {
   }
 }
 
-/** A hold on the shared thread with `count` intra-op threads (started on the first request). */
-export function acquireInferenceThread(count = defaultThreadCount()): ThreadLease {
-  return new ThreadLease(sharedThread(count));
+/**
+ * A hold on a shared thread with `count` intra-op threads (started on the first request). `slot`:
+ * which of a pipeline's inference workers (0 to workers - 1): pipelines of the same split share
+ * slot for slot, so the worker threads of a process are at most the widest pipeline's.
+ */
+export function acquireInferenceThread(count = defaultThreadCount(), slot = 0): ThreadLease {
+  return new ThreadLease(sharedThread(count, slot));
+}
+
+/** How many worker threads run now (tests, the bench's memory row). */
+export function runningInferenceThreads(): number {
+  return [...threads.values()].filter((shared) => shared.thread.started).length;
 }
 
 /**
@@ -178,7 +198,7 @@ export function acquireInferenceThread(count = defaultThreadCount()): ThreadLeas
  * The pipeline made later acquires this same thread. Unheld, it keeps nothing alive.
  */
 export function startInferenceThread(): void {
-  sharedThread(defaultThreadCount()).thread.start();
+  sharedThread(defaultThreadCount(), 0).thread.start();
 }
 
 /**

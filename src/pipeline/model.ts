@@ -63,13 +63,22 @@ export interface RemoteInference {
 /** The model in this process: a hold on a shared inference thread, and the model files it loads. */
 export class LocalInference implements Inference {
   readonly kind = 'local';
-  private readonly lease: ThreadLease;
+  /** One lease per inference worker: each worker thread holds its own sessions and runs one inference at a time. */
+  private readonly leases: ThreadLease[];
   /** Model files by manifest, side and precision: the checks behind them run once per pipeline. */
   private readonly files = new Map<string, Promise<string>>();
 
-  /** `threads`: intra-op threads of the session (default: every core, or CUTOUT_THREADS). */
-  constructor(private readonly modelFiles: ModelFilesContext = {}, threads?: number) {
-    this.lease = acquireInferenceThread(threads);
+  /**
+   * `split.threads`: intra-op threads of each session (default: every core, or CUTOUT_THREADS);
+   * `split.workers`: inference worker threads, each with its own session (default 1).
+   */
+  constructor(private readonly modelFiles: ModelFilesContext = {}, split: { workers?: number; threads?: number } = {}) {
+    this.leases = Array.from({ length: Math.max(1, split.workers ?? 1) }, (_, slot) => acquireInferenceThread(split.threads, slot));
+  }
+
+  /** The worker with the fewest calls in flight (the first on a tie, so one image alone always runs on the same). */
+  private leastBusy(): ThreadLease {
+    return this.leases.reduce((best, lease) => (lease.busy < best.busy ? lease : best));
   }
 
   private modelPath(manifest: ModelManifest, side: number, precision: Precision): Promise<string> {
@@ -86,21 +95,22 @@ export class LocalInference implements Inference {
 
   async load(manifest: ModelManifest, side: number, precision: Precision): Promise<number> {
     const modelPath = await this.modelPath(manifest, side, precision);
-    const r = await this.lease.send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, arena: arenaFor(0) });
-    return r.ms;
+    // Every worker loads its session: a first image on the second worker must not pay for it.
+    const replies = await Promise.all(this.leases.map((lease) => lease.send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, arena: arenaFor(0) })));
+    return Math.max(...replies.map((r) => r.ms));
   }
 
   async run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, options: ModelCallOptions): Promise<ModelOutput> {
     const modelPath = await this.modelPath(manifest, width, options.precision);
-    const r = await this.lease.send(
+    const r = await this.leastBusy().send(
       { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(options.sourcePixels ?? 0) },
       [tensor.buffer as ArrayBuffer],
     );
     return { data: r.data!, dims: r.dims!, ms: r.ms };
   }
 
-  close(): Promise<void> {
-    return this.lease.release();
+  async close(): Promise<void> {
+    await Promise.all(this.leases.map((lease) => lease.release()));
   }
 }
 

@@ -278,6 +278,8 @@ async function loadPipeline(config: Readonly<CutoutConfig>, upstream: RemoteInfe
     precision: config.precision,
     dataDir: config.dataDir,
     upstream: upstream ?? undefined,
+    inferenceWorkers: config.inferenceWorkers,
+    threads: config.inferenceThreads,
     onPreparation: (event) => {
       if (event.state === 'start') process.stderr.write(`cutout serve: preparing model ${event.model} (${event.step}) for its first use; nothing is downloaded\n`);
     },
