@@ -10,10 +10,13 @@ import { fileURLToPath } from 'node:url';
 import { CutoutError, abortError, fsReason } from '../errors.js';
 import { inputTooLargeMessage, LIMITS } from '../limits.js';
 import { readCapped } from '../net/capped-read.js';
-import type { RawPixels } from '../pipeline/types.js';
-
 /** Decoded pixels: 8-bit, interleaved, 3 (RGB) or 4 (RGBA) channels, row after row. */
-export type RawImage = RawPixels;
+export interface RawImage {
+  data: Uint8Array | Uint8ClampedArray;
+  width: number;
+  height: number;
+  channels: 3 | 4;
+}
 
 /**
  * What `remove` takes: a file path, a `file:` URL, encoded image bytes (Buffer, Uint8Array,

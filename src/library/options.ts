@@ -4,9 +4,29 @@
  */
 import os from 'node:os';
 import { CutoutError } from '../errors.js';
-import { CLI_DEFAULTS, FORMATS, parseBoolean, parseColor, parseEnum, PRECISIONS, QUALITIES, SIZES, type Precision, type Quality, type Size } from '../options.js';
-import type { OutputFormat, RemoveRequest } from '../pipeline/types.js';
+import * as internal from '../options.js';
+import { CLI_DEFAULTS, FORMATS, parseBoolean, parseColor, parseEnum, PRECISIONS, QUALITIES, SIZES } from '../options.js';
+import type { RemoveRequest } from '../pipeline/types.js';
 import type { PreparationEvent } from '../pipeline/weights.js';
+
+// The public types are spelled out here, so that the package's declarations stand on their own;
+// the assertions below keep them equal to the internal ones they mirror.
+/** `png`, `webp`, `jpg`, or `raw` (8-bit pixels). */
+export type OutputFormat = 'png' | 'webp' | 'jpg' | 'raw';
+/** `preview`, `full` or `auto`. */
+export type Size = 'preview' | 'full' | 'auto';
+/** `fast`, `balanced`, `best` or `max`. */
+export type Quality = 'fast' | 'balanced' | 'best' | 'max';
+/** `auto`, `fp32` or `int8`. */
+export type Precision = 'auto' | 'fp32' | 'int8';
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const MIRRORED: [
+  Same<OutputFormat, import('../pipeline/types.js').OutputFormat>,
+  Same<Size, internal.Size>,
+  Same<Quality, internal.Quality>,
+  Same<Precision, internal.Precision>,
+] = [true, true, true, true];
+void MIRRORED;
 
 /** Options of one call; all optional, with the CLI's defaults. */
 export interface RemoveOptions {

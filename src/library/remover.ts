@@ -7,9 +7,15 @@ import pLimit from 'p-limit';
 import { CutoutError, abortError } from '../errors.js';
 import { unlessAborted } from '../pipeline/abort.js';
 import { createPipeline, type CutoutPipeline } from '../pipeline/index.js';
-import type { ImageProbe, OutputFormat } from '../pipeline/types.js';
 import { readImageInput, type ImageInput } from './input.js';
-import { checkRemoverOptions, removeRequest, type RemoveOptions, type RemoverOptions } from './options.js';
+import { checkRemoverOptions, removeRequest, type OutputFormat, type RemoveOptions, type RemoverOptions } from './options.js';
+
+/** An input as read from its bytes: its format and its size after EXIF orientation. */
+export interface ImageProbe {
+  format: 'jpeg' | 'png' | 'webp' | 'gif' | 'bmp' | 'tiff' | 'raw';
+  width: number;
+  height: number;
+}
 
 /** What a call gives. */
 export interface CutoutResult {
