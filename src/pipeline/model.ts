@@ -4,6 +4,7 @@
  * inference at a time) or a remote inference server, chosen once, when the pipeline is made.
  * Callers get a promise; the event loop stays free for progress display and HTTP.
  */
+import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import type { Precision } from '../options.js';
 import type { ModelManifest } from './manifest.js';
@@ -56,6 +57,8 @@ export interface Inference {
  * Open Inference Protocol client (oip/client.ts), connected with the model and precision it asks for.
  */
 export interface RemoteInference {
+  /** The precision of the weights the connection calls (default fp32): an upstream cannot switch per request. */
+  readonly precision?: 'fp32' | 'int8';
   /** The matte for an NCHW tensor, with its dims ([1, 1, H, W]); `ms`: the round trip. */
   run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, signal?: AbortSignal): Promise<{ data: Float32Array; dims: number[]; ms: number }>;
 }
@@ -124,8 +127,13 @@ export class UpstreamModelCall implements Inference {
     return 0;
   }
 
-  run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, options: ModelCallOptions): Promise<ModelOutput> {
-    if (this.closed) return Promise.reject(new Error('The inference of this remover is closed'));
+  async run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, options: ModelCallOptions): Promise<ModelOutput> {
+    if (this.closed) throw new CutoutError('processing_failed', 'The inference of this remover is closed');
+    // A request's precision must be the one the upstream's weights have; `auto` takes what runs there.
+    const served = this.remote.precision ?? 'fp32';
+    if (options.precision !== 'auto' && options.precision !== served) {
+      throw new CutoutError('invalid_request', `precision=${options.precision} is not available: the inference server runs the ${served} weights it was given; use auto or ${served}`);
+    }
     return this.remote.run(manifest, tensor, width, height, options.signal);
   }
 
