@@ -95,14 +95,17 @@ _cutout() {
             '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' \
             '--model=[model name or .onnx file]:model:_files' \
             '--upstream=[Open Inference Protocol server that runs the model]:URL:_urls' \
-            '--upstream-model=[the model'"'"'s name on the upstream]:name: ' && ret=0
+            '--upstream-model=[the model'"'"'s name on the upstream]:name: ' \
+            '--upstream-token=[bearer token sent to the upstream]:token: ' \
+            '--precision=[default model number format]:precision:(auto fp32 int8)' && ret=0
           ;;
         model-server)
           _arguments -S $_cutout_global_opts \
             '--host=[bind address]:host:_hosts' \
             '--port=[port; 0 picks a free one]:port: ' \
             '--model=[model name or .onnx file]:model:_files' \
-            '--precision=[model number format]:precision:(auto fp32 int8)' && ret=0
+            '--precision=[models served: fp32 as NAME, int8 as NAME-int8]:precision:(auto fp32 int8)' \
+            '--token=[bearer token required on all but /v2/health]:token: ' && ret=0
           ;;
         keys)
           state=

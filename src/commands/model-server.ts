@@ -1,7 +1,9 @@
 /**
  * `cutout model-server`: the local model over the Open Inference Protocol v2 (src/oip/server.ts).
  * Prints `listening on http://HOST:PORT` once the model is loaded; stops on SIGINT/SIGTERM after
- * the inferences in flight.
+ * the inferences in flight. Its address and token are its own settings (CUTOUT_MODEL_SERVER_HOST,
+ * CUTOUT_MODEL_SERVER_PORT, CUTOUT_MODEL_SERVER_TOKEN), never serve's CUTOUT_HOST/CUTOUT_PORT: a
+ * config that opens serve to the network does not open the model server.
  */
 import fs from 'node:fs';
 import type { Command } from 'commander';
@@ -12,6 +14,7 @@ interface ModelServerFlags {
   port?: string;
   model?: string;
   precision?: string;
+  token?: string;
   data?: string;
   config?: string;
 }
@@ -20,26 +23,36 @@ export function registerModelServer(program: Command): void {
   program
     .command('model-server')
     .description('serve the model over the Open Inference Protocol v2 (KServe v2 / Triton), for serve --upstream')
-    .option('--host <host>', 'bind address (env CUTOUT_HOST; default 127.0.0.1)')
-    .option('--port <port>', 'port; 0 picks a free one (env CUTOUT_PORT; default 8000, as Triton)')
+    .option('--host <host>', 'bind address (env CUTOUT_MODEL_SERVER_HOST; default 127.0.0.1)')
+    .option('--port <port>', 'port; 0 picks a free one (env CUTOUT_MODEL_SERVER_PORT; default 8000, as Triton)')
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
-    .option('--precision <precision>', 'auto | fp32 | int8: the number format of the model served (env CUTOUT_PRECISION; default auto: int8 on a CPU with VNNI)')
+    .option('--precision <precision>', 'auto | fp32 | int8: the models served: fp32 as NAME, int8 as NAME-int8; auto serves what auto runs here under its own name, and the fp32 names (env CUTOUT_PRECISION; default auto)')
+    .option('--token <token>', 'require "Authorization: Bearer TOKEN" on every endpoint but /v2/health/* (env CUTOUT_MODEL_SERVER_TOKEN)')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .action(async (flags: ModelServerFlags) => {
-      // Triton's HTTP port is the default, unless a flag, the environment or the config says otherwise.
-      const given = { host: flags.host, port: flags.port ?? (process.env.CUTOUT_PORT ? undefined : 8000), model: flags.model, precision: flags.precision, dataDir: flags.data };
+      const given = { modelServerHost: flags.host, modelServerPort: flags.port, modelServerToken: flags.token, model: flags.model, precision: flags.precision, dataDir: flags.data };
       const config = await loadConfig(given, { configFile: flags.config });
       const pipeline = await import('../pipeline/index.js');
       const { loadModel, runModel } = await import('../pipeline/model.js');
-      const { startModelServer } = await import('../oip/server.js');
+      const { startModelServer, modelsToServe } = await import('../oip/server.js');
+      const { int8Sides, resolvePrecision } = await import('../pipeline/int8.js');
+      const { CutoutError } = await import('../errors.js');
       pipeline.setModelDataDir(config.dataDir);
-      // Clients see FP32 tensors either way; int8 is how this server computes them.
+      // Each model name runs at its own precision (server.ts passes it on every call).
       pipeline.setDefaultPrecision(config.precision);
       const manifest = pipeline.resolveModel(config.model);
+      const sides = int8Sides(manifest);
+      if (config.precision === 'int8' && sides.length === 0) {
+        throw new CutoutError('invalid_request', `Model ${manifest.name} has no int8 copy (no calibration data); use --precision fp32 or auto`);
+      }
+      const models = modelsToServe(manifest, config.precision, sides, (side) => resolvePrecision(manifest, 'auto', side));
       const version = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-      const server = await startModelServer({ host: config.host, port: config.port, manifest, model: { loadModel, runModel }, version });
+      const server = await startModelServer({
+        host: config.modelServerHost, port: config.modelServerPort, manifest, model: { loadModel, runModel }, version, models, token: config.modelServerToken,
+      });
       process.stdout.write(`listening on ${server.url}\n`);
+      process.stderr.write(`cutout model-server: serving ${models.map((m) => m.name).join(', ')}${config.modelServerToken ? ' (token required)' : ''}\n`);
       await new Promise<void>((resolve) => {
         const stop = (signal: NodeJS.Signals) => {
           process.stderr.write(`cutout model-server: ${signal}, finishing inferences in flight\n`);
