@@ -409,10 +409,11 @@ export async function startModelServer(opts: ModelServerOptions): Promise<ModelS
         res.destroy();
         return;
       }
-      // Close a connection whose body was not read in full (401, 408, 413, 503 over the budget):
-      // the client may still be sending it.
+      // A body not read in full: too large (413) or too slow (408), the connection closes; any
+      // other (401, 503 over the body budget) is read to its end and dropped by node once the
+      // answer is sent, so that the client, still sending, gets the answer and not a reset.
       const headers = err instanceof ProtocolError ? { ...err.headers } : {};
-      if (!req.complete) headers.Connection = 'close';
+      if (!req.complete && (status === 408 || status === 413)) headers.Connection = 'close';
       send(res, status, { error: (err as Error).message }, headers);
     });
   });
