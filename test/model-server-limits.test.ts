@@ -66,7 +66,7 @@ t.test('a bounded queue behind the slots: 503 with Retry-After only once it is f
   t.same(statuses, [200, 200, 503], 'two answered, one refused');
   const busy = results.find((r) => r.status === 503)!;
   t.equal(busy.retryAfter, String(LIMITS.modelServerRetryAfterSeconds), 'Retry-After');
-  t.match(busy.error, /busy: 1 inferences running and 1 waiting/);
+  t.match(busy.error, /busy: 1 running and 1 waiting for a slot/);
   t.same((await Promise.all([infer(server.url), infer(server.url)])).map((r) => r.status), [200, 200], 'within the queue: all answered');
 });
 

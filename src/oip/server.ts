@@ -187,7 +187,7 @@ class InferenceSlots {
     if (this.running < this.size) {
       this.running++;
     } else {
-      if (this.waiting.length >= this.maxQueue) throw busy(`${this.running} inferences running and ${this.waiting.length} waiting`);
+      if (this.waiting.length >= this.maxQueue) throw busy(`${this.running} running and ${this.waiting.length} waiting for a slot`);
       await new Promise<void>((resolve, reject) => {
         const entry = { grant: () => { res.off('close', gone); resolve(); } };
         const gone = () => {
