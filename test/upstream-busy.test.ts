@@ -112,3 +112,20 @@ t.test('an upstream that redirects is refused at start: redirects are not follow
   t.equal(r.stderr.trim().split('\n').length, 1, 'one line');
   t.match(r.stderr, /answered GET \/v2 with a redirect \(307 to http:\/\/127\.0\.0\.1:9\/v2\); redirects are not followed/);
 });
+
+t.test('metadata and health answers are read up to a cap: a huge /v2 stops the start with one line', async (t) => {
+  // A valid answer padded with 2 MB of spaces: before, read whole and accepted.
+  const padded = `{"name": "huge", "version": "1", "extensions": []${' '.repeat(2_000_000)}}`;
+  const server = http.createServer((req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/json' }); // no Content-Length: cut as it streams
+    res.end(padded);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const dir = await fs.mkdtemp(path.join((await import('node:os')).tmpdir(), 'cutout-huge-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const r = await runCli(['serve', '--port', '0', '--data', dir, '--upstream', `http://127.0.0.1:${(server.address() as AddressInfo).port}`]);
+  t.equal(r.code, 2, 'exit code 2');
+  t.equal(r.stderr.trim().split('\n').length, 1, 'one line');
+  t.match(r.stderr, /answered GET \/v2 with longer than 1 MB, over the 1 MB a protocol answer of this kind may take/);
+});
