@@ -238,7 +238,7 @@ export async function startModelServer(opts: ModelServerOptions): Promise<ModelS
 
   const modelOf = (name: string): ServedModel => {
     const m = served.get(name);
-    if (!m) throw new ProtocolError(404, `unknown model "${name}"; this server has: ${[...served.keys()].join(', ')}`);
+    if (!m) throw new ProtocolError(404, `unknown model "${name.slice(0, 200)}"; this server has: ${[...served.keys()].join(', ')}`);
     return m;
   };
 
