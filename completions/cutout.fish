@@ -19,7 +19,7 @@ function __cutout_command
         switch $word
             case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality --precision \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
-                --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --triton \
+                --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton \
                 --inference-workers --inference-threads
                 set skip 1
             case '-*'
@@ -118,6 +118,8 @@ complete -c cutout -n '__cutout_is remove serve keys credits account usage' -l s
 complete -c cutout -n $serve -l model -r -F -d 'Model name or .onnx file'
 complete -c cutout -n $serve -l upstream -x -d 'Open Inference Protocol server that runs the model'
 complete -c cutout -n $serve -l upstream-model -x -d "The model's name on the upstream"
+complete -c cutout -n $serve -l upstream-token -x -d 'Bearer token sent to the upstream'
+complete -c cutout -n $serve -l precision -x -a 'auto fp32 int8' -d 'Default model number format (int8: NAME-int8 upstream)'
 complete -c cutout -n $serve -f
 
 # model-server
@@ -125,7 +127,8 @@ set -l mserver '__cutout_is model-server'
 complete -c cutout -n $mserver -l host -x -a '(__fish_print_hostnames)' -d 'Bind address'
 complete -c cutout -n $mserver -l port -x -d 'Port; 0 picks a free one'
 complete -c cutout -n $mserver -l model -r -F -d 'Model name or .onnx file'
-complete -c cutout -n $mserver -l precision -x -a 'auto fp32 int8' -d 'Model number format (int8 on VNNI CPUs)'
+complete -c cutout -n $mserver -l precision -x -a 'auto fp32 int8' -d 'Models served: fp32 as NAME, int8 as NAME-int8'
+complete -c cutout -n $mserver -l token -x -d 'Bearer token required on all but /v2/health'
 complete -c cutout -n $mserver -l inference-workers -x -d 'Inference worker threads, each with its own session'
 complete -c cutout -n $mserver -l inference-threads -x -d 'Intra-op threads of each session'
 complete -c cutout -n $mserver -f

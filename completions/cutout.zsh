@@ -99,6 +99,8 @@ _cutout() {
             '--model=[model name or .onnx file]:model:_files' \
             '--upstream=[Open Inference Protocol server that runs the model]:URL:_urls' \
             '--upstream-model=[the model'"'"'s name on the upstream]:name: ' \
+            '--upstream-token=[bearer token sent to the upstream]:token: ' \
+            '--precision=[default model number format]:precision:(auto fp32 int8)' \
             '--inference-workers=[inference worker threads, each with its own session]:number: ' \
             '--inference-threads=[intra-op threads of each session]:number: ' && ret=0
           ;;
@@ -107,7 +109,8 @@ _cutout() {
             '--host=[bind address]:host:_hosts' \
             '--port=[port; 0 picks a free one]:port: ' \
             '--model=[model name or .onnx file]:model:_files' \
-            '--precision=[model number format]:precision:(auto fp32 int8)' \
+            '--precision=[models served: fp32 as NAME, int8 as NAME-int8]:precision:(auto fp32 int8)' \
+            '--token=[bearer token required on all but /v2/health]:token: ' \
             '--inference-workers=[inference worker threads, each with its own session]:number: ' \
             '--inference-threads=[intra-op threads of each session]:number: ' && ret=0
           ;;

@@ -65,6 +65,14 @@ export interface CutoutConfig {
   upstream: string | null;
   /** serve: the model's name on the upstream; null: the manifest's name. */
   upstreamModel: string | null;
+  /** serve: the bearer token sent to the upstream (`--upstream-token`); null: none. */
+  upstreamToken: string | null;
+  /** model-server: bind address (never serve's `host`: opening serve must not open the model server). */
+  modelServerHost: string;
+  /** model-server: port; 0 picks a free one. */
+  modelServerPort: number;
+  /** model-server: the bearer token every endpoint but /v2/health/* requires; null: none. */
+  modelServerToken: string | null;
 }
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -108,6 +116,11 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   leaseMs: LIMITS.jobLeaseMs,
   upstream: null,
   upstreamModel: null,
+  upstreamToken: null,
+  modelServerHost: '127.0.0.1',
+  // Triton's HTTP port.
+  modelServerPort: 8000,
+  modelServerToken: null,
 });
 
 /** Environment variables of cli-contract.md, mapped to config fields. */
@@ -124,6 +137,10 @@ export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = O
   store: 'CUTOUT_STORE',
   upstream: 'CUTOUT_UPSTREAM',
   precision: 'CUTOUT_PRECISION',
+  upstreamToken: 'CUTOUT_UPSTREAM_TOKEN',
+  modelServerHost: 'CUTOUT_MODEL_SERVER_HOST',
+  modelServerPort: 'CUTOUT_MODEL_SERVER_PORT',
+  modelServerToken: 'CUTOUT_MODEL_SERVER_TOKEN',
 });
 
 function fail(field: string, what: string, got: unknown): never {
@@ -196,7 +213,21 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
     return s === null ? null : s.replace(/\/+$/, '');
   },
   upstreamModel: (v) => nullableStr('upstreamModel', v),
+  // A secret: never repeated in a message.
+  upstreamToken: (v) => token('upstreamToken', v),
+  modelServerHost: (v) => str('modelServerHost', v),
+  modelServerPort: (v) => int('modelServerPort', v, 0, 65535),
+  modelServerToken: (v) => token('modelServerToken', v),
 };
+
+/** A bearer token: printable ASCII without spaces (it travels in an HTTP header), or null. */
+function token(field: string, v: unknown): string | null {
+  if (v === null) return null;
+  if (typeof v !== 'string' || !/^[\x21-\x7e]{1,4096}$/.test(v)) {
+    throw new CutoutError('invalid_request', `Expected a token of printable ASCII characters without spaces for ${field}`);
+  }
+  return v;
+}
 
 function expandHome(p: string): string {
   return p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p;

@@ -106,15 +106,53 @@ export const LIMITS = Object.freeze({
    */
   inferJsonBytesPerElement: 25,
   /**
-   * Inference requests a model server holds at once (reading, waiting for the model, running):
-   * one runs on the worker thread, the others are read and ready. Each holds its body and its
-   * tensor (12.6 MB + 12.6 MB binary at 1024 px, up to 79 MB of JSON and its parse), so this
-   * bounds the memory. Beyond it: 503 with Retry-After, which `serve --upstream` treats as an outage.
+   * Inference slots of a model server: requests whose body has been read in full and that are
+   * being decoded, waiting for the worker thread or running (one runs at a time; the others are
+   * decoded and ready). A request takes a slot only once its whole body is in: a client that
+   * sends half a body and stalls holds no slot. Each slot holds a body and its tensor (12.6 MB +
+   * 12.6 MB binary at 1024 px, up to 79 MB of JSON and its parse).
    */
   modelServerMaxInferences: 4,
+  /**
+   * Requests read in full that wait for a slot, first come first served (Triton's
+   * `max_queue_size`). Past it: 503 with Retry-After. Sized for a few `serve --upstream` with
+   * their default workers (8 on a 16-core machine) sharing one model server.
+   */
+  modelServerMaxQueue: 32,
+  /** Retry-After (s) of the model server's 503 when its queue or its body budget is full. */
   modelServerRetryAfterSeconds: 1,
-  /** One model call to an upstream (a sync request is also bounded by its own deadline). */
+  /**
+   * Bytes of request bodies a model server holds at once (being read, queued, in a slot): past it
+   * the request whose chunk would go over gets 503 with Retry-After. 40 binary bodies at 1024 px,
+   * or about 8 JSON ones; bounds the memory whatever the number of connections.
+   */
+  modelServerBodyBudgetBytes: 512 * MB,
+  /** Time a model server allows a client to send its request headers (node's `headersTimeout`). */
+  modelServerHeadersTimeoutMs: 10_000,
+  /**
+   * Time from a request's headers to the last byte of its body: past it, 408 and the connection
+   * is closed (12.6 MB of binary tensor takes 10 s at 10 Mbit/s). Node's own `requestTimeout` is
+   * set a little longer as a backstop; its checks run every `modelServerTimeoutCheckMs`.
+   */
+  modelServerBodyTimeoutMs: 30_000,
+  modelServerTimeoutCheckMs: 1_000,
+  /** Longest request `id` a model server echoes (the protocol's id is the client's correlation string). */
+  modelServerMaxIdLength: 256,
+  /**
+   * One model call to an upstream, its retries of busy answers included (a sync request is also
+   * bounded by its own deadline).
+   */
   upstreamTimeoutMs: 60_000,
+  /**
+   * Retries of a busy upstream (503 with Retry-After, Triton's "exceeds maximum queue size", 429,
+   * 408): the first wait without a Retry-After, doubling per retry up to the max, with full
+   * jitter; a Retry-After is honoured up to the max, plus up to half of it again as jitter. The
+   * retries stop at the call's deadline, when the call counts as timed out (an outage).
+   */
+  upstreamBusyFirstDelayMs: 200,
+  upstreamBusyMaxDelayMs: 5_000,
+  /** Largest answer read from an upstream's /v2, metadata and health endpoints. */
+  upstreamMaxMetadataBytes: 1 * MB,
   /** Reading an upstream's metadata at start. */
   upstreamStartTimeoutMs: 10_000,
   /** Health's probe of the upstream's /v2/health/ready, and how long its answer is reused. */

@@ -83,6 +83,19 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
     const wrongOutput = binaryRequest({ inputs: [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', parameters: { binary_data_size: INPUT_ELEMENTS * 4 } }], outputs: [{ name: '1890' }] }, testTensor());
     await fails(t, await infer(wrongOutput.body, wrongOutput.headers), 400, /unknown output "1890"/);
 
+    // Each output at most once: 50 copies of "output" were answered with 210 MB (every copy built).
+    const input = [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', parameters: { binary_data_size: INPUT_ELEMENTS * 4 } }];
+    const duplicated = binaryRequest({ inputs: input, outputs: Array.from({ length: 50 }, () => ({ name: 'output', parameters: { binary_data: true } })) }, testTensor());
+    await fails(t, await infer(duplicated.body, duplicated.headers), 400, /output "output" is asked for 50 times/);
+    const twice = binaryRequest({ inputs: input, outputs: [{ name: 'output' }, { name: 'output', parameters: { binary_data: true } }] }, testTensor());
+    await fails(t, await infer(twice.body, twice.headers), 400, /asked for 2 times/);
+    const mixed = binaryRequest({ inputs: input, outputs: [{ name: 'output' }, { name: '1890' }] }, testTensor());
+    await fails(t, await infer(mixed.body, mixed.headers), 400, /unknown output "1890"/);
+    const notObject = binaryRequest({ inputs: input, outputs: [null] }, testTensor());
+    await fails(t, await infer(notObject.body, notObject.headers), 400, /unknown output/);
+    const longId = binaryRequest({ id: 'x'.repeat(10_000), inputs: input }, testTensor());
+    await fails(t, await infer(longId.body, longId.headers), 400, /"id" must be a string of at most 256 characters/);
+
     // A body over what the model's tensor can take is refused from its Content-Length, before it
     // is read: JSON at 25 bytes an element, binary at 4, each plus 64 KB for the header.
     const declare = (length: number, headers: Record<string, string>) => new Promise<{ status: number; body: string }>((resolve, reject) => {
@@ -112,21 +125,38 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
     await fails(t, await infer(nested), 400, /holds about \d+ values; model "isnet-medium" takes 3145728 elements/);
     t.equal((await get('/v2/health/ready')).status, 200, 'still serving');
 
-    // Past LIMITS.modelServerMaxInferences requests at once: 503 with Retry-After, {"error"}.
-    const held = Array.from({ length: LIMITS.modelServerMaxInferences }, () => {
-      const req = http.request(`${server.url}/v2/models/isnet-medium/infer`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'Content-Length': '1000' } });
+  });
+
+  await t.test('stalled uploads hold no inference slot: clients that send half a body and stall, then a normal infer', async (t) => {
+    // Twice as many stalled clients as slots: before, the first four took every slot (the body was
+    // read inside one) and the next request got 503 for up to node's 300 s request timeout.
+    const { body, headers } = binaryRequest({ inputs: [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', parameters: { binary_data_size: INPUT_ELEMENTS * 4 } }] }, testTensor());
+    const stalled = Array.from({ length: 2 * LIMITS.modelServerMaxInferences }, () => {
+      const req = http.request(`${server.url}/v2/models/isnet-medium/infer`, { method: 'POST', headers: { ...headers, 'Content-Length': String(body.length) } });
       req.on('error', () => undefined);
-      req.write('{"inputs": [');
+      req.write(body.subarray(0, body.length >> 1));
       return req;
     });
-    await new Promise((r) => setTimeout(r, 300));
-    const busy = await infer('{}');
-    t.equal(busy.headers.get('retry-after'), String(LIMITS.modelServerRetryAfterSeconds));
-    await fails(t, busy, 503, /busy/);
-    for (const req of held) req.destroy();
-    await new Promise((r) => setTimeout(r, 300));
-    await fails(t, await infer('{}'), 400, /inputs/);
-    // (the held requests went away: their places are free again)
+    await new Promise((r) => setTimeout(r, 500));
+    const started = Date.now();
+    const normal = await infer(body, headers);
+    t.equal(normal.status, 200, `a normal infer is answered (${Date.now() - started} ms)`);
+    await normal.arrayBuffer();
+    for (const req of stalled) req.destroy();
+  });
+
+  await t.test('twice as many concurrent infers as slots: all answered, none 503', async (t) => {
+    const { body, headers } = binaryRequest({ inputs: [{ name: 'input', shape: [1, 3, 1024, 1024], datatype: 'FP32', parameters: { binary_data_size: INPUT_ELEMENTS * 4 } }], outputs: [{ name: 'output', parameters: { binary_data: true } }] }, testTensor());
+    const n = 2 * LIMITS.modelServerMaxInferences;
+    const ms: number[] = [];
+    const statuses = await Promise.all(Array.from({ length: n }, async () => {
+      const started = Date.now();
+      const res = await infer(body, headers);
+      await res.arrayBuffer();
+      ms.push(Date.now() - started);
+      return res.status;
+    }));
+    t.same(statuses, Array(n).fill(200), `${n} concurrent infers, ${LIMITS.modelServerMaxInferences} slots: all 200 (${ms.sort((a, b) => a - b).join(', ')} ms)`);
   });
 
   await t.test('binary request, binary output per output and by binary_data_output', async (t) => {
@@ -230,4 +260,44 @@ t.test('models export --triton writes config.pbtxt and the verified fp32 model.o
   t.equal(exported, recorded, 'the sha256 of the verified fp32 file');
   t.not(exported, manifest.sha256, 'not the fp16 download');
   await t.resolves(fs.access(path.join(dir, 'isnet-medium-512')).then(() => { throw new Error('variants exported'); }, () => undefined), '--no-variants: no NAME-SIDE');
+
+  // Exported again over the first: each file replaced by a rename, never written in place.
+  const before = await fs.stat(path.join(dir, 'isnet-medium', 'config.pbtxt'));
+  const again = await runCli(['models', 'export', '--triton', dir, 'isnet-medium', '--no-variants']);
+  t.equal(again.code, 0, again.stderr);
+  t.not((await fs.stat(path.join(dir, 'isnet-medium', 'config.pbtxt'))).ino, before.ino, 'config.pbtxt is a new file (temp file + rename)');
+  t.same((await fs.readdir(path.join(dir, 'isnet-medium'))).sort(), ['1', 'config.pbtxt'], 'no temporary file left');
+});
+
+t.test('models export --triton does not write through a symbolic link', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-triton-link-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const victim = path.join(dir, 'victim.txt');
+  await fs.writeFile(victim, 'precious\n');
+  await fs.mkdir(path.join(dir, 'repo', 'isnet-medium', '1'), { recursive: true });
+
+  // A link at config.pbtxt: before, the config was written into the file it points to.
+  await fs.symlink(victim, path.join(dir, 'repo', 'isnet-medium', 'config.pbtxt'));
+  const config = await runCli(['models', 'export', '--triton', path.join(dir, 'repo'), 'isnet-medium', '--no-variants']);
+  t.equal(config.code, 2, 'refused as a bad value (exit 2)');
+  t.equal(config.stderr.trim().split('\n').length, 1, 'one line');
+  t.match(config.stderr, /config\.pbtxt is a symbolic link/);
+  t.equal(await fs.readFile(victim, 'utf8'), 'precious\n', 'the link\'s target is untouched');
+  await fs.rm(path.join(dir, 'repo', 'isnet-medium', 'config.pbtxt'));
+
+  // A link at model.onnx: before, the weights were copied into what it points to.
+  await fs.symlink(victim, path.join(dir, 'repo', 'isnet-medium', '1', 'model.onnx'));
+  const model = await runCli(['models', 'export', '--triton', path.join(dir, 'repo'), 'isnet-medium', '--no-variants']);
+  t.equal(model.code, 2);
+  t.match(model.stderr, /model\.onnx is a symbolic link/);
+  t.equal(await fs.readFile(victim, 'utf8'), 'precious\n', 'the link\'s target is untouched');
+  await fs.rm(path.join(dir, 'repo', 'isnet-medium', '1', 'model.onnx'));
+
+  // A link at the model's directory: not followed either.
+  await fs.mkdir(path.join(dir, 'elsewhere'));
+  await fs.symlink(path.join(dir, 'elsewhere'), path.join(dir, 'repo', 'isnet-medium-512'));
+  const variant = await runCli(['models', 'export', '--triton', path.join(dir, 'repo'), 'isnet-medium']);
+  t.equal(variant.code, 2);
+  t.match(variant.stderr, /isnet-medium-512 is a symbolic link/);
+  t.same(await fs.readdir(path.join(dir, 'elsewhere')), [], 'nothing written where the link points');
 });

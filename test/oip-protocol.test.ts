@@ -3,6 +3,9 @@ import t from 'tap';
 import { resolveModel } from '../src/pipeline/manifest.js';
 import { expectedTensors, fp32Bytes, fp32FromJson, jsonValueBound, metadataMismatch, readTensors, shapeAdmits, splitBody, withoutCredentials } from '../src/oip/protocol.js';
 import { tritonConfig } from '../src/oip/triton.js';
+import { busyDelayMs, retryAfterMs } from '../src/oip/http.js';
+import { outputTensor } from '../src/oip/client.js';
+import { modelsToServe, servedName } from '../src/oip/server.js';
 
 const manifest = resolveModel('isnet-medium');
 
@@ -63,4 +66,49 @@ t.test('JSON tensor data: nested or flat, walked without a copy, stopped at the 
   t.throws(() => fp32FromJson([1, 2], 4), /has 2 elements, the shape needs 4/);
   t.throws(() => fp32FromJson([1, 'x'], 2), /element 1 is not a number/);
   t.equal(jsonValueBound(Buffer.from('{"data": [[0],[1],[2]]}')), 6, 'commas and opening brackets');
+});
+
+t.test('the answer: only the output asked for is decoded, the binary parts before it skipped by size', async (t) => {
+  const other = new Float32Array(1000).fill(7);
+  const ours = new Float32Array([0.25, 0.75]);
+  const response = { model_name: 'm', outputs: [
+    { name: '1890', datatype: 'FP32', shape: [1000], parameters: { binary_data_size: 4000 } },
+    { name: 'json-one', datatype: 'INT64', shape: [1], data: ['not decoded'] },
+    { name: 'output', datatype: 'FP32', shape: [1, 1, 1, 2], parameters: { binary_data_size: 8 } },
+  ] };
+  const tensor = outputTensor(response, Buffer.concat([fp32Bytes(other), fp32Bytes(ours)]), 'output');
+  t.same(Array.from(tensor.data), [0.25, 0.75]);
+  t.same(tensor.shape, [1, 1, 1, 2]);
+  t.throws(() => outputTensor({ model_name: 'm', outputs: [] }, Buffer.alloc(0), 'output'), /no output "output"/);
+  t.throws(() => outputTensor({ model_name: 'm', outputs: [{ name: 'output', datatype: 'FP32', shape: [4], parameters: { binary_data_size: 16 } }] }, Buffer.alloc(8), 'output'), /binary_data_size says 16/);
+  t.same(Array.from(outputTensor({ model_name: 'm', outputs: [{ name: 'output', datatype: 'FP32', shape: [2], data: [1, 2] }] }, Buffer.alloc(0), 'output').data), [1, 2], 'JSON data');
+});
+
+t.test('busy retries: Retry-After honoured with up to half again as jitter, else full jitter over a doubling bound', async (t) => {
+  t.equal(retryAfterMs('2'), 2000);
+  t.equal(retryAfterMs(null), null);
+  t.equal(retryAfterMs('soon'), null);
+  t.equal(retryAfterMs(new Date(10_000).toUTCString(), 7_000), 3000, 'an HTTP date');
+  t.equal(busyDelayMs(1, 1000, 200, 5000, () => 0), 1000);
+  t.equal(busyDelayMs(1, 1000, 200, 5000, () => 1), 1500);
+  t.equal(busyDelayMs(1, 60_000, 200, 5000, () => 0), 5000, 'a long Retry-After is capped');
+  t.equal(busyDelayMs(1, null, 200, 5000, () => 1), 200);
+  t.equal(busyDelayMs(3, null, 200, 5000, () => 1), 800, 'doubling');
+  t.equal(busyDelayMs(10, null, 200, 5000, () => 1), 5000, 'up to the max');
+  t.equal(busyDelayMs(10, null, 200, 5000, () => 0), 100, 'jitter down to half the first delay');
+});
+
+t.test('model names say what runs', async (t) => {
+  t.equal(servedName(manifest, 1024, 'fp32'), 'isnet-medium');
+  t.equal(servedName(manifest, 768, 'int8'), 'isnet-medium-768-int8');
+  const names = (p: 'auto' | 'fp32' | 'int8', autoAt: (side: number) => 'fp32' | 'int8') => modelsToServe(manifest, p, [1024, 768], autoAt).map((m) => `${m.name}:${m.side}:${m.precision}`);
+  const others = manifest.sides.filter((s) => s !== 1024);
+  t.ok(others.includes(512) && others.includes(768), 'the manifest lists the sides of fast and balanced');
+  const fp32 = ['isnet-medium:1024:fp32', ...others.map((s) => `isnet-medium-${s}:${s}:fp32`)];
+  t.same(names('fp32', () => 'int8'), fp32);
+  t.same(names('int8', () => 'fp32'), ['isnet-medium-int8:1024:int8', 'isnet-medium-768-int8:768:int8']);
+  t.same(names('auto', () => 'fp32'), fp32, 'auto without VNNI: the fp32 names');
+  t.same(names('auto', (side) => (side === 512 ? 'fp32' : 'int8')), [
+    'isnet-medium-int8:1024:int8', 'isnet-medium-768-int8:768:int8', ...fp32,
+  ], 'auto with VNNI: its int8 picks first (the one loaded at start), and the fp32 names');
 });

@@ -25,11 +25,12 @@ async function alphaChannel(png: Buffer | string): Promise<{ alpha: Uint8Array; 
 
 /**
  * The local cutout at a precision, once each: the CLI on the same pipeline and worker thread as a
- * local serve. `auto` is what `cutout model-server` computes by default (int8 on a VNNI CPU);
- * the minimal server runs the fp32 weights, as Triton would with the exported repository.
+ * local serve. `isnet-medium` is fp32 on every server (`cutout model-server` under any
+ * --precision, the minimal server, Triton with the exported repository); `isnet-medium-int8` is
+ * the int8 copy the CLI runs with --precision int8.
  */
 const localPngs = new Map<string, Promise<Buffer>>();
-function localCutout(t: Tap.Test, precision: 'auto' | 'fp32'): Promise<Buffer> {
+function localCutout(t: Tap.Test, precision: 'int8' | 'fp32'): Promise<Buffer> {
   if (!localPngs.has(precision)) localPngs.set(precision, (async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-upstream-'));
     t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
@@ -41,7 +42,7 @@ function localCutout(t: Tap.Test, precision: 'auto' | 'fp32'): Promise<Buffer> {
   return localPngs.get(precision)!;
 }
 
-async function compareWithLocal(t: Tap.Test, remotePng: Buffer, precision: 'auto' | 'fp32'): Promise<void> {
+async function compareWithLocal(t: Tap.Test, remotePng: Buffer, precision: 'int8' | 'fp32'): Promise<void> {
   const local = await alphaChannel(await localCutout(t, precision));
   const remote = await alphaChannel(remotePng);
   t.same([remote.width, remote.height], [local.width, local.height], 'same size');
@@ -74,7 +75,7 @@ t.test('serve --upstream a cutout model-server: binary tensors, the same cutout 
   const res = await removeFull(srv.url, key.key);
   t.equal(res.status, 200, 'removed through the upstream');
   t.equal(res.headers.get('x-credits-charged'), '1');
-  await compareWithLocal(t, Buffer.from(await res.arrayBuffer()), 'auto');
+  await compareWithLocal(t, Buffer.from(await res.arrayBuffer()), 'fp32');
 
   const fast = await removeFull(srv.url, key.key, { quality: 'fast', size: 'preview' });
   t.equal(fast.status, 200, 'quality=fast runs on isnet-medium-512 on the upstream');
@@ -143,16 +144,46 @@ t.test('serve --upstream a minimal JSON-only protocol server: JSON tensors, one 
   t.equal(minimal.seen.length, 1, 'and nothing sent upstream');
 });
 
-t.test('serve --upstream with a default precision of int8 refuses to start: one line, exit code 2', async (t) => {
-  // The upstream address is never contacted: the setting is refused first.
+t.test('serve --upstream --precision int8 asks for the -int8 models: works against model-server --precision int8, with its token', async (t) => {
+  const upstream = await startModelServer(t, ['--port', '0', '--precision', 'int8', '--token', 'gpu-secret']);
+  const srv = await startServe(t, ['--upstream', upstream.url, '--workers', '1', '--precision', 'int8', '--upstream-token', 'gpu-secret']);
+  const key = await createKey(srv.dataDir);
+  const health = (await (await fetch(`${srv.url}/api/v1/health`)).json()) as any;
+  t.same(health.upstream.sides, [768, 1024], 'isnet-medium-int8 and isnet-medium-768-int8 (512 has no int8 copy)');
+  const res = await removeFull(srv.url, key.key);
+  t.equal(res.status, 200, 'removed through the int8 upstream');
+  await compareWithLocal(t, Buffer.from(await res.arrayBuffer()), 'int8');
+  const balanced = await removeFull(srv.url, key.key, { quality: 'balanced', size: 'preview' });
+  t.equal(balanced.status, 200, 'quality=balanced runs on isnet-medium-768-int8');
+  const fast = await errorCode(await removeFull(srv.url, key.key, { quality: 'fast', size: 'preview' }));
+  t.same([fast.status, fast.code], [400, 'invalid_request'], 'quality=fast: no isnet-medium-512-int8, refused');
+  t.match(fast.message, /isnet-medium-512-int8/);
+
+  // The same upstream without the token (CUTOUT_UPSTREAM_TOKEN unset): refused at start, one line.
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-token-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const without = await runCli(['serve', '--port', '0', '--data', dir, '--upstream', upstream.url, '--precision', 'int8'], { env: { CUTOUT_UPSTREAM_TOKEN: '' } });
+  t.equal(without.code, 2, 'exit code 2');
+  t.equal(without.stderr.trim().split('\n').length, 1, 'one line');
+  t.match(without.stderr, /refused the credentials: GET \/v2 answered 401; give its token with --upstream-token/);
+  // The token by its variable.
+  const byEnv = await startServe(t, ['--upstream', upstream.url, '--workers', '1'], { env: { CUTOUT_UPSTREAM_TOKEN: 'gpu-secret', CUTOUT_PRECISION: 'int8' } });
+  t.equal(((await (await fetch(`${byEnv.url}/api/v1/health`)).json()) as any).upstream.ready, true, 'CUTOUT_UPSTREAM_TOKEN and CUTOUT_PRECISION');
+  t.notOk(srv.stderr().includes('gpu-secret') || byEnv.stderr().includes('gpu-secret'), 'the token is never logged');
+});
+
+t.test('serve --upstream with precision int8 and an upstream without the -int8 model refuses to start: one line, exit code 2', async (t) => {
+  const minimal = await startMinimalOip(t);
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-int8-'));
   t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const r = await runCli(['serve', '--port', '0', '--upstream', 'http://127.0.0.1:9', '--data', dir], {
+  const r = await runCli(['serve', '--port', '0', '--upstream', minimal.url, '--data', dir], {
     env: { CUTOUT_PRECISION: 'int8' },
   });
   t.equal(r.code, 2, 'the usage exit code');
   t.equal(r.stderr.trim().split('\n').length, 1, 'one line');
-  t.match(r.stderr, /precision int8 .*not available with --upstream/);
+  t.match(r.stderr, /has no model "isnet-medium-int8".*precision int8 asks for the int8 copy/);
+  t.ok(minimal.requests.some((q) => q.path === '/v2/models/isnet-medium-int8'), 'the int8 name was asked for');
+  t.notOk(minimal.requests.some((q) => q.path === '/v2/models/isnet-medium'), 'never the fp32 one in its place');
 });
 
 t.test('an upstream answering 503 gives 503 gpu_unavailable, a 500 or 4xx 500 processing_failed, a slow one the sync 504; none charged', async (t) => {
@@ -176,7 +207,9 @@ t.test('an upstream answering 503 gives 503 gpu_unavailable, a 500 or 4xx 500 pr
   t.equal(res500.headers.get('retry-after'), null, 'no Retry-After for a model failure');
   const e500 = await errorCode(res500);
   t.same([e500.status, e500.code], [500, 'processing_failed'], 'the model failed on this image');
-  t.match(e500.message, /\(500\)/);
+  t.match(e500.message, /^The inference server failed on this image \(500\)/, 'a generic message');
+  t.notMatch(e500.message, /failing on purpose/, "the upstream's own text (onnxruntime's, say) is not shown to the client");
+  t.match(srv.stderr(), /upstream POST http:\/\/127\.0\.0\.1:\d+\/v2\/models\/isnet-medium\/infer answered 500: failing on purpose with 500/, "it is in the server's log, with the model and URL");
 
   // A 200 longer than any matte of this size: cut off as it streams, uncharged.
   minimal.failure.status = undefined;
@@ -215,9 +248,20 @@ t.test('a job whose upstream answers 500 ends failed, uncharged, and the next jo
   };
   const first = await submit();
   const second = await submit();
+  // The minimal server runs the model in this process and blocks its event loop for seconds: a
+  // kept-alive connection can pass serve's keep-alive timeout meanwhile and be closed under a
+  // poll ("other side closed"), which is the test's own doing; such a poll is made again.
+  const poll = async (id: string): Promise<any> => {
+    try {
+      return await (await fetch(`${srv.url}/api/v1/jobs/${id}`, { headers: bearer(key.key) })).json();
+    } catch (err) {
+      if ((err as { cause?: { code?: string } }).cause?.code !== 'UND_ERR_SOCKET') throw err;
+      return (await fetch(`${srv.url}/api/v1/jobs/${id}`, { headers: bearer(key.key) })).json();
+    }
+  };
   const settle = async (id: string) => {
     for (let until = Date.now() + 90_000; Date.now() < until;) {
-      const job = (await (await fetch(`${srv.url}/api/v1/jobs/${id}`, { headers: bearer(key.key) })).json()) as any;
+      const job = await poll(id);
       if (job.status === 'done' || job.status === 'failed') return job;
       await new Promise((r) => setTimeout(r, 100));
     }

@@ -1,11 +1,14 @@
 /**
  * `cutout model-server`: the local model over the Open Inference Protocol v2 (src/oip/server.ts).
  * Prints `listening on http://HOST:PORT` once the model is loaded; stops on SIGINT/SIGTERM after
- * the inferences in flight.
+ * the inferences in flight. Its address and token are its own settings (CUTOUT_MODEL_SERVER_HOST,
+ * CUTOUT_MODEL_SERVER_PORT, CUTOUT_MODEL_SERVER_TOKEN), never serve's CUTOUT_HOST/CUTOUT_PORT: a
+ * config that opens serve to the network does not open the model server.
  */
 import fs from 'node:fs';
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
+import type { Precision } from '../options.js';
 
 interface ModelServerFlags {
   host?: string;
@@ -14,6 +17,7 @@ interface ModelServerFlags {
   precision?: string;
   inferenceWorkers?: string;
   inferenceThreads?: string;
+  token?: string;
   data?: string;
   config?: string;
 }
@@ -22,21 +26,26 @@ export function registerModelServer(program: Command): void {
   program
     .command('model-server')
     .description('serve the model over the Open Inference Protocol v2 (KServe v2 / Triton), for serve --upstream')
-    .option('--host <host>', 'bind address (env CUTOUT_HOST; default 127.0.0.1)')
-    .option('--port <port>', 'port; 0 picks a free one (env CUTOUT_PORT; default 8000, as Triton)')
+    .option('--host <host>', 'bind address (env CUTOUT_MODEL_SERVER_HOST; default 127.0.0.1)')
+    .option('--port <port>', 'port; 0 picks a free one (env CUTOUT_MODEL_SERVER_PORT; default 8000, as Triton)')
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
-    .option('--precision <precision>', 'auto | fp32 | int8: the number format of the model served (env CUTOUT_PRECISION; default auto: int8 on a CPU with VNNI)')
+    .option('--precision <precision>', 'auto | fp32 | int8: the models served: fp32 as NAME, int8 as NAME-int8; auto serves what auto runs here under its own name, and the fp32 names (env CUTOUT_PRECISION; default auto)')
+    .option('--token <token>', 'require "Authorization: Bearer TOKEN" on every endpoint but /v2/health/* (env CUTOUT_MODEL_SERVER_TOKEN)')
     .option('--inference-workers <n>', 'inference worker threads, each with its own session (default: 1 up to 8 cores, then one per 8 cores; docs/benchmarks.md)')
     .option('--inference-threads <n>', 'intra-op threads of each session (default: the cores over the workers; env CUTOUT_THREADS)')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .action(async (flags: ModelServerFlags) => {
-      // Triton's HTTP port is the default, unless a flag, the environment or the config says otherwise.
-      const given = { host: flags.host, port: flags.port ?? (process.env.CUTOUT_PORT ? undefined : 8000), model: flags.model, precision: flags.precision, dataDir: flags.data, inferenceWorkers: flags.inferenceWorkers, inferenceThreads: flags.inferenceThreads };
+      const given = {
+        modelServerHost: flags.host, modelServerPort: flags.port, modelServerToken: flags.token, model: flags.model, precision: flags.precision, dataDir: flags.data,
+        inferenceWorkers: flags.inferenceWorkers, inferenceThreads: flags.inferenceThreads,
+      };
       const config = await loadConfig(given, { configFile: flags.config });
       const { createPipeline } = await import('../pipeline/index.js');
-      const { startModelServer } = await import('../oip/server.js');
-      // Clients see FP32 tensors either way; int8 is how this server computes them.
+      const { startModelServer, modelsToServe } = await import('../oip/server.js');
+      const { int8Sides, resolvePrecision } = await import('../pipeline/int8.js');
+      const { CutoutError } = await import('../errors.js');
+      // Each model name runs at its own precision (server.ts passes it on every call).
       const pipeline = createPipeline({
         model: config.model, precision: config.precision, dataDir: config.dataDir,
         inferenceWorkers: config.inferenceWorkers, threads: config.inferenceThreads,
@@ -45,13 +54,22 @@ export function registerModelServer(program: Command): void {
         },
       });
       const manifest = pipeline.manifest;
+      const sides = int8Sides(manifest);
+      if (config.precision === 'int8' && sides.length === 0) {
+        throw new CutoutError('invalid_request', `Model ${manifest.name} has no int8 copy (no calibration data); use --precision fp32 or auto`);
+      }
+      const models = modelsToServe(manifest, config.precision, sides, (side) => resolvePrecision(manifest, 'auto', side));
       const model = {
-        loadModel: (_manifest: unknown, side?: number) => pipeline.loadModel({ side }),
-        runModel: (_manifest: unknown, tensor: Float32Array, width: number, height: number) => pipeline.runModel(tensor, width, height),
+        loadModel: (_manifest: unknown, side?: number, precision?: Precision) => pipeline.loadModel({ side, precision }),
+        runModel: (_manifest: unknown, tensor: Float32Array, width: number, height: number, sourcePixels?: number, precision?: Precision) =>
+          pipeline.runModel(tensor, width, height, { sourcePixels, precision }),
       };
       const version = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-      const server = await startModelServer({ host: config.host, port: config.port, manifest, model, version });
+      const server = await startModelServer({
+        host: config.modelServerHost, port: config.modelServerPort, manifest, model, version, models, token: config.modelServerToken,
+      });
       process.stdout.write(`listening on ${server.url}\n`);
+      process.stderr.write(`cutout model-server: serving ${models.map((m) => m.name).join(', ')}${config.modelServerToken ? ' (token required)' : ''}\n`);
       await new Promise<void>((resolve) => {
         const stop = (signal: NodeJS.Signals) => {
           process.stderr.write(`cutout model-server: ${signal}, finishing inferences in flight\n`);

@@ -37,6 +37,8 @@ interface ServeFlags {
   exitWithParent?: boolean;
   inferenceWorkers?: string;
   inferenceThreads?: string;
+  upstreamToken?: string;
+  precision?: string;
 }
 
 /** Flag name (commander's camelCase) -> config field. */
@@ -47,6 +49,7 @@ const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   metrics: 'metrics', logLevel: 'logLevel',
   model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs', upstream: 'upstream', upstreamModel: 'upstreamModel',
   inferenceWorkers: 'inferenceWorkers', inferenceThreads: 'inferenceThreads',
+  upstreamToken: 'upstreamToken', precision: 'precision',
 };
 
 /**
@@ -83,6 +86,8 @@ export function registerServe(program: Command): void {
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
     .option('--upstream <url>', 'run the model on an Open Inference Protocol v2 server (Triton, KServe, cutout model-server) (env CUTOUT_UPSTREAM)')
     .option('--upstream-model <name>', "the model's name on the upstream (default: the local model's name)")
+    .option('--upstream-token <token>', 'sent to the upstream as "Authorization: Bearer TOKEN" (a model server\'s --token) (env CUTOUT_UPSTREAM_TOKEN)')
+    .option('--precision <precision>', 'auto | fp32 | int8: the default precision; with --upstream, int8 asks for the NAME-int8 models, auto and fp32 for NAME (env CUTOUT_PRECISION; default auto)')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .option('--store <url>', STORE_FLAG_HELP)

@@ -102,7 +102,8 @@ export async function createRemover(options: RemoverOptions = {}): Promise<Remov
     if (o.upstream) {
       const { connectConfiguredUpstream } = await import('../oip/client.js');
       upstream = await connectConfiguredUpstream({
-        upstream: o.upstream, upstreamModel: o.upstreamModel ?? null, model: o.model ?? 'isnet-medium', workers: o.concurrency, precision: o.precision,
+        upstream: o.upstream, upstreamModel: o.upstreamModel ?? null, upstreamToken: o.upstreamToken ?? null,
+        model: o.model ?? 'isnet-medium', workers: o.concurrency, precision: o.precision,
       });
     }
     const pipeline = createPipeline({ model: o.model, precision: o.precision, dataDir: o.dataDir, upstream, onPreparation: o.onProgress });

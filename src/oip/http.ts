@@ -33,13 +33,16 @@ export class Slots {
   }
 }
 
-/** A response's body, or processing_failed once it passes `limit` bytes (the rest is not read). */
-export async function readCapped(res: Response, limit: number): Promise<Buffer> {
-  const tooLarge = (size: string) => new CutoutError('processing_failed', `The inference server's answer is ${size}: over the limit of ${formatMB(limit)}, what a matte of this size can take`);
+/**
+ * A response's body, or an error once it passes `limit` bytes (the rest is not read): by
+ * default processing_failed for an inference answer; `tooLarge` makes another one.
+ */
+export async function readCapped(res: Response, limit: number, tooLarge?: (size: string) => Error): Promise<Buffer> {
+  const fail = tooLarge ?? ((size: string) => new CutoutError('processing_failed', `The inference server's answer is ${size}: over the limit of ${formatMB(limit)}, what a matte of this size can take`));
   const declared = Number(res.headers.get('content-length'));
   if (Number.isFinite(declared) && declared > limit) {
     await res.body?.cancel().catch(() => undefined);
-    throw tooLarge(formatMB(declared));
+    throw fail(formatMB(declared));
   }
   if (!res.body) return Buffer.alloc(0);
   const chunks: Uint8Array[] = [];
@@ -51,11 +54,52 @@ export async function readCapped(res: Response, limit: number): Promise<Buffer> 
     size += value.byteLength;
     if (size > limit) {
       await reader.cancel().catch(() => undefined);
-      throw tooLarge(`longer than ${formatMB(limit)}`);
+      throw fail(`longer than ${formatMB(limit)}`);
     }
     chunks.push(value);
   }
   return Buffer.concat(chunks);
+}
+
+/** A wait of `ms` that ends early (rejecting with its reason) when `signal` aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * A Retry-After header in ms (delta-seconds or an HTTP date), or null when absent or unreadable.
+ */
+export function retryAfterMs(value: string | null, now = Date.now()): number | null {
+  if (value === null || value.trim() === '') return null;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return Number(v) * 1000;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/**
+ * The wait before retry number `attempt` (1-based) of a busy answer: a Retry-After is honoured
+ * (up to `maxMs`) with up to half of it again as jitter, so that the clients a busy server sent
+ * away do not all come back at once; without one, full jitter over a doubling bound.
+ */
+export function busyDelayMs(attempt: number, retryAfter: number | null, firstMs: number, maxMs: number, random = Math.random): number {
+  if (retryAfter !== null) {
+    const base = Math.min(retryAfter, maxMs);
+    return base + random() * base * 0.5;
+  }
+  const bound = Math.min(maxMs, firstMs * 2 ** (attempt - 1));
+  return firstMs / 2 + random() * (bound - firstMs / 2);
 }
 
 /** The `{"error": "..."}` of a protocol error body, or its first characters. */

@@ -3,25 +3,35 @@
  * Open Inference Protocol v2 REST API, with JSON tensors and Triton's binary tensor data
  * extension, so that `serve --upstream` can point at it, or anything else that speaks the protocol.
  *
- * Models: the manifest's name at its own input side, and `NAME-SIDE` for each other side the
- * manifest lists (the variants the quality settings use), loaded on their first request.
- * Errors are `{"error": "..."}`: 400 for a malformed or wrong request, 404 for an unknown model,
- * 413 for a body larger than its model's tensor can take (`inferBodyLimit`), 503 with
- * Retry-After past LIMITS.modelServerMaxInferences requests at once, 500 when the model fails.
+ * Models: what a name says is what runs (`modelsToServe`). `NAME` is the fp32 model at its own
+ * input side, exactly the weights `models export --triton` writes; `NAME-SIDE` the fp32 copy at a
+ * smaller side; `NAME-int8` and `NAME-SIDE-int8` the int8 copies, at the sides that have one.
+ * `--precision` picks the set; the model at the manifest's side loads at start, the others on
+ * their first request.
+ *
+ * Requests: a request's body is read in full (within LIMITS.modelServerBodyTimeoutMs, its bytes
+ * counted against LIMITS.modelServerBodyBudgetBytes) before it takes one of
+ * LIMITS.modelServerMaxInferences slots; up to LIMITS.modelServerMaxQueue read requests wait for
+ * a slot in order. With a token, every endpoint but /v2/health/* needs `Authorization: Bearer`.
+ * Errors are `{"error": "..."}`: 400 for a malformed or wrong request (duplicated, unknown or too
+ * many outputs included), 401 without the token, 404 for an unknown model, 408 for a body not
+ * sent in time, 413 for a body larger than its model's tensor can take (`inferBodyLimit`), 503
+ * with Retry-After when the queue or the body budget is full, 500 when the model fails.
  */
+import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { LIMITS, formatMB, inferBodyLimit } from '../limits.js';
 import type { ModelManifest } from '../pipeline/manifest.js';
+import type { Precision } from '../options.js';
 import {
   BINARY_EXTENSION, HEADER_LENGTH, SERVER_MS_PARAMETER, elementCount, expectedTensors, fp32Bytes, jsonValueBound, readTensors, shapeAdmits, splitBody,
   type InferenceRequest, type ModelMetadata, type ResponseOutput,
 } from './protocol.js';
-
 /** The local inference the server exposes: the pipeline's model call (model.ts). */
 export interface LocalModel {
-  loadModel(manifest: ModelManifest, side?: number): Promise<number>;
-  runModel(manifest: ModelManifest, tensor: Float32Array, width: number, height: number): Promise<{ data: Float32Array; width: number; height: number; ms: number }>;
+  loadModel(manifest: ModelManifest, side?: number, precision?: Precision): Promise<number>;
+  runModel(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, sourcePixels?: number, precision?: Precision): Promise<{ data: Float32Array; width: number; height: number; ms: number }>;
 }
 
 class ProtocolError extends Error {
@@ -30,15 +40,67 @@ class ProtocolError extends Error {
   }
 }
 
-interface ServedModel {
+/** One model the server answers for: the name says the side and the arithmetic that run. */
+export interface ServedModel {
   name: string;
   side: number;
+  precision: 'fp32' | 'int8';
   manifest: ModelManifest;
+}
+
+/** The protocol name of a model at a side and precision: NAME, NAME-SIDE, NAME-int8, NAME-SIDE-int8. */
+export function servedName(manifest: ModelManifest, side: number, precision: 'fp32' | 'int8', base = manifest.name): string {
+  return `${base}${side === manifest.input.width ? '' : `-${side}`}${precision === 'int8' ? '-int8' : ''}`;
+}
+
+/**
+ * The models a server with `--precision P` answers for, the one loaded at start first.
+ * - fp32: NAME and NAME-SIDE for each other side of the manifest.
+ * - int8: NAME-int8 and NAME-SIDE-int8 at the sides that have an int8 copy (`int8Sides`).
+ * - auto: what `auto` runs here at each side under its own name (NAME-int8 on a CPU with VNNI,
+ *   NAME elsewhere), and the fp32 names too: a model loads on its first request, so a name
+ *   nobody asks for costs nothing.
+ * `int8Sides`: the sides with an int8 copy; `autoAt`: what auto runs at a side on this machine.
+ */
+export function modelsToServe(manifest: ModelManifest, precision: Precision, int8Sides: readonly number[], autoAt: (side: number) => 'fp32' | 'int8'): ServedModel[] {
+  const own = manifest.input.width;
+  const sides = [own, ...manifest.sides.filter((s) => s !== own)];
+  const out: ServedModel[] = [];
+  const add = (side: number, p: 'fp32' | 'int8') => out.push({ name: servedName(manifest, side, p), side, precision: p, manifest });
+  if (precision === 'int8') {
+    for (const side of sides) if (int8Sides.includes(side)) add(side, 'int8');
+    return out;
+  }
+  if (precision === 'auto') for (const side of sides) if (autoAt(side) === 'int8' && int8Sides.includes(side)) add(side, 'int8');
+  for (const side of sides) add(side, 'fp32');
+  return out;
 }
 
 export interface ModelServer {
   url: string;
   close(): Promise<void>;
+}
+
+export interface ModelServerOptions {
+  host: string;
+  port: number;
+  manifest: ModelManifest;
+  model: LocalModel;
+  version: string;
+  /** The models answered for, the first one loaded at start (`modelsToServe`). */
+  models: ServedModel[];
+  /** Every endpoint but /v2/health/* requires `Authorization: Bearer TOKEN`; null: open. */
+  token?: string | null;
+  /** Overrides of the LIMITS.modelServer* numbers (tests). */
+  limits?: Partial<ServerLimits>;
+}
+
+interface ServerLimits {
+  maxInferences: number;
+  maxQueue: number;
+  bodyBudgetBytes: number;
+  bodyTimeoutMs: number;
+  headersTimeoutMs: number;
 }
 
 const SERVER_NAME = 'cutout';
@@ -49,8 +111,23 @@ function send(res: http.ServerResponse, status: number, body: unknown, headers: 
   res.end(text);
 }
 
-/** The request body, refused with 413 past `limit` (by Content-Length before reading, else as it streams). */
-function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
+function busy(what: string): ProtocolError {
+  return new ProtocolError(503, `busy: ${what}; retry after ${LIMITS.modelServerRetryAfterSeconds} s`, { 'Retry-After': String(LIMITS.modelServerRetryAfterSeconds) });
+}
+
+/** The bytes of request bodies the server holds at once, against a budget. */
+class BodyBudget {
+  held = 0;
+  constructor(readonly limit: number) {}
+}
+
+/**
+ * The request body, refused with 413 past `limit` (by Content-Length before reading, else as it
+ * streams), 408 when it is not complete `timeoutMs` after the headers, 503 when its bytes would
+ * take the server's bodies past their budget. `hold`: the bytes this request counts against the
+ * budget until it is answered (the caller gives them back).
+ */
+function readBody(req: http.IncomingMessage, limit: number, timeoutMs: number, budget: BodyBudget, hold: { bytes: number }): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) {
     return Promise.reject(new ProtocolError(413, `request body of ${formatMB(declared)} is over the limit of ${formatMB(limit)}`));
@@ -58,24 +135,86 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        reject(new ProtocolError(413, `request body is over the limit of ${formatMB(limit)}`));
-        req.removeAllListeners('data');
+    let settled = false;
+    const stop = (err: ProtocolError | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req.removeListener('data', onData);
+      if (err) {
+        chunks.length = 0;
         req.resume();
-        return;
+        reject(err);
+      } else {
+        resolve(Buffer.concat(chunks));
       }
+    };
+    const timer = setTimeout(() => stop(new ProtocolError(408, `the request body was not complete within ${timeoutMs / 1000} s`)), timeoutMs);
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) return stop(new ProtocolError(413, `request body is over the limit of ${formatMB(limit)}`));
+      if (budget.held + chunk.length > budget.limit) return stop(busy(`${formatMB(budget.held)} of request bodies held, the limit is ${formatMB(budget.limit)}`));
+      budget.held += chunk.length;
+      hold.bytes += chunk.length;
       chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
+    };
+    req.on('data', onData);
+    req.on('end', () => stop(null));
     // A client that went away ("aborted"): its request, not a fault of ours.
-    req.on('error', (err) => reject(new ProtocolError(400, `the request body could not be read: ${err.message}`)));
-    // A client that goes away mid-body frees its place (a no-op once the body was read).
+    req.on('error', (err) => stop(new ProtocolError(400, `the request body could not be read: ${err.message}`)));
+    // A client that goes away mid-body frees its bytes (a no-op once the body was read).
     req.on('close', () => {
-      if (!req.complete) reject(new ProtocolError(400, 'the client closed the connection before the body was complete'));
+      if (!req.complete) stop(new ProtocolError(400, 'the client closed the connection before the body was complete'));
     });
   });
+}
+
+/**
+ * The inference slots and their queue: `take` resolves with a release once a slot is free, in
+ * order of arrival; refused with 503 when `maxQueue` requests already wait; a request whose
+ * client goes away while it waits leaves the queue.
+ */
+class InferenceSlots {
+  running = 0;
+  private readonly waiting: { grant: () => void }[] = [];
+  constructor(private readonly size: number, private readonly maxQueue: number) {}
+
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  async take(res: http.ServerResponse): Promise<() => void> {
+    if (this.running < this.size) {
+      this.running++;
+    } else {
+      if (this.waiting.length >= this.maxQueue) throw busy(`${this.running} running and ${this.waiting.length} waiting for a slot`);
+      await new Promise<void>((resolve, reject) => {
+        const entry = { grant: () => { res.off('close', gone); resolve(); } };
+        const gone = () => {
+          const i = this.waiting.indexOf(entry);
+          if (i >= 0) this.waiting.splice(i, 1);
+          reject(new ProtocolError(400, 'the client went away while its request waited'));
+        };
+        res.once('close', gone);
+        this.waiting.push(entry);
+      });
+    }
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next.grant(); // the slot passes on: `running` stays
+      else this.running--;
+    };
+  }
+}
+
+/** Constant-time check of `Authorization: Bearer TOKEN` (hashes first: equal lengths for timingSafeEqual). */
+function bearerMatches(header: string | undefined, tokenHash: Buffer): boolean {
+  const m = /^Bearer +(\S+) *$/i.exec(header ?? '');
+  const given = crypto.createHash('sha256').update(m ? m[1] : '').digest();
+  return crypto.timingSafeEqual(given, tokenHash) && m !== null;
 }
 
 function metadata(m: ServedModel): ModelMetadata {
@@ -83,43 +222,54 @@ function metadata(m: ServedModel): ModelMetadata {
   return { name: m.name, versions: ['1'], platform: 'onnxruntime_onnx', inputs: [input], outputs: [output] };
 }
 
-export async function startModelServer(opts: { host: string; port: number; manifest: ModelManifest; model: LocalModel; version: string }): Promise<ModelServer> {
+export async function startModelServer(opts: ModelServerOptions): Promise<ModelServer> {
   const { manifest, model } = opts;
-  const served = new Map<string, ServedModel>();
-  served.set(manifest.name, { name: manifest.name, side: manifest.input.width, manifest });
-  for (const side of manifest.sides) {
-    if (side !== manifest.input.width) served.set(`${manifest.name}-${side}`, { name: `${manifest.name}-${side}`, side, manifest });
-  }
-  // Ready once the model's own side is loaded (verified weights, a session); variants load on use.
+  const limits: ServerLimits = {
+    maxInferences: LIMITS.modelServerMaxInferences, maxQueue: LIMITS.modelServerMaxQueue, bodyBudgetBytes: LIMITS.modelServerBodyBudgetBytes,
+    bodyTimeoutMs: LIMITS.modelServerBodyTimeoutMs, headersTimeoutMs: LIMITS.modelServerHeadersTimeoutMs, ...opts.limits,
+  };
+  if (opts.models.length === 0) throw new Error('startModelServer: no models to serve');
+  const served = new Map<string, ServedModel>(opts.models.map((m) => [m.name, m]));
+  const tokenHash = opts.token ? crypto.createHash('sha256').update(opts.token).digest() : null;
+  // Ready once the first model is loaded (verified weights, a session); the others load on use.
+  const first = opts.models[0];
   let ready = false;
-  const loading = model.loadModel(manifest).then(() => { ready = true; });
+  const loading = model.loadModel(manifest, first.side, first.precision).then(() => { ready = true; });
 
   const modelOf = (name: string): ServedModel => {
     const m = served.get(name);
-    if (!m) throw new ProtocolError(404, `unknown model "${name}"; this server has: ${[...served.keys()].join(', ')}`);
+    if (!m) throw new ProtocolError(404, `unknown model "${name.slice(0, 200)}"; this server has: ${[...served.keys()].join(', ')}`);
     return m;
   };
 
-  let inferences = 0;
-  const infer = async (m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
-    if (inferences >= LIMITS.modelServerMaxInferences) {
-      throw new ProtocolError(503, `busy: ${inferences} inference requests in progress; retry shortly`, { 'Retry-After': String(LIMITS.modelServerRetryAfterSeconds) });
-    }
-    inferences++;
-    try {
-      await inferOne(m, req, res);
-    } finally {
-      inferences--;
-    }
-  };
+  const slots = new InferenceSlots(limits.maxInferences, limits.maxQueue);
+  const budget = new BodyBudget(limits.bodyBudgetBytes);
 
-  const inferOne = async (m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+  const infer = async (m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     const want = expectedTensors(manifest, m.side);
     const elements = elementCount(want.input.shape);
     // With Inference-Header-Content-Length the tensor is binary; without it the body is all JSON.
     const headerLength = req.headers[HEADER_LENGTH];
     const encoding = headerLength === undefined ? 'json' : 'binary';
-    const body = await readBody(req, inferBodyLimit(elements, encoding));
+    const hold = { bytes: 0 };
+    try {
+      // The whole body first, without a slot: a client that stalls mid-body holds only its bytes.
+      const body = await readBody(req, inferBodyLimit(elements, encoding), limits.bodyTimeoutMs, budget, hold);
+      const release = await slots.take(res);
+      try {
+        await inferOne(m, req, res, body, encoding);
+      } finally {
+        release();
+      }
+    } finally {
+      budget.held -= hold.bytes;
+    }
+  };
+
+  const inferOne = async (m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse, body: Buffer, encoding: 'json' | 'binary'): Promise<void> => {
+    const want = expectedTensors(manifest, m.side);
+    const elements = elementCount(want.input.shape);
+    const headerLength = req.headers[HEADER_LENGTH];
     // Bound what JSON.parse would build before it runs: at most one value per element, plus the
     // brackets and commas of a nested array's rows, plus the header's own.
     const rows = elements / want.input.shape[want.input.shape.length - 1];
@@ -132,20 +282,36 @@ export async function startModelServer(opts: { host: string; port: number; manif
     let request: InferenceRequest;
     let binary: Buffer;
     try {
-      const split = splitBody(body, req.headers[HEADER_LENGTH]);
+      const split = splitBody(body, headerLength);
       request = split.json as InferenceRequest;
       binary = split.binary;
     } catch (err) {
       throw new ProtocolError(400, `malformed request body: ${(err as Error).message}`);
     }
     if (!request || typeof request !== 'object' || !Array.isArray(request.inputs)) throw new ProtocolError(400, 'the request needs an "inputs" array');
+    if (request.id !== undefined && (typeof request.id !== 'string' || request.id.length > LIMITS.modelServerMaxIdLength)) {
+      throw new ProtocolError(400, `"id" must be a string of at most ${LIMITS.modelServerMaxIdLength} characters`);
+    }
     if (request.inputs.length !== 1 || request.inputs[0]?.name !== want.input.name) {
-      throw new ProtocolError(400, `model "${m.name}" takes one input, "${want.input.name}"; got: ${request.inputs.map((i) => i?.name).join(', ') || 'none'}`);
+      throw new ProtocolError(400, `model "${m.name}" takes one input, "${want.input.name}"; got: ${request.inputs.slice(0, 5).map((i) => String(i?.name).slice(0, 100)).join(', ') || 'none'}${request.inputs.length > 5 ? ', ...' : ''}`);
+    }
+    // The outputs asked for (all of them when the list is absent), each binary or JSON: each
+    // output at most once, so an answer is never more than the one matte.
+    const asked = request.outputs ?? [{ name: want.output.name }];
+    if (!Array.isArray(asked)) throw new ProtocolError(400, '"outputs" must be an array');
+    if (asked.length > 1) {
+      const names = asked.map((o) => o?.name);
+      const unknown = names.find((n) => n !== want.output.name);
+      if (unknown !== undefined) throw new ProtocolError(400, `unknown output "${String(unknown).slice(0, 100)}"; model "${m.name}" has: ${want.output.name}`);
+      throw new ProtocolError(400, `output "${want.output.name}" is asked for ${asked.length} times; ask for each output once (model "${m.name}" has one output)`);
+    }
+    for (const o of asked) {
+      if (!o || typeof o !== 'object' || o.name !== want.output.name) throw new ProtocolError(400, `unknown output "${String(o?.name).slice(0, 100)}"; model "${m.name}" has: ${want.output.name}`);
     }
     const input = request.inputs[0];
-    if (input.datatype !== want.input.datatype) throw new ProtocolError(400, `input "${input.name}" must be ${want.input.datatype}, got ${String(input.datatype)}`);
+    if (input.datatype !== want.input.datatype) throw new ProtocolError(400, `input "${input.name}" must be ${want.input.datatype}, got ${String(input.datatype).slice(0, 100)}`);
     if (!Array.isArray(input.shape) || !shapeAdmits(want.input.shape, input.shape)) {
-      throw new ProtocolError(400, `input "${input.name}" must have shape [${want.input.shape.join(', ')}], got [${String(input.shape)}]`);
+      throw new ProtocolError(400, `input "${input.name}" must have shape [${want.input.shape.join(', ')}], got [${String(input.shape).slice(0, 100)}]`);
     }
     let tensor: Float32Array;
     try {
@@ -156,18 +322,14 @@ export async function startModelServer(opts: { host: string; port: number; manif
     // runModel transfers the tensor's whole ArrayBuffer to the worker thread: a view into the
     // request body becomes a tensor of its own (a 12.6 MB copy, about 3 ms).
     if (tensor.byteOffset !== 0 || tensor.byteLength !== tensor.buffer.byteLength) tensor = tensor.slice();
-    // The outputs asked for (all of them when the list is absent), each binary or JSON.
-    const asked = request.outputs ?? [{ name: want.output.name }];
-    if (!Array.isArray(asked)) throw new ProtocolError(400, '"outputs" must be an array');
-    for (const o of asked) {
-      if (o?.name !== want.output.name) throw new ProtocolError(400, `unknown output "${String(o?.name)}"; model "${m.name}" has: ${want.output.name}`);
-    }
     const allBinary = request.parameters?.binary_data_output === true;
 
     let result: Awaited<ReturnType<LocalModel['runModel']>>;
     try {
-      result = await model.runModel(manifest, tensor, m.side, want.input.shape[2]);
+      result = await model.runModel(manifest, tensor, m.side, want.input.shape[2], 0, m.precision);
     } catch (err) {
+      // The detail is for the operator's log; the client gets the model's one line too (its own request).
+      process.stderr.write(`cutout model-server: inference failed on model "${m.name}": ${(err as Error)?.message ?? String(err)}\n`);
       throw new ProtocolError(500, `inference failed: ${(err as Error).message}`);
     }
     const shape = [1, 1, result.height, result.width];
@@ -185,12 +347,16 @@ export async function startModelServer(opts: { host: string; port: number; manif
       model_name: m.name, model_version: '1', ...(request.id !== undefined ? { id: request.id } : {}),
       parameters: { [SERVER_MS_PARAMETER]: result.ms }, outputs,
     };
-    if (parts.length === 0) {
-      send(res, 200, header);
-      return;
-    }
     const json = Buffer.from(JSON.stringify(header));
     const total = json.length + parts.reduce((n, p) => n + p.length, 0);
+    // Never more than one matte can take (the checks above make it so; this keeps it so).
+    const answerLimit = inferBodyLimit(result.width * result.height, parts.length > 0 ? 'binary' : 'json');
+    if (total > answerLimit) throw new ProtocolError(500, `the answer would be ${formatMB(total)}, over the ${formatMB(answerLimit)} a matte can take`);
+    if (parts.length === 0) {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': json.length });
+      res.end(json);
+      return;
+    }
     res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': total, 'Inference-Header-Content-Length': json.length });
     res.write(json);
     for (const p of parts) res.write(p);
@@ -200,6 +366,10 @@ export async function startModelServer(opts: { host: string; port: number; manif
   const route = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0].replace(/\/+$/, '');
     const method = req.method ?? 'GET';
+    // Health stays open (load balancers and Kubernetes probes carry no token); the rest needs it.
+    if (tokenHash && !path.startsWith('/v2/health/') && !bearerMatches(req.headers.authorization, tokenHash)) {
+      throw new ProtocolError(401, 'this model server needs "Authorization: Bearer TOKEN" (its --token)', { 'WWW-Authenticate': 'Bearer' });
+    }
     const modelPath = /^\/v2\/models\/([^/]+)(?:\/versions\/([^/]+))?(\/ready|\/infer)?$/.exec(path);
     if (method === 'GET' && path === '/v2') {
       send(res, 200, { name: SERVER_NAME, version: opts.version, extensions: [BINARY_EXTENSION] });
@@ -212,20 +382,26 @@ export async function startModelServer(opts: { host: string; port: number; manif
       try {
         name = decodeURIComponent(modelPath[1]);
       } catch {
-        throw new ProtocolError(400, `malformed model name in the path: ${modelPath[1]}`);
+        throw new ProtocolError(400, `malformed model name in the path: ${modelPath[1].slice(0, 200)}`);
       }
       const m = modelOf(name);
-      if (modelPath[2] !== undefined && modelPath[2] !== '1') throw new ProtocolError(404, `model "${m.name}" has no version "${modelPath[2]}"; it has: 1`);
+      if (modelPath[2] !== undefined && modelPath[2] !== '1') throw new ProtocolError(404, `model "${m.name}" has no version "${modelPath[2].slice(0, 100)}"; it has: 1`);
       if (method === 'GET' && modelPath[3] === undefined) send(res, 200, metadata(m));
       else if (method === 'GET' && modelPath[3] === '/ready') send(res, ready ? 200 : 503, { name: m.name, ready });
       else if (method === 'POST' && modelPath[3] === '/infer') await infer(m, req, res);
       else throw new ProtocolError(405, `${method} is not allowed on ${path}`);
     } else {
-      throw new ProtocolError(404, `no route ${method} ${path}`);
+      throw new ProtocolError(404, `no route ${method} ${path.slice(0, 200)}`);
     }
   };
 
-  const server = http.createServer((req, res) => {
+  const server = http.createServer({
+    // The headers within their own deadline; node's whole-request deadline a backstop behind ours
+    // (readBody's), checked every second rather than node's default 30.
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: Math.max(limits.headersTimeoutMs, limits.bodyTimeoutMs) + 5_000,
+    connectionsCheckingInterval: LIMITS.modelServerTimeoutCheckMs,
+  }, (req, res) => {
     route(req, res).catch((err: unknown) => {
       const status = err instanceof ProtocolError ? err.status : 500;
       if (!(err instanceof ProtocolError)) process.stderr.write(`cutout model-server: ${(err as Error)?.stack ?? String(err)}\n`);
@@ -233,9 +409,11 @@ export async function startModelServer(opts: { host: string; port: number; manif
         res.destroy();
         return;
       }
-      // Close a connection whose body was not read (413, 503 busy): the client may still be sending it.
+      // A body not read in full: too large (413) or too slow (408), the connection closes; any
+      // other (401, 503 over the body budget) is read to its end and dropped by node once the
+      // answer is sent, so that the client, still sending, gets the answer and not a reset.
       const headers = err instanceof ProtocolError ? { ...err.headers } : {};
-      if (status === 413 || status === 503) headers.Connection = 'close';
+      if (!req.complete && (status === 408 || status === 413)) headers.Connection = 'close';
       send(res, status, { error: (err as Error).message }, headers);
     });
   });
