@@ -2,19 +2,20 @@
  * The model server's bounds, in process with small limits so that they are reached quickly: the
  * queue behind the slots (503 with Retry-After only once it is full), the body deadline (408),
  * the headers deadline, and the budget of request bodies held at once (503). The real model
- * through the pipeline's own loadModel/runModel (the worker thread); real HTTP on a free port.
+ * through a pipeline object's loadModel/runModel (the worker thread); real HTTP on a free port.
  */
 import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
 import { LIMITS } from '../src/limits.js';
 import { resolveModel } from '../src/pipeline/manifest.js';
-import { loadModel, runModel, stopModels } from '../src/pipeline/model.js';
-import { modelsToServe, startModelServer, type ModelServer } from '../src/oip/server.js';
+import { createPipeline } from '../src/pipeline/index.js';
+import { modelsToServe, pipelineModel, startModelServer, type ModelServer } from '../src/oip/server.js';
 
 const SIDE = 1024;
 const INPUT_ELEMENTS = 3 * SIDE * SIDE;
 const manifest = resolveModel('isnet-medium');
+const pipeline = createPipeline({ precision: 'fp32' });
 
 function binaryBody(): { body: Buffer; headers: Record<string, string> } {
   const tensor = new Float32Array(INPUT_ELEMENTS);
@@ -27,7 +28,7 @@ function binaryBody(): { body: Buffer; headers: Record<string, string> } {
 
 async function start(t: Tap.Test, limits: Parameters<typeof startModelServer>[0]['limits']): Promise<ModelServer> {
   const server = await startModelServer({
-    host: '127.0.0.1', port: 0, manifest, model: { loadModel, runModel }, version: 'test',
+    host: '127.0.0.1', port: 0, manifest, model: pipelineModel(pipeline), version: 'test',
     models: modelsToServe(manifest, 'fp32', [], () => 'fp32'), limits,
   });
   t.teardown(() => server.close());
@@ -56,7 +57,7 @@ function stall(url: string, bytes: number) {
   return { req, answer: () => answer, closed: () => closed };
 }
 
-t.teardown(() => stopModels());
+t.teardown(() => pipeline.close());
 
 t.test('a bounded queue behind the slots: 503 with Retry-After only once it is full', async (t) => {
   const server = await start(t, { maxInferences: 1, maxQueue: 1 });

