@@ -29,6 +29,7 @@ const PATHS: Record<string, string[]> = {
   '/api/v1/usage': ['get'],
   '/api/v1/health': ['get'],
   '/api/v1/openapi.json': ['get'],
+  '/readyz': ['get'],
   '/metrics': ['get'],
 };
 
