@@ -10,8 +10,10 @@
 import t from 'tap';
 import fs from 'node:fs/promises';
 import crypto from 'node:crypto';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { LIMITS } from '../src/limits.js';
 import { openStore, type Store } from '../src/store/db.js';
 import { POSTGRES_NOW_MS } from '../src/store/clock.js';
 import { bearer, createKey, errorCode, startServe, upload, type ServeProcess } from './helpers/api-server.js';
@@ -244,4 +246,77 @@ t.test('the result path (a capability) is in no log line, also when its request 
   await fetch(`${server.url}/api/v1/results/${id}/more?x=${id}`);
   await sleep(200);
   t.notMatch(stdout + server.stderr(), id);
+});
+
+/**
+ * A TCP proxy in front of PostgreSQL whose `cut()` makes every connection open so far silent for
+ * good (nothing forwarded either way, no FIN, no RST), as a network path that drops packets or a
+ * database host gone without a word; connections made afterwards are forwarded again.
+ */
+async function silentPathProxy(t: Tap.Test, port: number): Promise<{ port: number; cut(): void; close(): Promise<void> }> {
+  const open = new Set<() => void>();
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(port, '127.0.0.1');
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const silence = () => {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+    };
+    client.on('error', () => undefined);
+    upstream.on('error', () => undefined);
+    open.add(silence);
+    sockets.add(client).add(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  let closed: Promise<void> | null = null;
+  const close = () => (closed ??= new Promise<void>((resolve) => {
+    for (const s of sockets) s.destroy();
+    server.close(() => resolve());
+  }));
+  t.teardown(close);
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    close,
+    cut() {
+      for (const silence of open) silence();
+      open.clear();
+    },
+  };
+}
+
+t.test('[postgres] a LISTEN connection whose peer went silent is noticed and replaced: notifications arrive again', async (t) => {
+  const pg = await sharedPostgres();
+  const direct = await pg.freshDatabase();
+  const proxy = await silentPathProxy(t, pg.port);
+  const viaProxy = direct.replace(`:${pg.port}/`, `:${proxy.port}/`);
+  const listener = await openStore(await tempDir(t), { url: viaProxy });
+  t.teardown(() => listener.close());
+  const notifier = await observe(t, direct);
+  let heard = 0;
+  await listener.onJobsQueued(() => { heard++; });
+  const { account } = await notifier.createKey({});
+  const job = () => ({
+    id: crypto.randomUUID(), accountId: account, keyId: null, options: { size: 'preview' } as any, sourceKind: 'image_file' as const, sourceUrl: null,
+    input: Buffer.from('x'), inputDesc: 'upload', callbackUrl: null, billable: false, batchId: null,
+  });
+  await notifier.createJobs([job()], 10_000);
+  await until('the first notification', async () => heard === 1, 5_000);
+  proxy.cut(); // the LISTEN connection (and the pool's) now lead nowhere, silently
+  const cutAt = Date.now();
+  await notifier.createJobs([job()], 10_000);
+  await sleep(500);
+  t.equal(heard, 1, 'a notification sent into the silent path is lost');
+  // Notifications sent until one arrives: the connection must have been replaced by then.
+  await until('a notification over a new LISTEN connection', async () => {
+    await notifier.createJobs([job()], 10_000);
+    await sleep(250);
+    return heard > 1;
+  }, 40_000);
+  const ms = Date.now() - cutAt;
+  t.ok(ms < LIMITS.postgresListenCheckMs + LIMITS.postgresListenCheckTimeoutMs + 5_000, `heard again ${ms} ms after the path went silent`);
+  await proxy.close(); // before the store closes: its silenced connections would never answer a goodbye
 });
