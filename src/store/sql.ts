@@ -70,7 +70,7 @@ export interface Db extends Queryable {
  */
 export class StoreUnavailable extends CutoutError {
   constructor(cause: unknown) {
-    super('gpu_unavailable', 'The service\'s database did not answer in time; retry shortly (a retry with the same Idempotency-Key is never charged twice).', {
+    super('gpu_unavailable', 'The service\'s database did not answer in time; retry shortly.', {
       headers: { 'Retry-After': String(LIMITS.storeRetryAfterSeconds) },
       cause,
     });
