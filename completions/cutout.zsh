@@ -90,6 +90,8 @@ _cutout() {
             '--allow-private-network[let URLs reach private addresses]' \
             '--no-playground[do not serve the playground page]' \
             '--no-metrics[do not serve /metrics]' \
+            '--metrics-port=[serve /metrics on a listener of its own]:port: ' \
+            '--metrics-host=[bind address of the metrics listener]:host:_hosts' \
             '--log-level=[lowest level of the request log]:level:(trace debug info warn error fatal silent)' \
             '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' \
             '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' \
