@@ -33,13 +33,13 @@ _cutout() {
         --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
         --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --log-level --store --lease-ms
+        --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
         --no-exit-with-parent --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
     local model_server_opts='--host --port --model --precision --token --inference-workers --inference-threads'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
         --quality --precision --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton
+        --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton
         --inference-workers --inference-threads '
 
     # Values of the option before the cursor

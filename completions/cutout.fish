@@ -112,6 +112,8 @@ complete -c cutout -n $serve -l allow-private-network -d 'Let URLs reach private
 complete -c cutout -n $serve -l no-playground -d 'Do not serve the playground page'
 complete -c cutout -n $serve -l no-metrics -d 'Do not serve /metrics'
 complete -c cutout -n $serve -l no-exit-with-parent -d 'Keep serving when the parent process exits'
+complete -c cutout -n $serve -l metrics-port -x -d 'Serve /metrics on a listener of its own'
+complete -c cutout -n $serve -l metrics-host -x -d 'Bind address of the metrics listener'
 complete -c cutout -n $serve -l log-level -x -a 'trace debug info warn error fatal silent' -d 'Request log level'
 complete -c cutout -n $serve -l lease-ms -x -d 'How long a claimed job stays with a silent server (ms)'
 complete -c cutout -n '__cutout_is remove serve keys credits account usage' -l store -x -d 'PostgreSQL URL shared by a fleet'

@@ -93,6 +93,8 @@ _cutout() {
             '--no-playground[do not serve the playground page]' \
             '--no-metrics[do not serve /metrics]' \
             '--no-exit-with-parent[keep serving when the parent process exits]' \
+            '--metrics-port=[serve /metrics on a listener of its own]:port: ' \
+            '--metrics-host=[bind address of the metrics listener]:host:_hosts' \
             '--log-level=[lowest level of the request log]:level:(trace debug info warn error fatal silent)' \
             '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' \
             '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' \

@@ -51,6 +51,10 @@ export interface CutoutConfig {
   playground: boolean;
   /** serve: serve Prometheus metrics at `/metrics`. */
   metrics: boolean;
+  /** serve: serve `/metrics` on a listener of its own on this port (0 picks a free one); null: on the API's port. */
+  metricsPort: number | null;
+  /** serve: bind address of the metrics listener; null: the API's `host`. */
+  metricsHost: string | null;
   /** serve: the lowest level of the JSON request log on stdout (`silent` turns it off). */
   logLevel: LogLevel;
   /** HMAC key for callbacks; null: generated once and kept in the data directory. */
@@ -109,6 +113,8 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   allowPrivateNetwork: false,
   playground: true,
   metrics: true,
+  metricsPort: null,
+  metricsHost: null,
   logLevel: 'info',
   callbackSecret: null,
   marketplaceSecret: null,
@@ -194,6 +200,8 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   allowPrivateNetwork: (v) => bool('allowPrivateNetwork', v),
   playground: (v) => bool('playground', v),
   metrics: (v) => bool('metrics', v),
+  metricsPort: (v) => (v === null ? null : int('metricsPort', v, 0, 65535)),
+  metricsHost: (v) => nullableStr('metricsHost', v),
   logLevel: (v) => {
     if (typeof v !== 'string' || !(LOG_LEVELS as readonly string[]).includes(v)) fail('logLevel', `one of ${LOG_LEVELS.join(', ')}`, v);
     return v as LogLevel;

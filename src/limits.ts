@@ -70,10 +70,40 @@ export const LIMITS = Object.freeze({
   maxRequestIdLength: 128,
   /** PostgreSQL connections per server process (100 servers x 10 fits a max_connections of 1000+). */
   postgresPoolSize: 10,
-  /** Time allowed to open a PostgreSQL connection in ms. */
-  postgresConnectTimeoutMs: 10_000,
+  /**
+   * Time allowed to open a PostgreSQL connection, and to wait for a free one of the pool, in ms.
+   * With the query timeout it bounds how long a request waits for a store that stopped answering:
+   * 5 s + 8 s, under the 15 s within which such a call must fail (cli-contract, `cutout serve`).
+   */
+  postgresConnectTimeoutMs: 5_000,
+  /**
+   * One statement, timed by node-postgres from when it is sent (`query_timeout`): past it the
+   * connection is dropped (PostgreSQL rolls its transaction back) and the caller gets a 503. The
+   * one bound that holds when the database, or the network path to it, is silent.
+   */
+  postgresQueryTimeoutMs: 8_000,
+  /**
+   * The same bound kept by PostgreSQL itself (`statement_timeout`), a little shorter, so a slow but
+   * live database cancels the statement and the connection stays usable. Migrations run without it.
+   */
+  postgresStatementTimeoutMs: 7_000,
+  /** TCP keepalive on every PostgreSQL connection: the first probe after this much silence (ms). */
+  postgresKeepAliveDelayMs: 10_000,
   /** How long a lost LISTEN connection waits before it connects again (new jobs are still found by the sweep). */
   postgresListenRetryMs: 1000,
+  /**
+   * How often the LISTEN connection (idle by nature, so nothing else would notice) is checked with
+   * a trivial query, and how long that query may take before the connection is replaced. A peer
+   * that is gone without a word (a frozen or partitioned database) is noticed within both.
+   */
+  postgresListenCheckMs: 10_000,
+  postgresListenCheckTimeoutMs: 3_000,
+  /** `GET /readyz`: the store must answer a trivial query within this (cli-contract). */
+  readyStoreTimeoutMs: 2_000,
+  /** Health never waits on the store longer than this for its queue counts (then this server's own view stands in). */
+  healthStoreTimeoutMs: 500,
+  /** Retry-After of a 503 when the store did not answer in time. */
+  storeRetryAfterSeconds: 5,
   /** Default `--lease-ms`: how long a claimed job stays with a silent server. */
   jobLeaseMs: 30_000,
   /**

@@ -30,6 +30,7 @@ const PATHS: Record<string, string[]> = {
   '/api/v1/health': ['get'],
   '/api/v1/openapi.json': ['get'],
   '/api/v1/errors': ['get'],
+  '/readyz': ['get'],
   '/metrics': ['get'],
 };
 

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { IdempotencyClaimLost, openStore, type NewJob, type Store, type StoreKind } from '../src/store/db.js';
 import { MIGRATIONS } from '../src/store/migrations.js';
 import { PG_MIGRATIONS } from '../src/store/migrations-postgres.js';
+import { POSTGRES_NOW_MS } from '../src/store/clock.js';
 import type { PostgresDb } from '../src/store/postgres.js';
 import { CutoutError } from '../src/errors.js';
 import { LIMITS } from '../src/limits.js';
@@ -255,7 +256,7 @@ forEachEngine('idempotency keys: claim, pending, mismatch, replay, release, expi
   t.same(await store.claimIdempotencyKey({ ...ref, endpoint: 'jobs' }, 'fp9', ttl), { state: 'claimed' }, 'scoped per endpoint');
   await store.releaseIdempotencyKey({ ...ref, endpoint: 'jobs' });
   t.same(await store.claimIdempotencyKey({ ...ref, endpoint: 'jobs' }, 'fp8', ttl), { state: 'claimed' }, 'a released key is free again');
-  clock.now += ttl * 1000;
+  await elapse(store, clock, ttl * 1000);
   t.same(await store.claimIdempotencyKey(ref, 'fp2', ttl), { state: 'claimed' }, 'after the window the key is new');
   await store.resetIdempotencyKeys(ttl);
   t.same(
@@ -264,6 +265,21 @@ forEachEngine('idempotency keys: claim, pending, mismatch, replay, release, expi
     'a reset drops the expired claim and keeps the fresh one of a live process',
   );
 });
+
+/**
+ * Lets `ms` pass for what the store judges by its clock (src/store/clock.ts). SQLite reads this
+ * process's clock, which the test moves. PostgreSQL reads its own now(), which no test moves: the
+ * times it wrote for leases, heartbeats and Idempotency-Key claims are moved back instead, which
+ * is the same to every comparison with now().
+ */
+async function elapse(store: Store, clock: { now: number }, ms: number): Promise<void> {
+  clock.now += ms;
+  if (store.kind !== 'postgres') return;
+  await store.db.run('UPDATE jobs SET lease_until = lease_until - ? WHERE lease_until IS NOT NULL', [ms]);
+  await store.db.run('UPDATE idempotency_keys SET created_at = created_at - ?', [ms]);
+  await store.db.run('UPDATE servers SET heartbeat_at = heartbeat_at - ?', [ms]);
+  await store.db.run('UPDATE callback_deliveries SET lease_until = lease_until - ? WHERE lease_until IS NOT NULL', [ms]);
+}
 
 /** Two server identities of this host (the store's `owner`): neither heartbeats, so each is silent to the other. */
 function twoIdentities(): [string, string] {
@@ -440,7 +456,7 @@ forEachEngine('jobs: a lease run out moves the job to another server; the late r
   const first = (await dead.claimNextJob(1000))!;
   // The owner is this process in both stores, so only the lease tells them apart here.
   t.same(await live.reclaimAbandonedJobs(3, [job.id]), { requeued: 0, exhausted: [] }, 'a job running here is never taken from itself');
-  clock.now += 1001;
+  await elapse(live, clock, 1001);
   t.same((await live.reclaimAbandonedJobs(3)).requeued, 1, 'the lease ran out: back to the queue');
   const second = (await live.claimNextJob(1000))!;
   t.equal(second.attempts, 2, 'the interrupted attempt is counted');
@@ -501,10 +517,10 @@ forEachEngine('jobs: claims handed back for an inference outage never count towa
   t.same([row.status, row.attempts, row.outages], ['queued', 4, 4]);
   // Now a real interruption: the claim's server goes silent and its lease runs out.
   await store.claimNextJob(1000);
-  clock.now += 1001;
+  await elapse(store, clock, 1001);
   t.same(await store.reclaimAbandonedJobs(2), { requeued: 1, exhausted: [] }, 'one interruption after four outages is not two');
   await store.claimNextJob(1000);
-  clock.now += 1001;
+  await elapse(store, clock, 1001);
   const second = await store.reclaimAbandonedJobs(2);
   t.same([second.requeued, second.exhausted.map((j) => j.id)], [0, [job.id]], 'the second interruption is: handed over to fail');
 });
@@ -519,7 +535,7 @@ forEachEngine('jobs: a job interrupted maxAttempts times is handed over to fail,
   await store.createJobs([job], 10);
   for (let i = 0; i < 2; i++) {
     await store.claimNextJob(1000);
-    clock.now += 1001;
+    await elapse(store, clock, 1001);
     await store.reclaimAbandonedJobs(2);
   }
   const { exhausted } = await other.reclaimAbandonedJobs(2);
@@ -547,10 +563,15 @@ forEachEngine('callback deliveries: each attempt claimed by exactly one server; 
   t.equal(new Set([...a, ...b].map((d) => d.id)).size, 6, 'no delivery claimed twice');
   t.same(await store.claimDueDeliveries(10, 1000), [], 'nothing left to claim while the leases run');
   t.equal(await store.recordDeliveryAttempt(a[0].id, { state: 'delivered', attempts: 1 }), true);
-  clock.now += 1001;
+  await elapse(store, clock, 1001);
   const retaken = await other.claimDueDeliveries(10, 1000);
   t.equal(retaken.length, 5, 'leases run out: the undelivered ones are claimed again');
-  t.equal(await other.nextDeliveryAt(), clock.now + 1000);
+  if (kind === 'sqlite') t.equal(await other.nextDeliveryAt(), clock.now + 1000);
+  else {
+    // The leases end by the database's clock (clock.ts), not the test's.
+    const dbNow = Number((await store.db.get<{ now: number }>(`SELECT ${POSTGRES_NOW_MS} AS now`))!.now);
+    t.ok(Math.abs((await other.nextDeliveryAt())! - (dbNow + 1000)) < 2_000, 'the next one is due when the leases end');
+  }
   // The first server's late outcome for a delivery the other now holds: refused, nothing written.
   const lost = a[1];
   t.ok(retaken.some((d) => d.id === lost.id), 'the other server holds it now');
@@ -559,4 +580,41 @@ forEachEngine('callback deliveries: each attempt claimed by exactly one server; 
   t.equal(await store.recordDeliveryAttempt(lost.id, { state: 'retry', attempts: 1, nextAttemptAt: clock.now, lastError: 'late' }), false);
   t.same(await store.deliveriesOf(lost.jobId), before, 'the delivery is as it was');
   t.equal(await other.recordDeliveryAttempt(lost.id, { state: 'delivered', attempts: 1 }), true, 'its holder records the attempt');
+});
+
+t.test('[postgres] a server whose clock is far off takes no live work: leases, heartbeats and claims go by the database clock', async (t) => {
+  const { store: honest, dir, url } = await openTestStore(t, 'postgres');
+  const [idA, idB] = twoIdentities();
+  const TEN_MINUTES = 600_000;
+  // Two servers of the fleet whose clocks are ten minutes ahead and behind.
+  const ahead = await openStore(dir, { url, owner: idA, now: () => Date.now() + TEN_MINUTES });
+  const behind = await openStore(dir, { url, owner: idB, now: () => Date.now() - TEN_MINUTES });
+  t.teardown(() => Promise.all([ahead.close(), behind.close()]));
+  const { account } = await honest.createKey({});
+  const job = newJob(account);
+  await honest.createJobs([job], 10);
+  const claim = (await honest.claimNextJob(60_000))!;
+  const dbNow = Number((await honest.db.get<{ now: number }>(`SELECT ${POSTGRES_NOW_MS} AS now`))!.now);
+  t.ok(Math.abs(claim.leaseUntil! - (dbNow + 60_000)) < 5_000, 'the lease ends a lease after the database\'s now');
+
+  t.same(await ahead.reclaimAbandonedJobs(3), { requeued: 0, exhausted: [] }, 'a clock ten minutes ahead does not see the live lease as run out');
+  t.equal(await ahead.claimNextJob(60_000), null, 'and has nothing to claim');
+  t.equal(await behind.renewJobLease(job.id, claim.attempts, 60_000), false, 'another server cannot renew it');
+  t.equal(await honest.renewJobLease(job.id, claim.attempts, 60_000), true, 'its holder can');
+  t.equal((await honest.getJobById(job.id))?.leaseOwner, claim.leaseOwner, 'the job stays with its holder');
+
+  // A heartbeat written by a clock ten minutes behind is still a live heartbeat to the others.
+  await behind.startHeartbeat(60_000);
+  const ref = { accountId: account, endpoint: 'remove', key: 'skew' };
+  t.same(await behind.claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' });
+  t.same(await ahead.claimIdempotencyKey(ref, 'fp', 3600), { state: 'pending' }, 'its claim is not taken over: its server is alive');
+  const pending = (await ahead.pendingIdempotencyClaim(ref))!;
+  t.ok(pending.ownerAlive, 'alive by its heartbeat');
+  t.ok(pending.ageMs >= 0 && pending.ageMs < 5_000, `the claim is as young as it is (${pending.ageMs} ms), whatever either clock says`);
+  t.same((await ahead.listServers()).map((s) => [s.id, s.alive]), [[idB, true]], 'listed alive');
+
+  // A callback attempt being made by one server is not taken by a server whose clock is ahead.
+  t.equal(await honest.failJob(job.id, claim.attempts, { code: 'processing_failed', message: 'x' }, { url: 'http://example.test/hook', body: '{}' }), true);
+  t.equal((await honest.claimDueDeliveries(10, 60_000)).length, 1, 'the attempt is claimed for a minute');
+  t.same(await ahead.claimDueDeliveries(10, 60_000), [], 'a clock ten minutes ahead does not see that lease as run out');
 });

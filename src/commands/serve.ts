@@ -26,6 +26,8 @@ interface ServeFlags {
   allowPrivateNetwork?: boolean;
   playground?: boolean;
   metrics?: boolean;
+  metricsPort?: string;
+  metricsHost?: string;
   logLevel?: string;
   model?: string;
   data?: string;
@@ -46,7 +48,7 @@ const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   host: 'host', port: 'port', baseUrl: 'baseUrl', workers: 'workers', queueLimit: 'queueLimit',
   syncTimeout: 'syncTimeoutMs', rateLimit: 'rateLimit', resultTtl: 'resultTtlSeconds',
   callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground',
-  metrics: 'metrics', logLevel: 'logLevel',
+  metrics: 'metrics', metricsPort: 'metricsPort', metricsHost: 'metricsHost', logLevel: 'logLevel',
   model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs', upstream: 'upstream', upstreamModel: 'upstreamModel',
   inferenceWorkers: 'inferenceWorkers', inferenceThreads: 'inferenceThreads',
   upstreamToken: 'upstreamToken', precision: 'precision',
@@ -82,6 +84,8 @@ export function registerServe(program: Command): void {
     .option('--allow-private-network', 'let image_url and callback URLs reach loopback and private addresses (development and tests only)')
     .option('--no-playground', 'do not serve the web playground page at /')
     .option('--no-metrics', 'do not serve Prometheus metrics at /metrics')
+    .option('--metrics-port <port>', 'serve /metrics on a listener of its own on this port, not on the API port (recommended: a port only the scraper reaches, as Triton uses 8002); 0 picks a free one')
+    .option('--metrics-host <host>', 'bind address of the --metrics-port listener (default: --host)')
     .option('--log-level <level>', 'lowest level of the JSON request log on stdout: trace, debug, info, warn, error, fatal or silent (env CUTOUT_LOG_LEVEL; default info)')
     .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
     .option('--upstream <url>', 'run the model on an Open Inference Protocol v2 server (Triton, KServe, cutout model-server) (env CUTOUT_UPSTREAM)')
@@ -109,6 +113,7 @@ export function registerServe(program: Command): void {
         return;
       }
       process.stdout.write(`listening on ${server.url}\n`);
+      if (server.metricsUrl) process.stderr.write(`cutout serve: metrics on ${server.metricsUrl}/metrics\n`);
       await new Promise<void>((resolve) => {
         // A second signal, of either kind, ends the process at once, by that signal (the shell
         // reports 130 / 143). Not by process.exit(): its native teardown while an inference runs

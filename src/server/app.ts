@@ -16,7 +16,9 @@ import { Idempotency, RateLimiter } from './guards.js';
 import { answerClientError, linkErrorDocs, sendError } from './http.js';
 import { WorkPool } from '../queue/pool.js';
 import { handleAccount, handleUsage } from './routes-account.js';
-import { handleHealth, handleMetrics, handleOpenapi } from './routes-meta.js';
+import { handleHealth, handleMetrics, handleOpenapi, listenMetrics } from './routes-meta.js';
+import { handleReady, StoreReadiness } from './readiness.js';
+import { redactedPath } from './request-log.js';
 import { handleRemove } from './routes-remove.js';
 import { handleResult } from './routes-results.js';
 import { handleCreateBatch, handleCreateJob, handleGetJob } from './routes-jobs.js';
@@ -49,6 +51,8 @@ export interface AppContext {
   metrics: ServerMetrics | null;
   /** The Open Inference Protocol server that runs the model (`--upstream`); null: local. */
   upstream: { health(): Promise<import('../oip/client.js').UpstreamHealth> } | null;
+  /** Whether the store answers now (`/readyz`, the readiness metric). */
+  readiness: StoreReadiness;
 }
 
 const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -58,8 +62,9 @@ export function createApp(ctx: AppContext) {
   const app = polka({
     onError(err, req, res) {
       if (!(err instanceof CutoutError)) {
-        // The operator sees the cause; the client gets processing_failed without internals.
-        process.stderr.write(`cutout serve: unexpected error on ${req.method} ${req.path}: ${(err as Error)?.stack ?? String(err)}\n`);
+        // The operator sees the cause; the client gets processing_failed without internals. The
+        // path without its ids: a result's is its capability URL.
+        process.stderr.write(`cutout serve: unexpected error on ${req.method} ${redactedPath(req)}: ${(err as Error)?.stack ?? String(err)}\n`);
       }
       if (res.headersSent) {
         res.destroy();
@@ -81,9 +86,11 @@ export function createApp(ctx: AppContext) {
   app.get(`${v1}/account`, (req, res) => handleAccount(ctx, req, res));
   app.get(`${v1}/usage`, (req, res) => handleUsage(ctx, req, res));
   app.get(`${v1}/health`, (_req, res) => handleHealth(ctx, res));
+  app.get('/readyz', (_req, res) => handleReady(ctx, res));
   app.get(`${v1}/openapi.json`, (_req, res) => handleOpenapi(res));
   app.get(`${v1}/errors`, (req, res) => handleErrors(ctx, req, res)); // what every error's `docs` links to
-  if (ctx.metrics) app.get('/metrics', (_req, res) => handleMetrics(ctx.metrics!, res));
+  // With --metrics-port, /metrics has a listener of its own (startServing).
+  if (ctx.metrics && ctx.config.metricsPort === null) app.get('/metrics', (_req, res) => handleMetrics(ctx.metrics!, res));
   registerPlayground(app, ctx); // GET / (the web playground; 404 under --no-playground)
   return app;
 }
@@ -108,6 +115,8 @@ export interface RunningServer {
   url: string;
   host: string;
   port: number;
+  /** http://host:port of the --metrics-port listener; null: /metrics is on the API port (or off). */
+  metricsUrl: string | null;
   context: AppContext;
   /** Stops taking connections, lets running requests finish, then closes the store. Idempotent. */
   close(): Promise<void>;
@@ -164,7 +173,8 @@ async function startServing(
     throw err;
   }
   const pool = new WorkPool(config.workers);
-  const metrics = config.metrics ? new ServerMetrics({ store, pool }) : null;
+  const readiness = new StoreReadiness(store);
+  const metrics = config.metrics ? new ServerMetrics({ store, pool, readiness }) : null;
   // The sync route and the job workers call the same (observed) pipeline.
   const pipeline = metrics ? metrics.observePipeline(loaded) : loaded;
   const callbacks = new CallbackDispatcher({
@@ -190,6 +200,7 @@ async function startServing(
     marketplaceSecret: config.marketplaceSecret,
     metrics,
     upstream,
+    readiness,
   };
   const app = createApp(context);
   const requestLog = createRequestLogger(createLogger(config.logLevel, serverIdentity()));
@@ -213,6 +224,18 @@ async function startServing(
   } catch (err) {
     await store.close();
     throw new CutoutError('invalid_request', `Cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`, { cause: err });
+  }
+  // --metrics-port: /metrics on a listener of its own.
+  let metricsListener: Awaited<ReturnType<typeof listenMetrics>> | null = null;
+  if (metrics && config.metricsPort !== null) {
+    const metricsHost = config.metricsHost ?? config.host;
+    try {
+      metricsListener = await listenMetrics(metrics, metricsHost, config.metricsPort);
+    } catch (err) {
+      server.close();
+      await store.close();
+      throw new CutoutError('invalid_request', `Cannot listen on ${metricsHost}:${config.metricsPort} for metrics: ${(err as Error).message}`, { cause: err });
+    }
   }
   const { port } = server.address() as AddressInfo;
   const url = `http://${hostForUrl(config.host)}:${port}`;
@@ -241,6 +264,7 @@ async function startServing(
   } catch (err) {
     clearInterval(purgeTimer);
     server.close();
+    await metricsListener?.close();
     await store.close();
     throw err;
   }
@@ -262,12 +286,13 @@ async function startServing(
       // Attempts in flight end within their timeout and are recorded, never handed back mid-send.
       await callbacks.stop();
       await stopped;
+      await metricsListener?.close();
       await store.close();
       await loaded.close();
     })();
     return closing;
   };
-  return { url, host: config.host, port, context, close };
+  return { url, host: config.host, port, metricsUrl: metricsListener?.url ?? null, context, close };
 }
 
 /** Loads the pipeline's modules (sharp, onnxruntime) only when a server starts; the model is checked here. */

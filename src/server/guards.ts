@@ -6,12 +6,15 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
-import { IdempotencyClaimLost, type RateDecision, type Store } from '../store/db.js';
+import { IdempotencyClaimLost, StoreUnavailable, type RateDecision, type Store } from '../store/db.js';
 import type { IdempotencyRef } from '../store/idempotency.js';
 import type { Queryable } from '../store/db.js';
 
 /** How often a repeat polls the store for a first request running in another process. */
 const IDEMPOTENCY_POLL_MS = 200;
+/** A release the store did not take (it was not answering) is tried again this often, this many times. */
+const RELEASE_RETRY_MS = 2_000;
+const RELEASE_ATTEMPTS = 20;
 
 export interface Caller {
   accountId: string;
@@ -140,6 +143,17 @@ export class Idempotency {
   }
 
   /**
+   * Releases our pending claim in the background, tried again while the store does not answer, so
+   * a retry of the key after the store is back need not wait for the claim to go stale. (If the
+   * failure hit the commit and it went through, the key is done and the release changes nothing.)
+   */
+  private releaseSoon(ref: IdempotencyRef, attempt = 1): void {
+    this.store.releaseIdempotencyKey(ref).catch(() => {
+      if (attempt < RELEASE_ATTEMPTS) setTimeout(() => this.releaseSoon(ref, attempt + 1), RELEASE_RETRY_MS).unref();
+    });
+  }
+
+  /**
    * `work` gets `seal`, to call inside the transaction that commits its effect (the charge, the
    * job rows) with the value to replay: the key is done in the same commit, so no crash can leave
    * a charge whose key a retry could claim again.
@@ -174,8 +188,11 @@ export class Idempotency {
           if (!sealed) await this.store.completeIdempotencyKey(ref, value);
           return value;
         } catch (err) {
-          // A lost claim is another server's now (and our charge rolled back with the seal).
-          if (!(err instanceof IdempotencyClaimLost)) await this.store.releaseIdempotencyKey(ref);
+          // A lost claim is another server's now (and our charge rolled back with the seal). A
+          // store that is not answering gets the release later: the caller's 503 does not wait
+          // for it (a call that needs a frozen store fails within 15 s, never more).
+          if (err instanceof StoreUnavailable) this.releaseSoon(ref);
+          else if (!(err instanceof IdempotencyClaimLost)) await this.store.releaseIdempotencyKey(ref);
           throw err;
         } finally {
           this.inflight.delete(slot);

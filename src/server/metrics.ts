@@ -12,13 +12,16 @@
  *   a fleet reports the same, fleet-wide figure (aggregate them with max(), not sum());
  * - sync requests waiting for an inference slot and the slots in use: this server's own pool;
  * - inference time: from the timings the pipeline returns (the pipeline knows nothing of this);
- * - callback attempts by outcome: reported by the dispatcher through its `onAttempt` hook.
+ * - callback attempts by outcome: reported by the dispatcher through its `onAttempt` hook;
+ * - the store's readiness (the probe of /readyz, bounded to 2 s) and this server's failed heartbeats.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Pipeline } from '../pipeline/types.js';
 import type { WorkPool } from '../queue/pool.js';
+import { LIMITS } from '../limits.js';
 import type { Store } from '../store/db.js';
+import { withTimeout } from './readiness.js';
 
 /** The label of a request that matched no route (404s): one value, whatever was asked. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -44,8 +47,10 @@ const INFERENCE_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64];
 export type CallbackOutcome = 'delivered' | 'retry' | 'gave_up';
 
 export interface MetricsSources {
-  store: Pick<Store, 'jobCounts' | 'kind'>;
+  store: Pick<Store, 'jobCounts' | 'kind' | 'onHeartbeatFailure'>;
   pool: Pick<WorkPool, 'stats' | 'size'>;
+  /** Whether the store answers now (the probe of /readyz, shared). */
+  readiness: { check(): Promise<{ ready: boolean }> };
 }
 
 export class ServerMetrics {
@@ -58,8 +63,10 @@ export class ServerMetrics {
   constructor(sources: MetricsSources) {
     // One store read per scrape: prom-client collects every metric at once, and two gauges need
     // the job counts; the read in flight is shared, and forgotten once it settles.
+    // A store that does not answer within the readiness timeout leaves the job gauges empty for
+    // that scrape, rather than failing it (cutout_store_ready then says why).
     let inFlight: ReturnType<MetricsSources['store']['jobCounts']> | null = null;
-    const jobCounts = () => (inFlight ??= sources.store.jobCounts().finally(() => { inFlight = null; }));
+    const jobCounts = () => (inFlight ??= withTimeout(sources.store.jobCounts(), LIMITS.readyStoreTimeoutMs).finally(() => { inFlight = null; }));
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     this.httpDuration = new Histogram({
@@ -89,7 +96,9 @@ export class ServerMetrics {
       help: 'Jobs in the store by state (fleet-wide: read from the shared store at scrape time).',
       labelNames: ['state'], registers,
       async collect() {
-        const counts = await jobCounts();
+        const counts = await jobCounts().catch(() => null);
+        this.reset();
+        if (!counts) return;
         this.set({ state: 'queued' }, counts.queued);
         this.set({ state: 'processing' }, counts.processing);
       },
@@ -99,8 +108,9 @@ export class ServerMetrics {
       help: 'Work waiting for an inference slot: kind="job" is the store\'s queued jobs (fleet-wide), kind="sync" the sync requests waiting on this server.',
       labelNames: ['kind'], registers,
       async collect() {
-        const counts = await jobCounts();
-        this.set({ kind: 'job' }, counts.queued);
+        const counts = await jobCounts().catch(() => null);
+        this.reset();
+        if (counts) this.set({ kind: 'job' }, counts.queued);
         this.set({ kind: 'sync' }, sources.pool.stats().sync.waiting);
       },
     });
@@ -114,6 +124,21 @@ export class ServerMetrics {
         this.set({ state: 'total' }, sources.pool.size);
       },
     });
+    new Gauge({
+      name: 'cutout_store_ready',
+      help: 'Whether this server\'s store answered a trivial query within 2 s at scrape time (1) or not (0): the store part of GET /readyz.',
+      registers,
+      async collect() {
+        this.set((await sources.readiness.check()).ready ? 1 : 0);
+      },
+    });
+    const heartbeatFailures = new Counter({
+      name: 'cutout_store_heartbeat_failures_total',
+      help: 'Heartbeats of this server that the store did not take (unreachable or too slow). Past a lease of them in a row, the fleet takes this server\'s jobs and claims over.',
+      registers,
+    });
+    heartbeatFailures.inc(0);
+    sources.store.onHeartbeatFailure(() => heartbeatFailures.inc());
     new Gauge({
       name: 'cutout_store_info',
       help: 'The store this server uses (always 1; the engine is the label).',

@@ -314,6 +314,33 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         },
       },
     },
+    '/readyz': {
+      get: {
+        operationId: 'getReady',
+        tags: ['meta'],
+        summary: 'Readiness (load balancers, Kubernetes)',
+        description:
+          'No authentication. 200 when this server can take work now: its store answered a trivial query within ' +
+          `${LIMITS.readyStoreTimeoutMs / 1000} s and, with \`serve --upstream\`, the upstream is ready; else 503 naming what is not ready ` +
+          '(also while the server shuts down). Health stays 200 regardless.',
+        security: [],
+        responses: {
+          '200': {
+            description: 'Ready.',
+            content: { 'application/json': { schema: { type: 'object' }, example: { status: 'ready', checks: { store: 'ready' } } } },
+          },
+          '503': {
+            description: 'Not ready.',
+            content: {
+              'application/json': {
+                schema: { type: 'object' },
+                example: { status: 'not_ready', checks: { store: 'not_ready' }, not_ready: { store: 'the store did not answer within 2000 ms' } },
+              },
+            },
+          },
+        },
+      },
+    },
     '/metrics': {
       get: {
         operationId: 'getMetrics',
@@ -322,7 +349,8 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         description:
           'No authentication, like health: expose it only where the scraper can reach it. Prometheus text format 0.0.4: ' +
           'request durations by route pattern and status, jobs by state and the queue depth (fleet-wide, from the store), ' +
-          'inference time, callback deliveries by outcome, and the process metrics. 404 under `cutout serve --no-metrics`.',
+          'inference time, callback deliveries by outcome, the store\'s readiness and failed heartbeats, and the process metrics. ' +
+          '404 under `cutout serve --no-metrics`, and on the API port under `--metrics-port` (then served on that port alone).',
         security: [],
         responses: {
           '200': {
@@ -493,7 +521,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         headers: { 'Retry-After': ref('headers', 'RetryAfter'), ...RATE_LIMIT_HEADERS },
       }),
       Error500: errorResponse(500, ['processing_failed'], 'Model error; nothing was charged.'),
-      Error503: errorResponse(503, ['gpu_unavailable'], 'The queue is full (jobs), or the upstream inference server is unavailable (`serve --upstream`); retry after `Retry-After` seconds, nothing was charged.', {
+      Error503: errorResponse(503, ['gpu_unavailable'], 'The queue is full (jobs), the upstream inference server is unavailable (`serve --upstream`), or the database did not answer in time (any call that needs it); retry after `Retry-After` seconds, nothing was charged.', {
         headers: { 'Retry-After': ref('headers', 'RetryAfter') },
       }),
       Error504: errorResponse(504, ['processing_failed'], `Sync timeout (${LIMITS.syncTimeoutMs / 1000} s); nothing was charged.`),

@@ -18,7 +18,7 @@ import { pinoHttp, type HttpLogger } from 'pino-http';
 import type { LogLevel } from '../config.js';
 import type { ServerIdentity } from '../identity.js';
 import { LIMITS } from '../limits.js';
-import { routePatternOf } from './metrics.js';
+import { routePatternOf, UNMATCHED_ROUTE } from './metrics.js';
 
 export const REQUEST_ID_HEADER = 'X-Request-Id';
 
@@ -82,4 +82,20 @@ export function createRequestLogger(logger: Logger): HttpLogger {
     // The cause of a 5xx is already on stderr (the app's onError): the line stays the same shape.
     customErrorObject: (req, res, _err, val: { durationMs: number }) => requestFields(req, res, val.durationMs),
   });
+}
+
+/** A UUID anywhere in a path (job ids, which are also result capabilities). */
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
+
+/**
+ * The request's path as a log line may show it: the route pattern it matched
+ * (`/api/v1/results/:job_id`), never the raw path, whose id is a result's capability (anyone with
+ * the URL downloads the result). A path that matched no route loses its query, any UUID, and
+ * whatever follows `/results/`.
+ */
+export function redactedPath(req: IncomingMessage): string {
+  const pattern = routePatternOf(req);
+  if (pattern !== UNMATCHED_ROUTE) return pattern;
+  const path = (req.url ?? '').split('?')[0];
+  return path.replace(/(\/results\/).*$/, '$1:id').replace(UUID, ':id');
 }

@@ -1,6 +1,10 @@
 /** GET /api/v1/health (no auth, always 200 while up), GET /api/v1/openapi.json and GET /metrics. */
-import type { ServerResponse } from 'node:http';
+import http, { type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { CutoutError } from '../errors.js';
 import { serverIdentity } from '../identity.js';
+import { LIMITS } from '../limits.js';
+import { withTimeout } from './readiness.js';
 import { openapiDocument } from './openapi.js';
 import { sendError, sendJson } from './http.js';
 import type { AppContext } from './app.js';
@@ -13,8 +17,10 @@ import type { ServerMetrics } from './metrics.js';
  */
 async function queueState(ctx: AppContext) {
   const pool = ctx.pool.stats();
-  // Always 200 while up: if the store cannot answer (closing), the in-memory view stands in.
-  const jobs = await ctx.store.jobCounts().catch(() => ({ queued: pool.jobs.waiting, processing: pool.jobs.running }));
+  // Always 200 while up, and at once: if the store cannot answer within a moment (closing,
+  // frozen, unreachable), this server's in-memory view stands in. Readiness is /readyz's to say.
+  const jobs = await withTimeout(ctx.store.jobCounts(), LIMITS.healthStoreTimeoutMs)
+    .catch(() => ({ queued: pool.jobs.waiting, processing: pool.jobs.running }));
   return {
     queued: jobs.queued + pool.sync.waiting,
     processing: jobs.processing + pool.sync.running,
@@ -54,4 +60,31 @@ export async function handleMetrics(metrics: ServerMetrics, res: ServerResponse)
     // A scrape while the store closes: a failed scrape is what Prometheus should see.
     sendError(res, err);
   }
+}
+
+/**
+ * `--metrics-port`: `/metrics` on a listener of its own, so the API port need not expose it (the
+ * scraper alone reaches this one, as Triton serves its metrics on 8002). Anything else is a 404.
+ */
+export async function listenMetrics(metrics: ServerMetrics, host: string, port: number): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    if ((req.method === 'GET' || req.method === 'HEAD') && path === '/metrics') void handleMetrics(metrics, res);
+    else sendError(res, new CutoutError('not_found', 'This listener serves GET /metrics only.'));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}`,
+    close: () => new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    }),
+  };
 }

@@ -5,6 +5,7 @@
  * one of them; a server that dies mid-attempt leaves its lease to run out, and the attempt is made
  * again by another (delivery is at least once).
  */
+import { sqlNow } from './clock.js';
 import type { StoreContext } from './ledger.js';
 import type { Queryable } from './sql.js';
 
@@ -29,19 +30,23 @@ const PENDING = 'delivered_at IS NULL AND gave_up_at IS NULL';
 
 /**
  * Claims up to `limit` pending deliveries due now and not leased by a live attempt, oldest first,
- * for `leaseMs`. Only the claimant may record their outcome.
+ * for `leaseMs`. Only the claimant may record their outcome. The lease is the store's clock's
+ * (clock.ts: PostgreSQL's now()), so a server whose clock is off cannot take an attempt another
+ * server is making; when an attempt is due (`next_attempt_at`, a retry's schedule) is the
+ * servers' clock, where a skew only moves a retry.
  */
 export async function claimDueDeliveries(ctx: StoreContext, limit: number, leaseMs: number): Promise<Delivery[]> {
   return ctx.db.transaction(async (tx) => {
     const now = ctx.now();
+    const storeNow = sqlNow(ctx, tx);
     const rows = await tx.all<{ id: number; job_id: string; url: string; body: string; attempts: number; next_attempt_at: number }>(
       `SELECT id, job_id, url, body, attempts, next_attempt_at FROM callback_deliveries
-        WHERE ${PENDING} AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
+        WHERE ${PENDING} AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ${storeNow})
         ORDER BY next_attempt_at, id LIMIT ?${tx.dialect.skipLocked}`,
-      [now, now, limit],
+      [now, limit],
     );
     for (const r of rows) {
-      await tx.run('UPDATE callback_deliveries SET lease_owner = ?, lease_until = ? WHERE id = ?', [ctx.owner, now + leaseMs, r.id]);
+      await tx.run(`UPDATE callback_deliveries SET lease_owner = ?, lease_until = ${storeNow} + ? WHERE id = ?`, [ctx.owner, leaseMs, r.id]);
     }
     return rows.map((r) => ({ id: Number(r.id), jobId: r.job_id, url: r.url, body: r.body, attempts: r.attempts, nextAttemptAt: r.next_attempt_at }));
   });

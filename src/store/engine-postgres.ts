@@ -4,6 +4,7 @@
  * its heartbeat row in `servers` (written every third of its lease; a server killed with -9 stops
  * writing it and is gone once its lease has passed).
  */
+import { POSTGRES_NOW_MS } from './clock.js';
 import type { Liveness, Payloads, StoredResultRow } from './engine.js';
 
 export const byteaPayloads: Payloads = {
@@ -59,7 +60,8 @@ export const heartbeatLiveness: Liveness = {
   async ownerAlive(q, owner, _ownerPid, self) {
     if (owner === null) return false;
     if (owner === self) return true;
-    const row = await q.get<{ heartbeat_at: number; lease_ms: number }>('SELECT heartbeat_at, lease_ms FROM servers WHERE id = ?', [owner]);
-    return row !== undefined && row.heartbeat_at + row.lease_ms > Date.now();
+    // By the database's clock (clock.ts): a server whose own clock is off cannot judge a live peer dead.
+    const row = await q.get<{ alive: number }>(`SELECT CASE WHEN heartbeat_at + lease_ms > ${POSTGRES_NOW_MS} THEN 1 ELSE 0 END AS alive FROM servers WHERE id = ?`, [owner]);
+    return row !== undefined && Number(row.alive) === 1;
   },
 };

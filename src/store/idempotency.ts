@@ -3,7 +3,10 @@
  * a key claims it with a `pending` row, inside a transaction, so of two concurrent requests only
  * one ever does the work and the charge. A success stores the response to replay; a failure
  * releases the key (nothing was charged, so a retry may run again). Rows live for the window.
+ * When a claim was made, how old it is and when it expires are the store's clock's to say
+ * (clock.ts): a server whose clock is off cannot judge another's live claim stale.
  */
+import { sqlNow } from './clock.js';
 import type { StoreContext } from './ledger.js';
 import type { Queryable } from './sql.js';
 
@@ -43,15 +46,15 @@ export class IdempotencyClaimLost extends Error {
 
 export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fingerprint: string, ttlSeconds: number): Promise<IdempotencyClaim> {
   return ctx.db.transaction(async (tx) => {
-    const now = ctx.now();
-    await tx.run('DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND created_at <= ?', [
-      ref.accountId, ref.endpoint, ref.key, now - ttlSeconds * 1000,
+    const now = sqlNow(ctx, tx);
+    await tx.run(`DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND created_at <= ${now} - ?`, [
+      ref.accountId, ref.endpoint, ref.key, ttlSeconds * 1000,
     ]);
     // Insert-or-keep first: of two servers claiming one key at once, exactly one inserts.
     const { changes } = await tx.run(
-      `INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at, owner_pid, owner) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)
+      `INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at, owner_pid, owner) VALUES (?, ?, ?, ?, 'pending', ${now}, ?, ?)
        ON CONFLICT (account_id, endpoint, key) DO NOTHING`,
-      [ref.accountId, ref.endpoint, ref.key, fingerprint, now, process.pid, ctx.owner],
+      [ref.accountId, ref.endpoint, ref.key, fingerprint, process.pid, ctx.owner],
     );
     if (changes === 1) return { state: 'claimed' };
     let row = await tx.get<{ fingerprint: string; state: string; response: string | null; owner_pid: number | null; owner: string | null }>(
@@ -69,9 +72,9 @@ export function claimIdempotencyKey(ctx: StoreContext, ref: IdempotencyRef, fing
       // Under READ COMMITTED another server may have taken the same dead claim over and inserted
       // between our delete and this insert: then it owns the key and this request waits for it.
       const taken = await tx.run(
-        `INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at, owner_pid, owner) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)
+        `INSERT INTO idempotency_keys (account_id, endpoint, key, fingerprint, state, created_at, owner_pid, owner) VALUES (?, ?, ?, ?, 'pending', ${now}, ?, ?)
          ON CONFLICT (account_id, endpoint, key) DO NOTHING`,
-        [ref.accountId, ref.endpoint, ref.key, fingerprint, now, process.pid, ctx.owner],
+        [ref.accountId, ref.endpoint, ref.key, fingerprint, process.pid, ctx.owner],
       );
       return { state: taken.changes === 1 ? 'claimed' : 'pending' };
     }
@@ -113,14 +116,6 @@ export async function releaseStaleIdempotencyClaim(ctx: StoreContext, ref: Idemp
   );
 }
 
-/** Drops a pending claim only if it still belongs to `owner` (taking over a dead server's claim). */
-async function releaseClaimOf(ctx: StoreContext, ref: IdempotencyRef, row: ClaimOwner): Promise<void> {
-  await ctx.db.run(
-    "DELETE FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending' AND owner IS NOT DISTINCT FROM ? AND owner_pid IS NOT DISTINCT FROM ?",
-    [ref.accountId, ref.endpoint, ref.key, row.owner, row.owner_pid],
-  );
-}
-
 /**
  * The key's pending claim: how long ago it was made, in ms, and whether its process still runs;
  * null when no claim is pending.
@@ -128,12 +123,12 @@ async function releaseClaimOf(ctx: StoreContext, ref: IdempotencyRef, row: Claim
 export interface PendingClaim { ageMs: number; ownerAlive: boolean; owner: string | null; createdAt: number }
 
 export async function pendingIdempotencyClaim(ctx: StoreContext, ref: IdempotencyRef): Promise<PendingClaim | null> {
-  const row = await ctx.db.get<{ created_at: number; owner_pid: number | null; owner: string | null }>(
-    "SELECT created_at, owner_pid, owner FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'",
+  const row = await ctx.db.get<{ created_at: number; age_ms: number; owner_pid: number | null; owner: string | null }>(
+    `SELECT created_at, ${sqlNow(ctx)} - created_at AS age_ms, owner_pid, owner FROM idempotency_keys WHERE account_id = ? AND endpoint = ? AND key = ? AND state = 'pending'`,
     [ref.accountId, ref.endpoint, ref.key],
   );
   if (!row) return null;
-  return { ageMs: ctx.now() - row.created_at, ownerAlive: await claimOwnerAlive(ctx, ctx.db, row), owner: row.owner, createdAt: Number(row.created_at) };
+  return { ageMs: Number(row.age_ms), ownerAlive: await claimOwnerAlive(ctx, ctx.db, row), owner: row.owner, createdAt: Number(row.created_at) };
 }
 
 /**
@@ -141,18 +136,33 @@ export async function pendingIdempotencyClaim(ctx: StoreContext, ref: Idempotenc
  * mid-request) and expired rows. Claims of another live server on the same data directory stay.
  */
 export async function resetIdempotencyKeys(ctx: StoreContext, ttlSeconds: number): Promise<void> {
-  await ctx.db.run('DELETE FROM idempotency_keys WHERE created_at <= ?', [ctx.now() - ttlSeconds * 1000]);
-  const pending = await ctx.db.all<{ account_id: string; endpoint: string; key: string; owner_pid: number | null; owner: string | null }>(
-    "SELECT account_id, endpoint, key, owner_pid, owner FROM idempotency_keys WHERE state = 'pending'",
+  await ctx.db.run(`DELETE FROM idempotency_keys WHERE created_at <= ${sqlNow(ctx)} - ?`, [ttlSeconds * 1000]);
+  await releaseClaimsOfGoneServers(ctx);
+}
+
+/**
+ * Releases the pending claims of servers that are gone (a dead pid on SQLite, a heartbeat past
+ * its lease on PostgreSQL): their requests will never finish, and nothing was charged for them.
+ * One liveness check per server holding claims, not per claim. Returns how many were released.
+ */
+export async function releaseClaimsOfGoneServers(ctx: StoreContext): Promise<number> {
+  const owners = await ctx.db.all<{ owner_pid: number | null; owner: string | null }>(
+    "SELECT DISTINCT owner_pid, owner FROM idempotency_keys WHERE state = 'pending' AND owner IS DISTINCT FROM ?", [ctx.owner],
   );
-  for (const row of pending) {
+  let released = 0;
+  for (const row of owners) {
     if (await claimOwnerAlive(ctx, ctx.db, row)) continue;
-    await releaseClaimOf(ctx, { accountId: row.account_id, endpoint: row.endpoint, key: row.key }, row);
+    const { changes } = await ctx.db.run(
+      "DELETE FROM idempotency_keys WHERE state = 'pending' AND owner IS NOT DISTINCT FROM ? AND owner_pid IS NOT DISTINCT FROM ?",
+      [row.owner, row.owner_pid],
+    );
+    released += changes;
   }
+  return released;
 }
 
 /** Deletes rows older than the window. */
 export async function purgeIdempotencyKeys(ctx: StoreContext, ttlSeconds: number): Promise<number> {
-  const { changes } = await ctx.db.run("DELETE FROM idempotency_keys WHERE state = 'done' AND created_at <= ?", [ctx.now() - ttlSeconds * 1000]);
+  const { changes } = await ctx.db.run(`DELETE FROM idempotency_keys WHERE state = 'done' AND created_at <= ${sqlNow(ctx)} - ?`, [ttlSeconds * 1000]);
   return changes;
 }

@@ -16,6 +16,7 @@
  * state, so a finished job with a callback URL always has a delivery to make.
  */
 import type { ImageOptions } from '../options.js';
+import { sqlNow } from './clock.js';
 import type { Staged } from './engine.js';
 import { insertDeliveryIn } from './deliveries.js';
 import type { StoreContext } from './ledger.js';
@@ -148,10 +149,12 @@ export async function claimNextJob(ctx: StoreContext, leaseMs: number): Promise<
     const row = await tx.get<RawJob>(`SELECT ${JOB_COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY created_at, rowid LIMIT 1${tx.dialect.skipLocked}`);
     if (!row) return null;
     const now = ctx.now();
-    await tx.run("UPDATE jobs SET status = 'processing', lease_until = ?, lease_owner = ?, attempts = attempts + 1, updated_at = ? WHERE id = ?", [
-      now + leaseMs, ctx.owner, now, row.id,
+    // The lease ends by the store's clock (clock.ts), read back as written.
+    await tx.run(`UPDATE jobs SET status = 'processing', lease_until = ${sqlNow(ctx, tx)} + ?, lease_owner = ?, attempts = attempts + 1, updated_at = ? WHERE id = ?`, [
+      leaseMs, ctx.owner, now, row.id,
     ]);
-    return toJob({ ...row, status: 'processing', lease_until: now + leaseMs, lease_owner: ctx.owner, attempts: row.attempts + 1, updated_at: now });
+    const lease = await tx.get<{ lease_until: number }>('SELECT lease_until FROM jobs WHERE id = ?', [row.id]);
+    return toJob({ ...row, status: 'processing', lease_until: lease?.lease_until ?? null, lease_owner: ctx.owner, attempts: row.attempts + 1, updated_at: now });
   });
 }
 
@@ -160,7 +163,7 @@ const HELD = "status = 'processing' AND lease_owner = ? AND attempts = ?";
 
 /** Extends the lease of a claim; false when the claim was lost. */
 export async function renewJobLease(ctx: StoreContext, id: string, attempt: number, leaseMs: number): Promise<boolean> {
-  const { changes } = await ctx.db.run(`UPDATE jobs SET lease_until = ? WHERE id = ? AND ${HELD}`, [ctx.now() + leaseMs, id, ctx.owner, attempt]);
+  const { changes } = await ctx.db.run(`UPDATE jobs SET lease_until = ${sqlNow(ctx)} + ? WHERE id = ? AND ${HELD}`, [leaseMs, id, ctx.owner, attempt]);
   return changes === 1;
 }
 
@@ -246,15 +249,17 @@ export async function requeueAfterOutage(ctx: StoreContext, claim: { id: string;
  */
 export async function reclaimAbandonedJobs(ctx: StoreContext, maxAttempts: number, runningHere: string[] = []): Promise<{ requeued: number; exhausted: JobRow[] }> {
   const now = ctx.now();
-  const processing = ctx.liveness.knowsDeathBeforeLease
-    ? await ctx.db.all<RawJob>(`SELECT ${JOB_COLUMNS} FROM jobs WHERE status = 'processing'`)
-    : await ctx.db.all<RawJob>(`SELECT ${JOB_COLUMNS} FROM jobs WHERE status = 'processing' AND (lease_until IS NULL OR lease_until < ?)`, [now]);
+  // Whether a lease ran out is the store's clock's to say (clock.ts), never this server's.
+  const expiredSql = `(lease_until IS NULL OR lease_until < ${sqlNow(ctx)})`;
+  const processing = await ctx.db.all<RawJob & { expired: number | boolean }>(
+    `SELECT ${JOB_COLUMNS}, CASE WHEN ${expiredSql} THEN 1 ELSE 0 END AS expired FROM jobs WHERE status = 'processing'${ctx.liveness.knowsDeathBeforeLease ? '' : ` AND ${expiredSql}`}`,
+  );
   const mine = new Set(runningHere);
   let requeued = 0;
   const exhausted: JobRow[] = [];
-  for (const row of processing) {
+  for (const { expired: expiredFlag, ...row } of processing) {
     if (mine.has(row.id)) continue;
-    const expired = row.lease_until === null || row.lease_until < now;
+    const expired = Number(expiredFlag) === 1;
     if (!expired && (!ctx.liveness.knowsDeathBeforeLease || (await ctx.liveness.ownerAlive(ctx.db, row.lease_owner, null, ctx.owner)))) continue;
     // Outages are not interruptions: a job that waited out many upstream outages is not failed for them.
     if (row.attempts - row.outages >= maxAttempts) {
@@ -280,9 +285,9 @@ export async function reclaimAbandonedJobs(ctx: StoreContext, maxAttempts: numbe
 export async function adoptAbandonedJob(ctx: StoreContext, job: JobRow, leaseMs: number): Promise<boolean> {
   // Guarded by the lease seen too: the adoption changes it, so of two adopters only one matches.
   const { changes } = await ctx.db.run(
-    `UPDATE jobs SET lease_owner = ?, lease_until = ? WHERE id = ? AND status = 'processing'
+    `UPDATE jobs SET lease_owner = ?, lease_until = ${sqlNow(ctx)} + ? WHERE id = ? AND status = 'processing'
         AND lease_owner IS NOT DISTINCT FROM ? AND attempts = ? AND lease_until IS NOT DISTINCT FROM ?`,
-    [ctx.owner, ctx.now() + leaseMs, job.id, job.leaseOwner, job.attempts, job.leaseUntil],
+    [ctx.owner, leaseMs, job.id, job.leaseOwner, job.attempts, job.leaseUntil],
   );
   return changes === 1;
 }

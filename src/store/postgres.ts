@@ -4,12 +4,44 @@
  * (times are ms since the epoch and counts are small, far below 2^53). A transaction takes one
  * client from the pool for its whole life and is retried when PostgreSQL picks it as the victim
  * of a deadlock or a serialization failure (nothing of it was committed).
+ *
+ * A database that stops answering (frozen, partitioned, restarting) never hangs a caller: every
+ * statement has a timeout of its own (`query_timeout`, kept by node-postgres, and the shorter
+ * `statement_timeout`, kept by PostgreSQL), waiting for a connection is bounded
+ * (`connectionTimeoutMillis`, which covers a full pool too), TCP keepalive finds a peer gone
+ * without a word, and the failures that mean "unavailable" reach the caller as StoreUnavailable
+ * (503 with Retry-After). A connection that timed out is dropped, never reused: its statement may
+ * still be waiting in the database.
  */
 import pg from 'pg';
 import { LIMITS } from '../limits.js';
-import type { Db, Dialect, Queryable, Row, SqlParam } from './sql.js';
+import { POSTGRES_NOW_MS } from './clock.js';
+import { StoreUnavailable, type Db, type Dialect, type Queryable, type Row, type SqlParam } from './sql.js';
 
-const POSTGRES: Dialect = Object.freeze({ kind: 'postgres', forUpdate: ' FOR UPDATE', skipLocked: ' FOR UPDATE SKIP LOCKED', forNoKeyUpdate: ' FOR NO KEY UPDATE' });
+const POSTGRES: Dialect = Object.freeze({
+  kind: 'postgres', forUpdate: ' FOR UPDATE', skipLocked: ' FOR UPDATE SKIP LOCKED', forNoKeyUpdate: ' FOR NO KEY UPDATE', nowMs: POSTGRES_NOW_MS,
+});
+
+/** SQLSTATE classes and codes meaning the database cannot serve now (not that the statement is wrong). */
+const UNAVAILABLE_SQLSTATE = /^(08|57P0[1-4]|57014|53300)/;
+/** Socket errors on the way to the database. */
+const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND']);
+/** node-postgres's and pg-pool's own words for a timeout or a lost connection. */
+const UNAVAILABLE_MESSAGE = /^(Query read timeout|timeout exceeded when trying to connect|Connection terminated|Client has encountered a connection error|Client was closed)/;
+
+/** Whether `err` says the database is unreachable or too slow, rather than that the statement failed. */
+export function isUnavailable(err: unknown): boolean {
+  if (err instanceof StoreUnavailable) return true;
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (!e) return false;
+  if (typeof e.code === 'string' && (UNAVAILABLE_ERRNO.has(e.code) || (/^[0-9A-Z]{5}$/.test(e.code) && UNAVAILABLE_SQLSTATE.test(e.code)))) return true;
+  return typeof e.message === 'string' && UNAVAILABLE_MESSAGE.test(e.message);
+}
+
+/** `err` as the caller should see it: StoreUnavailable when the database could not serve. */
+function unavailableOr(err: unknown): unknown {
+  return isUnavailable(err) && !(err instanceof StoreUnavailable) ? new StoreUnavailable(err) : err;
+}
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -43,8 +75,14 @@ export function numberPlaceholders(sql: string): string {
   return out;
 }
 
-function over(client: pg.Pool | pg.PoolClient): Queryable {
-  const query = async (sql: string, params: SqlParam[] = []) => client.query(numberPlaceholders(sql), params as unknown[]);
+function over(client: pg.Pool | pg.PoolClient | pg.Client): Queryable {
+  const query = async (sql: string, params: SqlParam[] = []) => {
+    try {
+      return await client.query(numberPlaceholders(sql), params as unknown[]);
+    } catch (err) {
+      throw unavailableOr(err);
+    }
+  };
   return {
     dialect: POSTGRES,
     get: async <T = Row>(sql: string, params?: SqlParam[]) => (await query(sql, params)).rows[0] as T | undefined,
@@ -68,14 +106,25 @@ export class PostgresDb implements Db {
     this.direct = over(pool);
   }
 
+  /** How every connection is made: bounded, and with TCP keepalive (a peer gone silently is found). */
+  private static connection(url: string, name: string): pg.ClientConfig {
+    return {
+      connectionString: url,
+      types,
+      connectionTimeoutMillis: LIMITS.postgresConnectTimeoutMs,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: LIMITS.postgresKeepAliveDelayMs,
+      application_name: name,
+    };
+  }
+
   /** Connects (one round trip, so a wrong URL fails here and not on the first request). */
   static async open(url: string): Promise<PostgresDb> {
     const pool = new pg.Pool({
-      connectionString: url,
+      ...PostgresDb.connection(url, 'cutout'),
       max: LIMITS.postgresPoolSize,
-      types,
-      connectionTimeoutMillis: LIMITS.postgresConnectTimeoutMs,
-      application_name: 'cutout',
+      query_timeout: LIMITS.postgresQueryTimeoutMs,
+      statement_timeout: LIMITS.postgresStatementTimeoutMs,
     });
     // An idle client that loses its server (a restart of PostgreSQL) must not crash the process.
     pool.on('error', () => undefined);
@@ -99,7 +148,12 @@ export class PostgresDb implements Db {
    * exception that ends the process. `done()` gives it back, destroyed if it broke.
    */
   private async checkout(): Promise<{ client: pg.PoolClient; fail(err: Error): void; done(): void }> {
-    const client = await this.pool.connect();
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw unavailableOr(err);
+    }
     let broken: Error | undefined;
     const onError = (err: Error) => { broken ??= err; };
     client.on('error', onError);
@@ -116,13 +170,20 @@ export class PostgresDb implements Db {
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const { client, fail, done } = await this.checkout();
+      const tx = over(client);
       try {
-        await client.query('BEGIN');
+        await tx.run('BEGIN');
         try {
-          const value = await fn(over(client));
-          await client.query('COMMIT');
+          const value = await fn(tx);
+          await tx.run('COMMIT');
           return value;
         } catch (err) {
+          if (isUnavailable(err)) {
+            // The connection may still have a statement waiting in the database: drop it (which
+            // rolls the transaction back) rather than queue a ROLLBACK behind it.
+            fail(err as Error);
+            throw err;
+          }
           await client.query('ROLLBACK').catch(fail);
           const code = (err as { code?: string }).code;
           if (code && RETRYABLE.has(code) && attempt < 3) continue;
@@ -134,19 +195,21 @@ export class PostgresDb implements Db {
     }
   }
 
-  /** Runs `fn` on one client holding a session advisory lock (migrations at start). */
+  /**
+   * Runs `fn` on a connection of its own holding a session advisory lock (migrations at start).
+   * No statement timeout there: waiting for another server's migration, or building an index of a
+   * large table, may take longer than any request should. The connection ends with `fn`, and the
+   * lock with it.
+   */
   async withAdvisoryLock<T>(key: number, fn: (q: Queryable) => Promise<T>): Promise<T> {
-    const { client, fail, done } = await this.checkout();
+    const client = new pg.Client(PostgresDb.connection(this.url, 'cutout-migrate'));
+    client.on('error', () => undefined); // surfaces as the failure of the statement in flight
     try {
+      await client.connect();
       await client.query('SELECT pg_advisory_lock($1)', [key]);
-      try {
-        return await fn(over(client));
-      } finally {
-        // A client that cannot unlock is destroyed: its session, and so the lock, ends with it.
-        await client.query('SELECT pg_advisory_unlock($1)', [key]).catch(fail);
-      }
+      return await fn(over(client));
     } finally {
-      done();
+      await client.end().catch(() => undefined);
     }
   }
 
@@ -157,18 +220,25 @@ export class PostgresDb implements Db {
   /**
    * LISTEN on a connection of its own, connected again after LIMITS.postgresListenRetryMs when
    * PostgreSQL drops it (a restart, a failover): a notification missed meanwhile only waits for
-   * the listener's next sweep. Never fails the caller.
+   * the listener's next sweep. The connection is idle by nature, so a peer gone without a word (a
+   * frozen database, a network path that drops packets) would go unnoticed: TCP keepalive, and a
+   * trivial query every LIMITS.postgresListenCheckMs that must answer within
+   * LIMITS.postgresListenCheckTimeoutMs, replace it. Never fails the caller.
    */
   async listen(channel: string, onNotify: () => void): Promise<void> {
     const later = () => { if (!this.closed) setTimeout(() => void connect(), LIMITS.postgresListenRetryMs).unref(); };
     const connect = async (): Promise<void> => {
       if (this.closed) return;
-      const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: LIMITS.postgresConnectTimeoutMs, application_name: 'cutout-listen' });
+      const client = new pg.Client(PostgresDb.connection(this.url, 'cutout-listen'));
       let lost = false;
+      let check: NodeJS.Timeout | undefined;
       const onLost = () => {
         if (lost) return;
         lost = true;
+        clearInterval(check);
         if (this.listeners.get(channel) === client) this.listeners.delete(channel);
+        // Destroyed, not ended: a silent peer would never answer the goodbye.
+        (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
         client.end().catch(() => undefined);
         later();
       };
@@ -188,6 +258,11 @@ export class PostgresDb implements Db {
         return;
       }
       this.listeners.set(channel, client);
+      check = setInterval(() => {
+        // query_timeout per query is node-postgres's, missing from its types.
+        client.query({ text: 'SELECT 1', query_timeout: LIMITS.postgresListenCheckTimeoutMs } as pg.QueryConfig).catch(onLost);
+      }, LIMITS.postgresListenCheckMs);
+      check.unref();
     };
     await connect();
   }

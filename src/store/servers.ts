@@ -1,34 +1,57 @@
 /**
  * The servers sharing a store and their heartbeats: a running `cutout serve` writes its row every
  * third of its lease; a server that stops writing (killed, frozen, cut off) is gone once its lease
- * has passed, and its pending Idempotency-Key claims are then taken over (idempotency.ts).
+ * has passed, and its pending Idempotency-Key claims are then taken over (idempotency.ts). Every
+ * time here is the store's clock (clock.ts): on PostgreSQL the database's `now()`, so a server
+ * whose clock is off neither looks dead to the others nor keeps a dead peer looking alive.
+ *
+ * Any running server's heartbeat timer also sweeps (`sweepGoneServers`): the rows of servers
+ * silent for LIMITS.serverRowRetentionMs past their lease go, and the pending claims of servers
+ * gone are released, without waiting for a server to start or stop.
  */
 import { serverIdentity } from '../identity.js';
 import { LIMITS } from '../limits.js';
+import { sqlNow } from './clock.js';
+import { releaseClaimsOfGoneServers } from './idempotency.js';
 import type { StoreContext } from './ledger.js';
 
 export async function heartbeat(ctx: StoreContext, leaseMs: number): Promise<void> {
   const me = serverIdentity();
-  const now = Date.now();
   await ctx.db.run(
-    `INSERT INTO servers (id, host, pid, started_at, heartbeat_at, lease_ms) VALUES (?, ?, ?, ?, ?, ?)
+    `INSERT INTO servers (id, host, pid, started_at, heartbeat_at, lease_ms) VALUES (?, ?, ?, ?, ${sqlNow(ctx)}, ?)
      ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, lease_ms = excluded.lease_ms`,
-    [ctx.owner, me.host, me.pid, Date.parse(me.startedAt), now, leaseMs],
+    [ctx.owner, me.host, me.pid, Date.parse(me.startedAt), leaseMs],
   );
+}
+
+/** Rows silent for the retention past their lease: the servers that died. */
+function longGone(ctx: StoreContext): string {
+  return `heartbeat_at + lease_ms < ${sqlNow(ctx)} - ${LIMITS.serverRowRetentionMs}`;
 }
 
 /** Removes this server's row (a clean stop) and rows silent for an hour past their lease. */
 export async function leave(ctx: StoreContext): Promise<void> {
-  await ctx.db.run('DELETE FROM servers WHERE id = ? OR heartbeat_at + lease_ms < ?', [ctx.owner, Date.now() - LIMITS.serverRowRetentionMs]);
+  await ctx.db.run(`DELETE FROM servers WHERE id = ? OR ${longGone(ctx)}`, [ctx.owner]);
+}
+
+/**
+ * Run by every server's timer: removes the rows of servers silent for the retention past their
+ * lease, and releases the pending Idempotency-Key claims of servers gone (nothing was charged for
+ * them). Safe on many servers at once. Returns what it removed.
+ */
+export async function sweepGoneServers(ctx: StoreContext): Promise<{ rows: number; claims: number }> {
+  const { changes: rows } = await ctx.db.run(`DELETE FROM servers WHERE id <> ? AND ${longGone(ctx)}`, [ctx.owner]);
+  const claims = await releaseClaimsOfGoneServers(ctx);
+  return { rows, claims };
 }
 
 export interface ServerInfo { id: string; host: string; pid: number; startedAt: number; heartbeatAt: number; alive: boolean }
 
 /** The servers that have a row (operators and tests). */
 export async function listServers(ctx: StoreContext): Promise<ServerInfo[]> {
-  const rows = await ctx.db.all<{ id: string; host: string; pid: number; started_at: number; heartbeat_at: number; lease_ms: number }>(
-    'SELECT id, host, pid, started_at, heartbeat_at, lease_ms FROM servers ORDER BY started_at',
+  const rows = await ctx.db.all<{ id: string; host: string; pid: number; started_at: number; heartbeat_at: number; alive: number }>(
+    `SELECT id, host, pid, started_at, heartbeat_at, CASE WHEN heartbeat_at + lease_ms > ${sqlNow(ctx)} THEN 1 ELSE 0 END AS alive
+       FROM servers ORDER BY started_at`,
   );
-  const now = Date.now();
-  return rows.map((r) => ({ id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at, alive: r.heartbeat_at + r.lease_ms > now }));
+  return rows.map((r) => ({ id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at, alive: Number(r.alive) === 1 }));
 }

@@ -5,6 +5,9 @@
  * and add `q.dialect.forUpdate` / `q.dialect.skipLocked` where a row lock matters: SQLite's
  * BEGIN IMMEDIATE already serialises every writing transaction, PostgreSQL needs the row lock.
  */
+import { CutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
+
 export type SqlParam = string | number | bigint | null | Buffer;
 export type Row = Record<string, unknown>;
 export type StoreKind = 'sqlite' | 'postgres';
@@ -21,6 +24,12 @@ export interface Dialect {
    * FOR NO KEY UPDATE.
    */
   readonly forNoKeyUpdate: string;
+  /**
+   * The time now, in ms since the epoch, as an SQL term read from the database's own clock, for
+   * what servers sharing the store judge each other by (leases, heartbeats, Idempotency-Key
+   * claims); null when the engine's clock is the process's (SQLite: one host). See clock.ts.
+   */
+  readonly nowMs: string | null;
 }
 
 /** What a statement inside a transaction (or a single statement on its own) can do. */
@@ -49,4 +58,21 @@ export interface Db extends Queryable {
    */
   listen(channel: string, onNotify: () => void): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * The store did not answer in time, or could not be reached: a statement ran past its timeout, no
+ * connection could be had, the connection dropped (a restart, a failover, a network path gone
+ * silent). Nothing this request started was committed, unless the failure hit its COMMIT: then a
+ * retry with the same Idempotency-Key replays it. Answered 503 `gpu_unavailable` with Retry-After
+ * (the spec's one code for "unavailable now, retry"), never a hang; the job workers hand their job
+ * back as for an inference outage.
+ */
+export class StoreUnavailable extends CutoutError {
+  constructor(cause: unknown) {
+    super('gpu_unavailable', 'The service\'s database did not answer in time; retry shortly.', {
+      headers: { 'Retry-After': String(LIMITS.storeRetryAfterSeconds) },
+      cause,
+    });
+  }
 }

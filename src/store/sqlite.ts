@@ -13,7 +13,7 @@ const sqlite3 = requireCjs('sqlite3') as typeof import('sqlite3');
 export type { Queryable, Row, SqlParam } from './sql.js';
 
 /** One connection and BEGIN IMMEDIATE: every writing transaction already runs alone. */
-const SQLITE: Dialect = Object.freeze({ kind: 'sqlite', forUpdate: '', skipLocked: '', forNoKeyUpdate: '' });
+const SQLITE: Dialect = Object.freeze({ kind: 'sqlite', forUpdate: '', skipLocked: '', forNoKeyUpdate: '', nowMs: null });
 
 function rawGet<T>(db: Database, sql: string, params: SqlParam[] = []): Promise<T | undefined> {
   return new Promise((resolve, reject) => db.get(sql, params, (err: Error | null, row: T) => (err ? reject(err) : resolve(row))));

@@ -9,7 +9,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -23,6 +23,31 @@ export interface TestPostgres {
   port: number;
   /** A new empty database on the cluster; returns its URL. */
   freshDatabase(): Promise<string>;
+  /** The postmaster's pid and its children's (backends, checkpointer, ...): this test's own PostgreSQL. */
+  pids(): number[];
+  /** SIGSTOP of every process of the cluster: a database that stops answering, connections left open. */
+  freeze(): number[];
+  /** SIGCONT of the processes `freeze` stopped. */
+  thaw(pids: number[]): void;
+  /** A fast shutdown (SIGINT, as pg_ctl -m fast), `downMs` with nothing listening, then a start on the same port and data. */
+  restart(downMs?: number): Promise<void>;
+}
+
+/** The children of `pid`, from /proc (Linux). */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      // pid (comm) state ppid ...: comm may hold spaces or parentheses, so split after the last ')'.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) out.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
 }
 
 const USER = 'postgres';
@@ -114,8 +139,39 @@ export async function testPostgres(t: Tap.Test): Promise<TestPostgres> {
   await pg.initialise();
   await pg.start();
   let n = 0;
+  const postmaster = () => (pg as unknown as { process?: import('node:child_process').ChildProcess }).process;
+  const pids = () => {
+    const main = postmaster()?.pid;
+    return main === undefined ? [] : [main, ...childrenOf(main)];
+  };
   return {
     port,
+    pids,
+    freeze() {
+      const stopped = pids();
+      for (const pid of stopped) process.kill(pid, 'SIGSTOP');
+      return stopped;
+    },
+    thaw(stopped) {
+      for (const pid of stopped) {
+        try {
+          process.kill(pid, 'SIGCONT');
+        } catch {
+          // gone
+        }
+      }
+    },
+    async restart(downMs = 0) {
+      const child = postmaster();
+      if (child && child.exitCode === null) {
+        await new Promise((resolve) => {
+          child.once('exit', resolve);
+          child.kill('SIGINT');
+        });
+      }
+      await new Promise((resolve) => setTimeout(resolve, downMs));
+      await pg.start();
+    },
     async freshDatabase() {
       const name = `db_${process.pid}_${++n}`;
       await pg.createDatabase(name);
