@@ -7,7 +7,7 @@ import { runsRemove } from './commands/names.js';
 
 // Cold start: a cutout's inference worker starts before the program's own modules load (awaited
 // first: started beside them it came 40 ms later), so that the thread's start and onnxruntime's
-// loading (about 100 ms) overlap them (README, "Cold start").
+// loading (about 100 ms) overlap them (docs/internals.md, "Cold start").
 if (runsRemove(process.argv.slice(2))) {
   await import('./pipeline/inference-thread.js').then((thread) => thread.startInferenceThread(), () => undefined);
 }

@@ -92,7 +92,7 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   model: 'isnet-medium',
   // Two images in flight where there are two cores or more: the worker still runs one inference
   // at a time on every core, and the other image's decode, matte and encode fill the gaps beside
-  // it. Measured at int8 (README, "The defaults chosen"): `npm run bench` 4-10 % more images/s
+  // it. Measured at int8 (docs/benchmarks.md, "The defaults chosen"): `npm run bench` 4-10 % more images/s
   // on the fixtures; through the CLI within 3 % on small photos, and 3.7-3.9 s against 4.5-4.6 s
   // for three 50 MP photos, peak RSS 930-950 MB against 660-730 MB (under the 1.5 GB budget).
   // (At fp32 1 had measured ahead, and was the default for a while.)

@@ -37,7 +37,7 @@ export const ERROR_TABLE: Readonly<Record<ErrorCode, { status: number; message: 
   processing_failed: { status: 500, message: 'Processing failed; nothing was charged.' },
   gpu_unavailable: { status: 503, message: 'The queue is full; see Retry-After.' },
   // Not one of the nine codes of part 7: the spec leaves unknown/expired ids "not shown".
-  // We answer 404 with this code, in the same error shape (documented in the README).
+  // We answer 404 with this code, in the same error shape (documented in docs/http-api.md).
   not_found: { status: 404, message: 'No such resource, or it has expired.' },
 });
 

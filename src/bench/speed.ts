@@ -32,7 +32,7 @@ const flag = (name: string) => args.includes(name);
 // --help says the usage instead of being ignored: the whole bench takes minutes of every core.
 if (flag('--help') || flag('-h')) {
   process.stdout.write('npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best] [--model NAME] [--upstream URL]\n'
-    + '  [--no-precision] [--no-cold] [--folder-defaults] [--cold-start]   (see the header of src/bench/speed.ts and the README, "Benchmarks")\n');
+    + '  [--no-precision] [--no-cold] [--folder-defaults] [--cold-start]   (see the header of src/bench/speed.ts and docs/benchmarks.md, "Benchmarks")\n');
   process.exit(0);
 }
 const value = (name: string, dflt: string) => {

@@ -1,6 +1,6 @@
 /**
  * The top-level command names, readable before the program itself loads: the CLI starts the
- * inference worker at once when the arguments ask for a cutout (cold start, README). A test
+ * inference worker at once when the arguments ask for a cutout (cold start, docs/internals.md). A test
  * checks this list against the registered commands.
  */
 export const COMMAND_NAMES = ['remove', 'models', 'serve', 'model-server', 'keys', 'credits', 'account', 'usage', 'openapi', 'completion', 'help'] as const;

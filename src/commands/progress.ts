@@ -29,7 +29,7 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
   const label = () =>
     oneLine(preparingStep ?? `${completed}/${opts.total} ${[...active].map((a) => a.split('/').pop()).join(', ')}`);
   // ora (with its spinners and Unicode width tables, about 40 ms to load) loads only for a
-  // terminal, and the first image does not wait for it (cold start, README): the spinner starts
+  // terminal, and the first image does not wait for it (cold start, docs/internals.md): the spinner starts
   // with the state of the moment once it is loaded.
   const spinnerLoaded = tty
     ? import('ora').then(

@@ -218,7 +218,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     usage((err as Error).message);
   }
   // The session is created in the worker thread while this thread loads sharp and the store,
-  // opens the store and reads and decodes the first image (cold start, README). A failure here
+  // opens the store and reads and decodes the first image (cold start, docs/internals.md). A failure here
   // is left to the first image's run, which reports it.
   if (items.length) pipeline.loadModel({ quality: options.quality, precision: options.precision }).catch(() => undefined);
 
@@ -273,7 +273,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
 
     // Once every input is past its model call, the worker thread and its sessions are let go
     // while the last images are still matted and encoded: freeing the session's memory (about
-    // 30 ms at int8) then overlaps that work instead of delaying the exit (cold start, README).
+    // 30 ms at int8) then overlaps that work instead of delaying the exit (cold start, docs/internals.md).
     let needingModel = items.length;
     const doneWithModel = () => {
       if (--needingModel === 0) pipeline.releaseModel().catch(() => undefined);

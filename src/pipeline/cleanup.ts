@@ -1,7 +1,7 @@
 /**
  * Clean-up of the model's matte on its own grid, before it is brought to full resolution:
  * the model's faint haze on the background goes to 0, and small disconnected specks are
- * removed. Both measured on the public composite set as a whole (README, Edge quality).
+ * removed. Both measured on the public composite set as a whole (docs/models.md, "Edge quality").
  * Pure typed-array code.
  */
 

@@ -85,7 +85,7 @@ export function convertFp16ToFp32(modelBytes: Uint8Array): Buffer {
  * pipeline reads one. onnxruntime runs the whole graph whatever is fetched (its "only the path to
  * the fetches" option exists in training builds only), so the five other side maps' resizes to
  * 1024 x 1024, their sigmoids and the feature maps' casts ran at every inference for nothing.
- * The kept output is bit-identical (README, "int8").
+ * The kept output is bit-identical (docs/models.md and docs/internals.md, "int8").
  */
 export function keepOnlyOutput(modelBytes: Uint8Array, output: string): Buffer {
   const { onnx } = require('onnx-proto') as typeof import('onnx-proto');

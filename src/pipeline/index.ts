@@ -6,7 +6,7 @@
  * does to an image is in process.ts. It knows nothing of HTTP, SQL or credits.
  *
  * Light on purpose: sharp loads with the first image (process.ts), so a pipeline made at start
- * can begin loading its model while the caller loads the rest (cold start, README).
+ * can begin loading its model while the caller loads the rest (cold start, docs/internals.md).
  */
 import { CutoutError } from '../errors.js';
 import type { Precision, Quality } from '../options.js';

@@ -1,7 +1,7 @@
 /**
  * The inference worker threads: each holds sessions, one per model file, and runs one inference
  * at a time (inference-worker.ts). Apart from model.ts, and importing next to nothing, so that the
- * CLI can start a thread before anything else of the program loads (cold start, README): the
+ * CLI can start a thread before anything else of the program loads (cold start, docs/internals.md): the
  * thread's start and onnxruntime's loading are the longer branch before the first inference.
  *
  * Pipelines share threads: a thread per intra-op thread count, held by leases. Two pipelines that

@@ -28,7 +28,7 @@ export interface CalibrationFile {
  * How the activation ranges are taken from the calibration runs: `minmax`, the extremes over all
  * photos; `mean`, the mean over photos of each photo's extremes; `percentile`, the range that
  * holds all but CALIBRATION_PERCENTILE's share of every value seen (a histogram over all photos).
- * Chosen by measurement (README, "int8"): ISNet's activations are heavy-tailed (the input of
+ * Chosen by measurement (docs/models.md and docs/internals.md, "int8"): ISNet's activations are heavy-tailed (the input of
  * stage1d's first conv reaches 442 but 99.99 % of its values lie under 16.5), so a range set by
  * the extremes spends the uint8 steps on a few outliers and rounds the common values coarsely.
  */
@@ -41,7 +41,7 @@ export const CALIBRATION_PERCENTILE = 99.99;
  * Conv nodes kept in fp32, beyond those the quantizer never touches (convs not followed by a
  * Relu: ISNet's input conv and its side output, which feeds the resize and the sigmoid). None:
  * with the percentile ranges every Conv+Relu runs in int8 and the model still passes the quality
- * bar (README, "int8"). With the earlier ranges (the mean of each photo's extremes) 18 of the
+ * bar (docs/models.md and docs/internals.md, "int8"). With the earlier ranges (the mean of each photo's extremes) 18 of the
  * 112 had to stay fp32 (stage5, stage6 for an empty photo of the public set, two convs of
  * stage1d for the cat's fur), which left the int8 run at 0.60-0.64x of fp32's instead of 0.48x.
  * Names here are Conv node names, e.g. `/stage5/rebnconvin/conv_s1/Conv`.
@@ -145,7 +145,7 @@ export const INT8_QUALITY_PASSED = true;
 
 /**
  * The smaller input sides (those of `fast` and `balanced`) at which the int8 copy passed the same
- * bar, each built from ranges measured at that side (`npm run calibrate:int8 -- --side S`; README,
+ * bar, each built from ranges measured at that side (`npm run calibrate:int8 -- --side S`; docs/models.md,
  * "int8"). `--quality balanced --precision fp32|int8`: fp32 MAE 0.0313, IoU 0.837, band MAE 0.1190,
  * iou50 0.85, empty_ok 4/4; int8 0.0328 (1.048x), 0.833, 0.1214, 0.85, 4/4: passed (with the
  * ranges of 1024 px it failed on MAE, 0.0341). `fast` (512) fails on IoU with either ranges

@@ -2,7 +2,7 @@
  * The work of one image, in order: bytes -> format and limits -> orientation and size -> model ->
  * matte -> compose -> encode. Called by the pipeline object (index.ts), which owns the model and
  * its call; loaded on its first image, so that a pipeline can be made and its model loaded
- * before sharp is (cold start, README).
+ * before sharp is (cold start, docs/internals.md).
  */
 import { CutoutError } from '../errors.js';
 import { CONTENT_TYPES } from '../options.js';

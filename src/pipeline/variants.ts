@@ -116,7 +116,7 @@ export function rewriteInputSide(modelBytes: Uint8Array, side: number, baseSide 
  * The quality settings: the model input side of each name, and how the image is placed on the
  * S x S grid below the model's own size: `fill` stretches it (as at 1024), `letterbox` keeps its
  * aspect and pads the short side (then the matte is cropped back to the image). Chosen from
- * measurements on the public composite set (README, "Quality settings").
+ * measurements on the public composite set (docs/models.md, "Quality settings").
  */
 export const QUALITY_PARAMS: Readonly<{ sides: Readonly<Record<Quality, number>>; fit: 'fill' | 'letterbox'; pad: 'grey' | 'copy' }> = Object.freeze({
   // `max` is `best` plus a second pass on the subject's box (zoom.ts).

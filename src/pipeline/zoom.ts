@@ -3,7 +3,7 @@
  * box, so a small subject fills the model's grid, and that pass's matte replaces the first one
  * inside the box. Pure functions here; index.ts runs the model.
  *
- * Measured on the public composite set (README, "Edge quality"): band MAE 0.1114 -> 0.1032,
+ * Measured on the public composite set (docs/models.md, "Edge quality"): band MAE 0.1114 -> 0.1032,
  * IoU 0.854 -> 0.870, boundary F 0.838 -> 0.848, for a second inference on 47 of 66 images.
  * The padding and the area limit are those of an earlier two-pass trial at 512, not tuned on
  * this set; 8 % and 25 % padding and a 90 % limit measured worse or the same.

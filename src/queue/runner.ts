@@ -1,6 +1,6 @@
 /**
  * The job workers: take queued jobs from the store, run them in slots of the WorkPool shared
- * with the sync route (as `job` tasks, see the fair policy in src/server/pool.ts), and commit the
+ * with the sync route (as `job` tasks, see the fair policy in src/queue/pool.ts), and commit the
  * outcome.
  *
  * - A job is claimed only once a slot is held, so `processing` in the store means "running".
