@@ -1,8 +1,6 @@
 /** How an aborted pipeline call ends: the caller's AbortSignal, checked between stages and raced against the model call. */
 import { abortError } from '../errors.js';
 
-export { abortError };
-
 export function checkAborted(signal?: AbortSignal): void {
   if (signal?.aborted) throw abortError(signal);
 }

@@ -17,10 +17,9 @@ import { modelSide } from './variants.js';
 import type { ModelFilesContext, PreparationEvent } from './weights.js';
 import type { ImageProbe, Pipeline, RawPixels, RemoveRequest, RemoveResult } from './types.js';
 
-export { abortError } from './abort.js';
 export { resolveModel, listManifests } from './manifest.js';
 export { modelSide } from './variants.js';
-export { LocalInference, UpstreamModelCall, type Inference, type RemoteInference } from './model.js';
+export type { Inference, RemoteInference } from './model.js';
 export type { PreparationEvent } from './weights.js';
 export type * from './types.js';
 
@@ -61,16 +60,6 @@ export class CutoutPipeline implements Pipeline {
     this.precision = options.precision ?? 'auto';
     const files: ModelFilesContext = { dataDir: options.dataDir, onPreparation: options.onPreparation };
     this.inference = options.upstream ? new UpstreamModelCall(options.upstream) : new LocalInference(files, { workers: options.inferenceWorkers, threads: options.threads });
-  }
-
-  /** `local` or `upstream`: for health and messages. */
-  get inferenceKind(): 'local' | 'upstream' {
-    return this.inference.kind;
-  }
-
-  /** The model's name (the manifest's). */
-  get model(): string {
-    return this.manifest.name;
   }
 
   async probeImage(bytes: Buffer): Promise<ImageProbe> {

@@ -42,8 +42,6 @@ export interface ModelCallOptions {
 
 /** The seam: what the pipeline calls, whichever side runs the model. */
 export interface Inference {
-  /** `local` or `upstream`: for health and messages only; the pipeline never branches on it. */
-  readonly kind: 'local' | 'upstream';
   /** Readies the model for input side `side` ahead of the first image; the time it took, ms. */
   load(manifest: ModelManifest, side: number, precision: Precision): Promise<number>;
   /** Runs the model on an NCHW tensor; the tensor's buffer may be transferred (unusable afterwards). */
@@ -65,7 +63,6 @@ export interface RemoteInference {
 
 /** The model in this process: a hold on a shared inference thread, and the model files it loads. */
 export class LocalInference implements Inference {
-  readonly kind = 'local';
   /** One lease per inference worker: each worker thread holds its own sessions and runs one inference at a time. */
   private readonly leases: ThreadLease[];
   /** Model files by manifest, side and precision: the checks behind them run once per pipeline. */
@@ -119,7 +116,6 @@ export class LocalInference implements Inference {
 
 /** A remote inference as the pipeline's model call. Closing it only refuses later calls. */
 export class UpstreamModelCall implements Inference {
-  readonly kind = 'upstream';
   private closed = false;
   constructor(private readonly remote: RemoteInference) {}
 
