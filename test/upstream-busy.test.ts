@@ -98,16 +98,21 @@ t.test('busy answers are retried: sync and jobs succeed, no outage', async (t) =
   t.match(srv.stderr(), /answered 503: busy on purpose \(503\)/, 'it is in the server\'s log');
 });
 
+/** `cutout serve --upstream` at `server` (listening here on a free port), in a data directory of its own. */
+async function serveAgainst(t: Tap.Test, server: http.Server) {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const dir = await fs.mkdtemp(path.join((await import('node:os')).tmpdir(), 'cutout-upstream-start-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  return runCli(['serve', '--port', '0', '--data', dir, '--upstream', `http://127.0.0.1:${(server.address() as AddressInfo).port}`]);
+}
+
 t.test('an upstream that redirects is refused at start: redirects are not followed', async (t) => {
   const server = http.createServer((req, res) => {
     res.writeHead(307, { Location: `http://127.0.0.1:9${req.url}` });
     res.end();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const dir = await fs.mkdtemp(path.join((await import('node:os')).tmpdir(), 'cutout-redirect-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const r = await runCli(['serve', '--port', '0', '--data', dir, '--upstream', `http://127.0.0.1:${(server.address() as AddressInfo).port}`]);
+  const r = await serveAgainst(t, server);
   t.equal(r.code, 2, 'exit code 2');
   t.equal(r.stderr.trim().split('\n').length, 1, 'one line');
   t.match(r.stderr, /answered GET \/v2 with a redirect \(307 to http:\/\/127\.0\.0\.1:9\/v2\); redirects are not followed/);
@@ -120,11 +125,7 @@ t.test('metadata and health answers are read up to a cap: a huge /v2 stops the s
     res.writeHead(200, { 'Content-Type': 'application/json' }); // no Content-Length: cut as it streams
     res.end(padded);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const dir = await fs.mkdtemp(path.join((await import('node:os')).tmpdir(), 'cutout-huge-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const r = await runCli(['serve', '--port', '0', '--data', dir, '--upstream', `http://127.0.0.1:${(server.address() as AddressInfo).port}`]);
+  const r = await serveAgainst(t, server);
   t.equal(r.code, 2, 'exit code 2');
   t.equal(r.stderr.trim().split('\n').length, 1, 'one line');
   t.match(r.stderr, /answered GET \/v2 with longer than 1 MB, over the 1 MB a protocol answer of this kind may take/);

@@ -2,7 +2,7 @@
  * The library's options: the CLI's names (camelCase) and defaults, checked with the same parsers
  * as flags and API parameters, so a bad value gets the same message shape and `invalid_request`.
  */
-import os from 'node:os';
+import { DEFAULTS } from '../config.js';
 import { CutoutError } from '../errors.js';
 import * as internal from '../options.js';
 import { CLI_DEFAULTS, FORMATS, parseBoolean, parseColor, parseEnum, PRECISIONS, QUALITIES, SIZES } from '../options.js';
@@ -64,7 +64,7 @@ export interface RemoverOptions {
   upstreamModel?: string;
   /** Sent as `Authorization: Bearer TOKEN` to the upstream. */
   upstreamToken?: string;
-  /** Images in flight at once (default: 2 on two cores or more, as the CLI). */
+  /** Images in flight at once (default: the CLI's, 2 per inference worker on two cores or more). */
   concurrency?: number;
   /** Where the model cache goes when the package's own folder is read-only; default `$CUTOUT_HOME` or `~/.cutout`. */
   dataDir?: string;
@@ -72,11 +72,6 @@ export interface RemoverOptions {
   preload?: boolean;
   /** Told when the model's files are built before their first use (a first run after install): nothing is downloaded. */
   onProgress?: (event: PreparationEvent) => void;
-}
-
-/** The CLI's default concurrency (config.ts says why): two images in flight on two cores or more. */
-export function defaultConcurrency(): number {
-  return (os.availableParallelism?.() ?? os.cpus().length) > 1 ? 2 : 1;
 }
 
 const REMOVE_KEYS = new Set(['format', 'size', 'bgColor', 'crop', 'mask', 'alpha', 'quality', 'refine', 'decontaminate', 'signal']);
@@ -128,7 +123,7 @@ export function checkRemoverOptions(options: RemoverOptions = {}): CheckedRemove
   if (typeof options !== 'object' || options === null) throw new CutoutError('invalid_request', 'Expected an options object');
   refuseUnknown(options, REMOVER_KEYS, 'createRemover');
   const o = options as Record<string, unknown>;
-  const concurrency = o.concurrency === undefined ? defaultConcurrency() : Number(o.concurrency);
+  const concurrency = o.concurrency === undefined ? DEFAULTS.concurrency : Number(o.concurrency);
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
     throw new CutoutError('invalid_request', `Expected an integer from 1 to 64 for concurrency but received ${JSON.stringify(o.concurrency)}`);
   }

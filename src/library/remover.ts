@@ -4,6 +4,7 @@
  * remover, made on first use. The same pipeline as the CLI, the server and the model server.
  */
 import pLimit from 'p-limit';
+import { DEFAULTS } from '../config.js';
 import { CutoutError, abortError } from '../errors.js';
 import { unlessAborted } from '../pipeline/abort.js';
 import { createPipeline, type CutoutPipeline } from '../pipeline/index.js';
@@ -106,7 +107,11 @@ export async function createRemover(options: RemoverOptions = {}): Promise<Remov
         model: o.model ?? 'isnet-medium', workers: o.concurrency, precision: o.precision,
       });
     }
-    const pipeline = createPipeline({ model: o.model, precision: o.precision, dataDir: o.dataDir, upstream, onPreparation: o.onProgress });
+    // The cores split as for the CLI, serve and model-server (config.ts, inference-split.ts).
+    const pipeline = createPipeline({
+      model: o.model, precision: o.precision, dataDir: o.dataDir, upstream, onPreparation: o.onProgress,
+      inferenceWorkers: DEFAULTS.inferenceWorkers, threads: DEFAULTS.inferenceThreads,
+    });
     if (o.preload) {
       try {
         await pipeline.loadModel();

@@ -2,6 +2,7 @@
  * The HTTP plumbing of the upstream client (client.ts): a bound on requests in flight, a body read
  * with a cap, and the one-line reasons of failures for messages.
  */
+import { readCapped as readStreamCapped } from '../net/capped-read.js';
 import { CutoutError } from '../errors.js';
 import { formatMB } from '../limits.js';
 
@@ -45,20 +46,8 @@ export async function readCapped(res: Response, limit: number, tooLarge?: (size:
     throw fail(formatMB(declared));
   }
   if (!res.body) return Buffer.alloc(0);
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = res.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => undefined);
-      throw fail(`longer than ${formatMB(limit)}`);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks);
+  // The body is cancelled once past the limit (net/capped-read.ts).
+  return readStreamCapped(res.body, limit, () => fail(`longer than ${formatMB(limit)}`));
 }
 
 /** A wait of `ms` that ends early (rejecting with its reason) when `signal` aborts. */
