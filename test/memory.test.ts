@@ -12,3 +12,26 @@ t.test('collectGarbage runs a real collection without --expose-gc', async (t) =>
   t.equal(ref.deref(), undefined, 'the unreachable buffer is gone');
   t.equal(collectGarbage(), true, 'and stays available');
 });
+
+t.test('the full-size decode overlaps the model run at every size unless fp32 weights run here', async (t) => {
+  const { decodeOverlapMaxPixels } = await import('../src/pipeline/process.js');
+  t.equal(decodeOverlapMaxPixels('fp32'), 16_000_000, 'fp32 in this process: up to 16 MP, the 50 MP decode waits');
+  t.ok(decodeOverlapMaxPixels('int8') > 50_000_000, 'int8 in this process: a 50 MP image overlaps too');
+  t.ok(decodeOverlapMaxPixels(null) > 50_000_000, 'a model run elsewhere holds no memory here');
+});
+
+t.test('the model seam says which weights a call runs in this process', async (t) => {
+  const { LocalInference, UpstreamModelCall } = await import('../src/pipeline/model.js');
+  const { resolveModel } = await import('../src/pipeline/manifest.js');
+  const manifest = resolveModel('isnet-medium');
+  const local = new LocalInference();
+  const remote = new UpstreamModelCall({ precision: 'int8', run: async () => { throw new Error('not called'); } });
+  try {
+    t.equal(local.weightsHere(manifest, 1024, 'int8'), 'int8');
+    t.equal(local.weightsHere(manifest, 1024, 'fp32'), 'fp32');
+    t.equal(remote.weightsHere(), null, 'upstream: nothing runs here');
+  } finally {
+    await local.close();
+    await remote.close();
+  }
+});

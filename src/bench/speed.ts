@@ -21,7 +21,7 @@ import pLimit from 'p-limit';
 import { createPipeline, resolveModel } from '../pipeline/index.js';
 import { rgbToTensor } from '../pipeline/matte.js';
 import { modelSide } from '../pipeline/variants.js';
-import { QUALITIES, parseEnum, type Quality } from '../options.js';
+import { PRECISIONS, QUALITIES, parseEnum, type Quality } from '../options.js';
 import type { StageTimings } from '../pipeline/types.js';
 import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
 import { comparePrecisions, coldStart, arenaEffect, rawRuns, cpuFeatures, folderDefaults } from './speed-precision.js';
@@ -44,8 +44,10 @@ const runs = Number(value('--runs', '1'));
 /** `--qualities fast,balanced,best`: the settings compared side by side (default: all). */
 const qualities = value('--qualities', QUALITIES.join(',')).split(',').map((q) => parseEnum('qualities', QUALITIES, q, 'cli'));
 const REQUEST = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false };
+/** `--precision fp32|int8`: the number format of the main rows and the large images (default: what `auto` picks here). */
+const precisionFlag = args.includes('--precision') ? parseEnum('precision', PRECISIONS, value('--precision', 'auto'), 'cli') : undefined;
 /** The bench's one pipeline (its worker thread starts with the first model call). */
-const pipeline = createPipeline({ model: modelName });
+const pipeline = createPipeline({ model: modelName, precision: precisionFlag });
 
 /** Interleaved repetitions per large image: medians of five, as the machine is noisy. */
 const REPEATS = 5;
@@ -196,7 +198,7 @@ async function main(): Promise<void> {
     for (const [label, w, h] of [['12mp', 4000, 3000], ['50mp', 8160, 6120]] as const) {
       const file = path.join(tmp, `${label}.jpg`);
       await sharp(files[0]).resize(w, h, { fit: 'fill' }).jpeg({ quality: 90 }).toFile(file);
-      const childArgs = [fileURLToPath(import.meta.url), '--one', file, '--model', modelName, ...(label === '12mp' ? ['--folder'] : [])];
+      const childArgs = [fileURLToPath(import.meta.url), '--one', file, '--model', modelName, ...(precisionFlag ? ['--precision', precisionFlag] : []), ...(label === '12mp' ? ['--folder'] : [])];
       const child = spawnSync(process.execPath, childArgs, { encoding: 'utf8', maxBuffer: 1 << 20 });
       if (child.status !== 0) throw new Error(`bench child failed for ${label}: ${child.stderr}`);
       large.push({ label, ...JSON.parse(child.stdout.trim().split('\n').pop()!) });

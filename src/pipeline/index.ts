@@ -106,7 +106,11 @@ export class CutoutPipeline implements Pipeline {
     this.inFlight++;
     try {
       const { removeOne } = await import('./process.js');
-      return await removeOne(this.manifest, (tensor, width, height, options) => this.runModel(tensor, width, height, options), input, req, opts);
+      const model = {
+        run: this.runModel.bind(this),
+        weightsHere: (side: number, precision: Precision | undefined) => this.inference.weightsHere(this.manifest, side, precision ?? this.precision),
+      };
+      return await removeOne(this.manifest, model, input, req, opts);
     } finally {
       this.inFlight--;
     }

@@ -48,6 +48,11 @@ export interface Inference {
   run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, options: ModelCallOptions): Promise<ModelOutput>;
   /** Frees what the inference holds once its calls in flight have returned; later calls reject. */
   close(): Promise<void>;
+  /**
+   * The weights a call at `side` and `precision` runs in this process (`auto` resolved), or null
+   * when the model runs elsewhere: how much of this process's memory the run takes (process.ts).
+   */
+  weightsHere(manifest: ModelManifest, side: number, precision: Precision): 'fp32' | 'int8' | null;
 }
 
 /**
@@ -112,6 +117,10 @@ export class LocalInference implements Inference {
   async close(): Promise<void> {
     await Promise.all(this.leases.map((lease) => lease.release()));
   }
+
+  weightsHere(manifest: ModelManifest, side: number, precision: Precision): 'fp32' | 'int8' {
+    return resolvePrecision(manifest, precision, side);
+  }
 }
 
 /** A remote inference as the pipeline's model call. Closing it only refuses later calls. */
@@ -135,5 +144,9 @@ export class UpstreamModelCall implements Inference {
 
   async close(): Promise<void> {
     this.closed = true;
+  }
+
+  weightsHere(): null {
+    return null;
   }
 }

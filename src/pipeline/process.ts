@@ -18,14 +18,31 @@ import { cropToContent, inputPlan, isLetterboxed, type InputPlan } from './varia
 import { pasteMatte, scaleBox, zoomBox } from './zoom.js';
 import type { RawPixels, RemoveRequest, RemoveResult, StageTimings } from './types.js';
 
-/** Largest output whose decode overlaps inference (see removeOne). */
-const OVERLAP_MAX_PIXELS = 16_000_000;
+/**
+ * The largest output whose full-size decode runs on libuv's threads while the model runs, by the
+ * weights that run in this process. Above it the decode waits for the model, so that the decoded
+ * pixels (150 MB at 50 MP) do not sit beside the session's working memory at its peak. Measured
+ * on three 50 MP images in one process (VmHWM): fp32 935 MB without the overlap and 1079 MB with
+ * it, where eleven images in a row already came near the 1.5 GB budget, so fp32 keeps the limit;
+ * int8 727 and 811 MB, under fp32's figure without it, and a model run elsewhere holds nothing
+ * here: both overlap at every size, which takes the decode (about 0.3 s at 50 MP) off the image's
+ * time (docs/benchmarks.md, "Large photos at int8").
+ */
+export function decodeOverlapMaxPixels(weightsHere: 'fp32' | 'int8' | null): number {
+  return weightsHere === 'fp32' ? 16_000_000 : Number.POSITIVE_INFINITY;
+}
 
 /** The model call of the pipeline that runs the image (CutoutPipeline.runModel). */
 export type RunModel = (
   tensor: Float32Array, width: number, height: number,
   options: { precision?: Precision; sourcePixels?: number; signal?: AbortSignal },
 ) => Promise<{ data: Float32Array; width: number; height: number; ms: number }>;
+
+/** The pipeline's model as one image sees it: the call, and which weights a call runs in this process (null: elsewhere). */
+export interface ImageModel {
+  run: RunModel;
+  weightsHere(side: number, precision: Precision | undefined): 'fp32' | 'int8' | null;
+}
 
 type Source = Awaited<ReturnType<typeof openImage>>;
 
@@ -104,7 +121,7 @@ async function zoomPass(
  * processing_failed; an aborted call rejects with its AbortError.
  */
 export async function removeOne(
-  manifest: ModelManifest, runModel: RunModel, input: Buffer | RawPixels, req: RemoveRequest,
+  manifest: ModelManifest, model: ImageModel, input: Buffer | RawPixels, req: RemoveRequest,
   opts: { signal?: AbortSignal; afterModel?: () => void },
 ): Promise<RemoveResult> {
   const started = performance.now();
@@ -124,9 +141,9 @@ export async function removeOne(
   checkAborted(opts.signal);
   if (out.width * out.height >= COLLECT_BEFORE_PIXELS) collectGarbage();
 
-  // Up to OVERLAP_MAX_PIXELS the full-size decode runs on libuv's threads while the model runs
-  // in its worker. Above it the decode waits for the model: the decoded pixels (150 MB at 50 MP)
-  // must not sit beside the model's peak working memory.
+  // The full-size decode runs on libuv's threads while the model runs in its worker, up to the
+  // size where its pixels and the session's working memory together would be too much.
+  const plan = inputPlan(manifest, req.quality, src.probe.width, src.probe.height);
   const decode = () => {
     const startedDecode = performance.now();
     return decodeRgb(src, out.width, out.height).then((rgb) => {
@@ -134,17 +151,16 @@ export async function removeOne(
       return rgb;
     });
   };
-  const overlap = out.width * out.height <= OVERLAP_MAX_PIXELS;
+  const overlap = out.width * out.height <= decodeOverlapMaxPixels(model.weightsHere(plan.width, req.precision));
   const early = overlap ? decode() : null;
   early?.catch(() => undefined);
 
   const tp = performance.now();
-  const plan = inputPlan(manifest, req.quality, src.probe.width, src.probe.height);
   const { tensor, rgb: modelRgb } = await modelInput(src, manifest, plan);
   timings.preprocess = performance.now() - tp;
   checkAborted(opts.signal);
 
-  const inference = await runModel(tensor, plan.width, plan.height, { sourcePixels: out.width * out.height, precision: req.precision, signal: opts.signal });
+  const inference = await model.run(tensor, plan.width, plan.height, { sourcePixels: out.width * out.height, precision: req.precision, signal: opts.signal });
   timings.inference = inference.ms;
   if (req.quality !== 'max') opts.afterModel?.();
   checkAborted(opts.signal);
@@ -156,7 +172,7 @@ export async function removeOne(
   const alpha = matteAtSize(matte, grid, grid.rgb, rgb, out.width, out.height, req);
   timings.postprocess += performance.now() - t;
   if (req.quality === 'max') {
-    await zoomPass(runModel, src, manifest, matte, grid, rgb, alpha, out, req, timings, opts.signal);
+    await zoomPass(model.run, src, manifest, matte, grid, rgb, alpha, out, req, timings, opts.signal);
     opts.afterModel?.();
   }
   t = performance.now();
