@@ -2,6 +2,7 @@
  * `npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best] [--upstream URL]`: per-stage time of the pipeline on a folder of
  * images (default: test/fixtures), images per second at concurrency 1 and 2, peak RSS, and beside
  * them the raw session run on the same tensor, so the pipeline's overhead ratio is visible.
+ * `--precision fp32|int8` sets the number format of the main rows and the large images (default `auto`).
  * `--large` adds 12 MP and 50 MP inputs (the first image enlarged), each measured in its own child process so the
  * peak RSS belongs to that image alone, and a folder of four 12 MP copies at concurrency 1 and 2. Then each quality setting side by side (median time per
  * image, interleaved per image). Then (issue 17) fp32 against int8, interleaved in one process (raw
@@ -9,7 +10,7 @@
  * further one, and where the first one's extra time goes), a folder through the CLI with the old
  * defaults (fp32, concurrency 2) against today's, the arena's effect on the raw run, and the CPU
  * features seen. `--no-precision`, `--no-cold` skip those parts; `--folder-defaults` runs only the
- * folder row, `--cold-start` only the cold-start rows. Prints a table, then one JSON line.
+ * folder row, `--cold-start` only the cold-start rows, `--large-only` only the large rows (with issue 27's aims and floors). Prints a table, then one JSON line.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -32,7 +33,7 @@ const flag = (name: string) => args.includes(name);
 // --help says the usage instead of being ignored: the whole bench takes minutes of every core.
 if (flag('--help') || flag('-h')) {
   process.stdout.write('npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best] [--model NAME] [--upstream URL]\n'
-    + '  [--no-precision] [--no-cold] [--folder-defaults] [--cold-start]   (see the header of src/bench/speed.ts and docs/benchmarks.md, "Benchmarks")\n');
+    + '  [--precision fp32|int8] [--no-precision] [--no-cold] [--folder-defaults] [--cold-start] [--large-only] [--split]   (see the header of src/bench/speed.ts and docs/benchmarks.md, "Benchmarks")\n');
   process.exit(0);
 }
 const value = (name: string, dflt: string) => {
@@ -130,13 +131,58 @@ function listImages(dir: string): string[] {
 
 const fmt = (n: number) => n.toFixed(0).padStart(7);
 
+interface LargeRow {
+  label: '12mp' | '50mp'; width: number; height: number; ms: number; raw_inference_ms: number; plain_ms: number; edge_ms: number; runs: number;
+  first_image_peak_rss_mb: number; peak_rss_mb: number; timings: StageTimings; folder_img_per_s_c1?: number; folder_img_per_s_c2?: number;
+}
+
+/** Issue 27's aims for large photos (at int8): end to end within this multiple of the raw run, and a 50 MP image's peak RSS. */
+const LARGE_AIMS = { ratio: { '12mp': 1.2, '50mp': 1.5 }, peakRssMb50: 1500 } as const;
+
+/** The first image enlarged to 12 and 50 MP, each measured in its own child process (so the peak RSS is that image's alone). */
+async function benchLarge(source: string): Promise<LargeRow[]> {
+  const rows: LargeRow[] = [];
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-bench-'));
+  try {
+    for (const [label, w, h] of [['12mp', 4000, 3000], ['50mp', 8160, 6120]] as const) {
+      const file = path.join(tmp, `${label}.jpg`);
+      await sharp(source).resize(w, h, { fit: 'fill' }).jpeg({ quality: 90 }).toFile(file);
+      const childArgs = [fileURLToPath(import.meta.url), '--one', file, '--model', modelName, ...(precisionFlag ? ['--precision', precisionFlag] : []), ...(label === '12mp' ? ['--folder'] : [])];
+      const child = spawnSync(process.execPath, childArgs, { encoding: 'utf8', maxBuffer: 1 << 20 });
+      if (child.status !== 0) throw new Error(`bench child failed for ${label}: ${child.stderr}`);
+      rows.push({ label, ...JSON.parse(child.stdout.trim().split('\n').pop()!) });
+    }
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+/**
+ * The large rows, each with its aim and its floor: (raw run + model input + encode) / raw run.
+ * The model input must exist before the run and the encode needs the matte after it, so neither
+ * overlaps the run of the same image, however fast the rest becomes.
+ */
+function largeText(rows: LargeRow[]): string {
+  let text = '';
+  for (const l of rows) {
+    const t = l.timings;
+    const ratio = l.ms / l.raw_inference_ms;
+    const floor = (l.raw_inference_ms + t.preprocess + t.encode) / l.raw_inference_ms;
+    const aim = LARGE_AIMS.ratio[l.label];
+    text += `${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${ratio.toFixed(3)}, outside inference ${Math.round(l.ms - t.inference)} ms (ratio ${((l.raw_inference_ms + l.ms - t.inference) / l.raw_inference_ms).toFixed(3)}), without refinement ${l.plain_ms} ms (edge work ${l.edge_ms} ms, +${(100 * l.edge_ms / l.plain_ms).toFixed(1)} %), peak RSS ${l.first_image_peak_rss_mb} MB for one image, ${l.peak_rss_mb} MB after ${l.runs} runs, stages ${JSON.stringify(Object.fromEntries(Object.entries(t).map(([k, v]) => [k, Math.round(v)])))}${l.folder_img_per_s_c1 ? `; a folder of four: ${l.folder_img_per_s_c1} img/s at concurrency 1, ${l.folder_img_per_s_c2} at 2` : ''}\n`;
+    text += `  aim (issue 27, at int8): ratio <= ${aim}${l.label === '50mp' ? `, peak RSS < ${LARGE_AIMS.peakRssMb50} MB` : ''}: ${ratio <= aim && (l.label !== '50mp' || l.peak_rss_mb < LARGE_AIMS.peakRssMb50) ? 'met' : 'not met'}; floor (raw + model input ${Math.round(t.preprocess)} ms + encode ${Math.round(t.encode)} ms) / raw = ${floor.toFixed(3)}\n`;
+  }
+  return text;
+}
+
 async function main(): Promise<void> {
   if (args[0] === '--one') return single(args[1]);
   // `--upstream URL`: the model over the Open Inference Protocol, binary against JSON (upstream.ts).
   if (flag('--upstream')) return (await import('./upstream.js')).benchUpstream(args);
   if (args[0] === '--raw-runs') return rawRuns(modelName, Number(args[1]));
   if (args[0] === '--split-memory-child') return (await import('./split.js')).memoryChild(args[1], Number(args[2]), modelName);
-  const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
+  const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities', '--precision'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
   const files = listImages(dir);
   if (!files.length) throw new Error(`no images in ${dir}`);
   // One row alone (issue 17's targets): `--folder-defaults`, the CLI folder with the old defaults
@@ -147,6 +193,12 @@ async function main(): Promise<void> {
     const split = await benchSplit(files, modelName);
     const memory = benchSplitMemory(files[0], modelName);
     process.stdout.write(`CPU: ${cpuFeatures()}\n${split.text}${memory.text}${JSON.stringify({ bench: 'split', cpu: cpuFeatures(), ...split.json, memory: memory.json })}\n`);
+    return;
+  }
+  // `--large-only`: the 12 and 50 MP rows alone, with their aims and floors.
+  if (flag('--large-only')) {
+    const rows = await benchLarge(files[0]);
+    process.stdout.write(`CPU: ${cpuFeatures()}\nprecision ${precisionFlag ?? 'auto'}\n${largeText(rows)}${JSON.stringify({ bench: 'large', cpu: cpuFeatures(), precision: precisionFlag ?? 'auto', large: rows })}\n`);
     return;
   }
   const alone = flag('--folder-defaults') ? 'folder-defaults' : flag('--cold-start') ? 'cold-start' : null;
@@ -192,19 +244,7 @@ async function main(): Promise<void> {
   const meanMs = perImage.reduce((s, p) => s + p.ms, 0) / perImage.length;
   const stages = { decode: mean('decode'), preprocess: mean('preprocess'), inference: mean('inference'), postprocess: mean('postprocess'), encode: mean('encode') };
 
-  const large: unknown[] = [];
-  if (flag('--large')) {
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-bench-'));
-    for (const [label, w, h] of [['12mp', 4000, 3000], ['50mp', 8160, 6120]] as const) {
-      const file = path.join(tmp, `${label}.jpg`);
-      await sharp(files[0]).resize(w, h, { fit: 'fill' }).jpeg({ quality: 90 }).toFile(file);
-      const childArgs = [fileURLToPath(import.meta.url), '--one', file, '--model', modelName, ...(precisionFlag ? ['--precision', precisionFlag] : []), ...(label === '12mp' ? ['--folder'] : [])];
-      const child = spawnSync(process.execPath, childArgs, { encoding: 'utf8', maxBuffer: 1 << 20 });
-      if (child.status !== 0) throw new Error(`bench child failed for ${label}: ${child.stderr}`);
-      large.push({ label, ...JSON.parse(child.stdout.trim().split('\n').pop()!) });
-    }
-    fs.rmSync(tmp, { recursive: true, force: true });
-  }
+  const large = flag('--large') ? await benchLarge(files[0]) : [];
 
   // Each quality setting side by side: for every image the settings run one after the other, so
   // all of them see the same machine load; medians per setting.
@@ -251,9 +291,7 @@ async function main(): Promise<void> {
   for (const r of qualityRows) {
     out.write(`${r.quality.padEnd(9)} ${String(r.side).padStart(5)} ${fmt(r.median_ms)}    ${fmt(r.mean_ms)}  ${fmt(r.median_inference_ms)}  ${(best ? (best.median_ms / r.median_ms).toFixed(2) + 'x' : '').padStart(8)}  ${r.no_subject}\n`);
   }
-  for (const l of large as { label: string; width: number; height: number; ms: number; raw_inference_ms: number; plain_ms: number; edge_ms: number; runs: number; first_image_peak_rss_mb: number; peak_rss_mb: number; timings: StageTimings; folder_img_per_s_c1?: number; folder_img_per_s_c2?: number }[]) {
-    out.write(`${l.label}: ${l.width}x${l.height} total ${l.ms} ms, raw run ${l.raw_inference_ms.toFixed(0)} ms, ratio ${(l.ms / l.raw_inference_ms).toFixed(3)}, outside inference ${Math.round(l.ms - l.timings.inference)} ms (ratio ${((l.raw_inference_ms + l.ms - l.timings.inference) / l.raw_inference_ms).toFixed(3)}), without refinement ${l.plain_ms} ms (edge work ${l.edge_ms} ms, +${(100 * l.edge_ms / l.plain_ms).toFixed(1)} %), peak RSS ${l.first_image_peak_rss_mb} MB for one image, ${l.peak_rss_mb} MB after ${l.runs} runs, stages ${JSON.stringify(Object.fromEntries(Object.entries(l.timings).map(([k, v]) => [k, Math.round(v)])))}${l.folder_img_per_s_c1 ? `; a folder of four: ${l.folder_img_per_s_c1} img/s at concurrency 1, ${l.folder_img_per_s_c2} at 2` : ''}\n`);
-  }
+  out.write(largeText(large));
   const precision = flag('--no-precision') ? null : await comparePrecisions(pipeline, buffers, files, REQUEST, runs);
   const cold = flag('--no-cold') ? null : coldStart(files[0], modelName);
   const defaults = flag('--no-cold') ? null : folderDefaults(files, modelName);
