@@ -194,9 +194,9 @@ export const LIMITS = Object.freeze({
    */
   busyRetryAfterSeconds: 5,
   /**
-   * Images from this area up run without onnxruntime's CPU memory arena (see `arenaFor` in
-   * src/pipeline/model.ts): at 16 MP and more the arena's retained 0.7 GB beside the image's own
-   * buffers went over the 1.5 GB budget.
+   * Images from this area up run without onnxruntime's CPU memory arena at fp32 (see `arenaFor`
+   * in src/pipeline/model.ts): at 16 MP and more the fp32 arena's retained 0.7 GB beside the
+   * image's own buffers went over the 1.5 GB budget. int8's smaller arena stays on.
    */
   arenaMaxSourcePixels: 16_000_000,
   /** Retry-After of a 503 gpu_unavailable when the upstream is unreachable or failing. */

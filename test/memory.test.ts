@@ -35,3 +35,20 @@ t.test('the model seam says which weights a call runs in this process', async (t
     await remote.close();
   }
 });
+
+t.test('the CPU arena: off for very large images at fp32 only, and CUTOUT_ARENA forces it', async (t) => {
+  const { arenaFor } = await import('../src/pipeline/model.js');
+  const saved = process.env.CUTOUT_ARENA;
+  t.teardown(() => {
+    if (saved === undefined) delete process.env.CUTOUT_ARENA;
+    else process.env.CUTOUT_ARENA = saved;
+  });
+  delete process.env.CUTOUT_ARENA;
+  t.equal(arenaFor(1_000_000, 'fp32'), true, 'a photo at fp32: on');
+  t.equal(arenaFor(50_000_000, 'fp32'), false, '50 MP at fp32: off (its arena beside the pixels went over 1.5 GB)');
+  t.equal(arenaFor(50_000_000, 'int8'), true, '50 MP at int8: on (about half the arena)');
+  process.env.CUTOUT_ARENA = '0';
+  t.equal(arenaFor(1_000_000, 'int8'), false, 'CUTOUT_ARENA=0 turns it off');
+  process.env.CUTOUT_ARENA = '1';
+  t.equal(arenaFor(50_000_000, 'fp32'), true, 'CUTOUT_ARENA=1 turns it on');
+});

@@ -20,7 +20,7 @@ export interface InferenceRequest {
   dims?: number[];
   data?: Float32Array;
   threads: number;
-  /** Use the CPU memory arena (see `arenaFor` in model.ts: on, except for very large images). */
+  /** Use the CPU memory arena (see `arenaFor` in model.ts: on, except for very large images at fp32). */
   arena: boolean;
 }
 

@@ -14,14 +14,17 @@ import { acquireInferenceThread, type ThreadLease } from './inference-thread.js'
 
 /**
  * Whether a run uses onnxruntime's CPU memory arena. On by default: warm runs measured about 1.4x
- * faster with it. Off for images of 16 MP and more: the arena's retained 0.7 GB beside a 50 MP
- * image's own buffers peaked at 1.54 GB, over the 1.5 GB budget, against 1.03 GB without it (the
- * one-image CLI gains nothing from it there either). CUTOUT_ARENA=0 or 1 forces it (the bench).
+ * faster with it. Off for images of 16 MP and more at fp32: that arena's retained 0.7 GB beside a
+ * 50 MP image's own buffers peaked at 1.54 GB, over the 1.5 GB budget, against 1.03 GB without
+ * it. On at every size at int8, whose arena holds about half as much: three 50 MP images in one
+ * process peaked at 856-876 MB with it against 787-803 MB without, and each model run took about
+ * 0.45 s less (no session made again without the arena, no working memory faulted in afresh;
+ * docs/benchmarks.md, "Large photos at int8"). CUTOUT_ARENA=0 or 1 forces it (the bench).
  */
-export function arenaFor(sourcePixels: number): boolean {
+export function arenaFor(sourcePixels: number, weights: 'fp32' | 'int8'): boolean {
   if (process.env.CUTOUT_ARENA === '0') return false;
   if (process.env.CUTOUT_ARENA === '1') return true;
-  return sourcePixels < LIMITS.arenaMaxSourcePixels;
+  return weights === 'int8' || sourcePixels < LIMITS.arenaMaxSourcePixels;
 }
 
 /** What one model call gives: the raw output and its dims ([1, 1, H, W]). */
@@ -35,7 +38,7 @@ export interface ModelOutput {
 export interface ModelCallOptions {
   /** The precision asked for (a request's, else the pipeline's); `auto` is resolved by the local call. */
   precision: Precision;
-  /** The source image's pixels: very large images run without the memory arena (arenaFor). */
+  /** The source image's pixels: very large images run without the memory arena at fp32 (arenaFor). */
   sourcePixels?: number;
   signal?: AbortSignal;
 }
@@ -101,14 +104,15 @@ export class LocalInference implements Inference {
   async load(manifest: ModelManifest, side: number, precision: Precision): Promise<number> {
     const modelPath = await this.modelPath(manifest, side, precision);
     // Every worker loads its session: a first image on the second worker must not pay for it.
-    const replies = await Promise.all(this.leases.map((lease) => lease.send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, arena: arenaFor(0) })));
+    const arena = arenaFor(0, this.weightsHere(manifest, side, precision));
+    const replies = await Promise.all(this.leases.map((lease) => lease.send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, arena })));
     return Math.max(...replies.map((r) => r.ms));
   }
 
   async run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, options: ModelCallOptions): Promise<ModelOutput> {
     const modelPath = await this.modelPath(manifest, width, options.precision);
     const r = await this.leastBusy().send(
-      { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(options.sourcePixels ?? 0) },
+      { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(options.sourcePixels ?? 0, this.weightsHere(manifest, width, options.precision)) },
       [tensor.buffer as ArrayBuffer],
     );
     return { data: r.data!, dims: r.dims!, ms: r.ms };
