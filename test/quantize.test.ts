@@ -211,7 +211,10 @@ t.test('the QDQ model loads, runs as QLinearConv, and stays close to fp32', asyn
 t.test('a tensor without a range leaves its conv in fp32; keepFloat is honoured', async (t) => {
   const model = tinyModel();
   const ranges = { input: { min: -0.5, max: 0.5 }, r1_out: { min: 0, max: 1 }, p1_out: { min: 0, max: 1 }, r2_out: { min: 0, max: 1 } };
-  t.equal(quantizeModel(model, { ranges, keepFloat: new Set(['c2']) }).quantizedConvs, 1);
+  const kept = quantizeModel(model, { ranges, keepFloat: new Set(['c2']) });
+  t.equal(kept.quantizedConvs, 1);
+  t.same(kept.quantizedNames, ['c1'], 'the report names the quantized convs (what a keep-float screen walks)');
+  t.same(quantizeModel(model, { ranges }).quantizedNames, ['c1', 'c2'], 'in graph order; the side conv without a Relu is not among them');
   const { input: _dropped, ...partial } = ranges;
   t.equal(quantizeModel(model, { ranges: partial }).quantizedConvs, 1, 'c1 has no input range');
 });

@@ -227,6 +227,8 @@ export interface QuantizeReport {
   bytes: Buffer;
   quantizedConvs: number;
   floatConvs: number;
+  /** The names of the quantized Conv nodes, in graph order (what a per-node keep-float screen walks). */
+  quantizedNames: string[];
 }
 
 /**
@@ -329,5 +331,5 @@ export function quantizeModel(modelBytes: Uint8Array, options: QuantizeOptions):
   // DequantizeLinear with a per-channel axis needs opset 13 or later.
   const opset = (model.opsetImport ?? []).find((o) => !o.domain);
   if (!opset || Number(opset.version!.toString()) < 13) throw new CutoutError('processing_failed', 'int8 quantization needs an ONNX opset of 13 or later');
-  return { bytes: Buffer.from(onnx.ModelProto.encode(model).finish()), quantizedConvs: pairs.length, floatConvs: allConvs - pairs.length };
+  return { bytes: Buffer.from(onnx.ModelProto.encode(model).finish()), quantizedConvs: pairs.length, floatConvs: allConvs - pairs.length, quantizedNames: pairs.map((p) => p.conv.name!) };
 }
