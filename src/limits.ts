@@ -199,6 +199,13 @@ export const LIMITS = Object.freeze({
    * image's own buffers went over the 1.5 GB budget. int8's smaller arena stays on.
    */
   arenaMaxSourcePixels: 16_000_000,
+  /**
+   * At fp32, outputs above this area wait for the model run before their full-size decode, so that
+   * the decoded pixels (150 MB at 50 MP) do not sit beside the session's working memory at its
+   * peak (see `decodeOverlapMaxPixels` in src/pipeline/process.ts; int8 and upstream runs overlap
+   * at every size).
+   */
+  fp32DecodeOverlapMaxPixels: 16_000_000,
   /** Retry-After of a 503 gpu_unavailable when the upstream is unreachable or failing. */
   upstreamRetryAfterSeconds: 5,
   /** A job put back by an upstream outage waits this long, doubling per outage in a row, up to the max. */

@@ -18,16 +18,12 @@
  * int8.ts picks the method measured best (CALIBRATION_METHOD). Takes a few minutes.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { resolveModel } from '../pipeline/manifest.js';
 import { ensureRunnableModel, ensureVariant, trustedSha256 } from '../pipeline/weights.js';
-import { inputPlan, QUALITY_PARAMS } from '../pipeline/variants.js';
-import { openImage } from '../pipeline/decode.js';
-import { modelInput } from '../pipeline/process.js';
-import { QUALITIES } from '../options.js';
 import { calibrationGraph, withTensorOutputs } from '../pipeline/quantize.js';
-import { CALIBRATION_DIR, CALIBRATION_PERCENTILE, rangesFileAt, type CalibrationFile } from '../pipeline/int8.js';
+import { CALIBRATION_PERCENTILE, rangesFileAt, type CalibrationFile } from '../pipeline/int8.js';
+import { calibrationInput, calibrationPhotoNames, qualityAtSide } from './calibration-photos.js';
 import { Histogram } from '../pipeline/histogram.js';
 
 const args = process.argv.slice(2);
@@ -36,10 +32,8 @@ const manifest = resolveModel(modelArg >= 0 ? args[modelArg + 1] : 'isnet-medium
 const sideArg = args.indexOf('--side');
 const side = sideArg >= 0 ? Number(args[sideArg + 1]) : manifest.input.width;
 const native = side === manifest.input.width;
-const quality = QUALITIES.find((q) => QUALITY_PARAMS.sides[q] === side && q !== 'max');
-if (!native && (!quality || !manifest.sides.includes(side))) throw new Error(`--side ${side}: not a side of a quality setting that ${manifest.name} supports`);
-const photosDir = path.join(CALIBRATION_DIR, 'photos');
-const photos = fs.readdirSync(photosDir).filter((f) => /\.(jpe?g|png)$/i.test(f)).sort();
+const quality = qualityAtSide(manifest, side);
+const photos = calibrationPhotoNames();
 /** Tensors fetched per run in the second pass: a 1024 x 1024 map of 64 channels is 268 MB. */
 const TENSORS_PER_RUN = 24;
 
@@ -51,10 +45,7 @@ const { bytes, tensors } = calibrationGraph(fp32Bytes);
 
 /** The photo on the model's grid as the pipeline puts it there. */
 async function inputFor(photo: string): Promise<ort.Tensor> {
-  const src = await openImage(fs.readFileSync(path.join(photosDir, photo)));
-  const plan = inputPlan(manifest, native ? 'best' : quality, src.probe.width, src.probe.height);
-  const { tensor } = await modelInput(src, manifest, plan);
-  return new ort.Tensor('float32', tensor, [1, 3, plan.height, plan.width]);
+  return (await calibrationInput(manifest, quality, photo)).input;
 }
 
 // Pass 1: the extremes.

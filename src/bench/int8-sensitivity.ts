@@ -26,12 +26,10 @@ import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { resolveModel, type ModelManifest } from '../pipeline/manifest.js';
 import { ensureRunnableModel, ensureVariant } from '../pipeline/weights.js';
-import { inputPlan, QUALITY_PARAMS, type InputPlan } from '../pipeline/variants.js';
-import { openImage } from '../pipeline/decode.js';
-import { modelInput } from '../pipeline/process.js';
-import { QUALITIES } from '../options.js';
+import type { InputPlan } from '../pipeline/variants.js';
 import { quantizeModel } from '../pipeline/quantize.js';
-import { CALIBRATION_DIR, calibrationFile, selectRanges, type CalibrationFile } from '../pipeline/int8.js';
+import { calibrationFile, selectRanges, type CalibrationFile } from '../pipeline/int8.js';
+import { calibrationInput, calibrationPhotoNames, qualityAtSide } from './calibration-photos.js';
 import { contentError } from './int8-error.js';
 
 const args = process.argv.slice(2);
@@ -56,18 +54,9 @@ interface OutputError {
 }
 
 async function loadPhotos(manifest: ModelManifest, side: number, limit: number): Promise<Photo[]> {
-  const native = side === manifest.input.width;
-  const quality = QUALITIES.find((q) => QUALITY_PARAMS.sides[q] === side && q !== 'max');
-  if (!native && !quality) throw new Error(`--side ${side}: not the side of a quality setting`);
-  const dir = path.join(CALIBRATION_DIR, 'photos');
-  const names = fs.readdirSync(dir).filter((f) => /\.(jpe?g|png)$/i.test(f)).sort().slice(0, limit);
+  const quality = qualityAtSide(manifest, side);
   const photos: Photo[] = [];
-  for (const name of names) {
-    const src = await openImage(fs.readFileSync(path.join(dir, name)));
-    const plan = inputPlan(manifest, native ? 'best' : quality, src.probe.width, src.probe.height);
-    const { tensor } = await modelInput(src, manifest, plan);
-    photos.push({ name, plan, input: new ort.Tensor('float32', tensor, [1, 3, plan.height, plan.width]) });
-  }
+  for (const name of calibrationPhotoNames().slice(0, limit)) photos.push({ name, ...(await calibrationInput(manifest, quality, name)) });
   return photos;
 }
 

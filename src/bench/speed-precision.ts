@@ -10,7 +10,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { ModelManifest } from '../pipeline/manifest.js';
 import type { RemoveRequest } from '../pipeline/types.js';
 import { cpuFlags, hasVnni } from '../pipeline/int8.js';
 

@@ -89,30 +89,33 @@ export class LocalInference implements Inference {
     return this.leases.reduce((best, lease) => (lease.busy < best.busy ? lease : best));
   }
 
-  private modelPath(manifest: ModelManifest, side: number, precision: Precision): Promise<string> {
-    const resolved = resolvePrecision(manifest, precision, side);
-    const key = `${manifest.name}:${manifest.sha256}:${manifest.dir}:${side}:${resolved}`;
+  /** The weights a call runs (`auto` resolved once) and the file that holds them. */
+  private modelFile(manifest: ModelManifest, side: number, precision: Precision): { weights: 'fp32' | 'int8'; path: Promise<string> } {
+    const weights = this.weightsHere(manifest, side, precision);
+    const key = `${manifest.name}:${manifest.sha256}:${manifest.dir}:${side}:${weights}`;
     let file = this.files.get(key);
     if (!file) {
-      file = ensureModelAt(manifest, side, resolved, this.modelFiles);
+      file = ensureModelAt(manifest, side, weights, this.modelFiles);
       file.catch(() => this.files.delete(key));
       this.files.set(key, file);
     }
-    return file;
+    return { weights, path: file };
   }
 
   async load(manifest: ModelManifest, side: number, precision: Precision): Promise<number> {
-    const modelPath = await this.modelPath(manifest, side, precision);
+    const { weights, path: file } = this.modelFile(manifest, side, precision);
+    const modelPath = await file;
     // Every worker loads its session: a first image on the second worker must not pay for it.
-    const arena = arenaFor(0, this.weightsHere(manifest, side, precision));
+    const arena = arenaFor(0, weights);
     const replies = await Promise.all(this.leases.map((lease) => lease.send({ kind: 'load', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, arena })));
     return Math.max(...replies.map((r) => r.ms));
   }
 
   async run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, options: ModelCallOptions): Promise<ModelOutput> {
-    const modelPath = await this.modelPath(manifest, width, options.precision);
+    const { weights, path: file } = this.modelFile(manifest, width, options.precision);
+    const modelPath = await file;
     const r = await this.leastBusy().send(
-      { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(options.sourcePixels ?? 0, this.weightsHere(manifest, width, options.precision)) },
+      { kind: 'run', modelPath, inputName: manifest.input.name, outputName: manifest.output.name, dims: [1, 3, height, width], data: tensor, arena: arenaFor(options.sourcePixels ?? 0, weights) },
       [tensor.buffer as ArrayBuffer],
     );
     return { data: r.data!, dims: r.dims!, ms: r.ms };

@@ -5,6 +5,7 @@
  * before sharp is (cold start, docs/internals.md).
  */
 import { CutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
 import { CONTENT_TYPES } from '../options.js';
 import { checkAborted } from './abort.js';
 import { compose } from './compose.js';
@@ -29,7 +30,7 @@ import type { RawPixels, RemoveRequest, RemoveResult, StageTimings } from './typ
  * time (docs/benchmarks.md, "Large photos at int8").
  */
 export function decodeOverlapMaxPixels(weightsHere: 'fp32' | 'int8' | null): number {
-  return weightsHere === 'fp32' ? 16_000_000 : Number.POSITIVE_INFINITY;
+  return weightsHere === 'fp32' ? LIMITS.fp32DecodeOverlapMaxPixels : Number.POSITIVE_INFINITY;
 }
 
 /** The model call of the pipeline that runs the image (CutoutPipeline.runModel). */

@@ -224,7 +224,7 @@ export class JobRunner {
   /** Runs one claimed job to its final state. False when the claim was lost (nothing committed). */
   private async process(job: JobRow, signal: AbortSignal): Promise<boolean> {
     const { store } = this;
-    const { pipeline, config } = this.opts;
+    const { pipeline } = this.opts;
     try {
       const bytes = await this.input(job);
       if (signal.aborted) return false;

@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { formatMB, LIMITS, MB } from '../limits.js';
-import { API_DEFAULTS, assertPrecisionServed, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
+import { API_DEFAULTS, assertPrecisionServed, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS } from '../options.js';
 import type { JobRow, NewJob } from '../store/db.js';
 import type { Queryable } from '../store/db.js';
 import { assertPublicUrl } from '../net/fetch-url.js';
