@@ -44,6 +44,11 @@ export const LIMITS = Object.freeze({
   autoFullMaxPixels: 4_000_000,
   /** Longest side of a preview. */
   previewMaxSide: 800,
+  /** `crop_margin`, per side: at most this many pixels, or this share of the subject's size (remove.bg's bounds). */
+  cropMarginMaxPx: 500,
+  cropMarginMaxPercent: 50,
+  /** `scale`: the smallest share of the canvas a subject may be scaled to (remove.bg's 10 %). */
+  scaleMinPercent: 10,
   /** Sync hard timeout in ms. */
   syncTimeoutMs: 30_000,
   /** Images per batch request. */

@@ -2,6 +2,7 @@
  * One parser for the image options of api-spec 2.1 (size, format, bg_color, crop, type), used by
  * CLI flags and HTTP parameters alike. Messages follow one shape: "Expected X for Y but received Z".
  */
+import { colorFromText, colorToText } from './colors.js';
 import { CutoutError } from './errors.js';
 
 export const SIZES = ['preview', 'full', 'auto'] as const;
@@ -35,7 +36,8 @@ export function assertPrecisionServed(precision: Precision | undefined, inferenc
     throw new CutoutError('invalid_request', 'precision=int8 is not available when inference runs on an upstream server; use auto or fp32');
   }
 }
-export interface Rgb { r: number; g: number; b: number }
+/** 8-bit channels; `a`, when present, is the colour's alpha (0..255; absent: opaque). */
+export interface Rgb { r: number; g: number; b: number; a?: number }
 
 export interface ImageOptions {
   size: Size;
@@ -57,9 +59,15 @@ export type OptionSource = 'cli' | 'api';
 export class OptionError extends CutoutError {
   /** Parameter name as the user wrote it. */
   readonly param: string;
-  constructor(param: string, message: string) {
+  /**
+   * A finer reason than `invalid_request` where one exists (`roi_exceeds_bounds`,
+   * `roi_region_empty`, `failed_bg_download`, ...): the remove.bg dialect answers it as its code.
+   */
+  readonly reason?: string;
+  constructor(param: string, message: string, reason?: string) {
     super('invalid_request', message);
     this.param = param;
+    this.reason = reason;
   }
 }
 
@@ -77,16 +85,15 @@ export function parseEnum<T extends string>(param: string, allowed: readonly T[]
   throw expected(param, source, `one of ${allowed.join(', ')}`, value);
 }
 
-/** `transparent` or a hex colour of 3 or 6 digits, with or without `#`. */
+/**
+ * `transparent`, a hex colour of 3, 4, 6 or 8 digits with or without `#` (4 and 8 carry an
+ * alpha), or a CSS colour name (src/colors.ts). A colour whose alpha is 0 is `transparent`.
+ */
 export function parseColor(value: unknown, source: OptionSource, param = 'bg_color'): Rgb | null {
   if (typeof value !== 'string') throw expected(param, source, 'transparent or a hex colour', value);
-  const v = value.trim().toLowerCase();
-  if (v === 'transparent' || v === '') return null;
-  const m = /^#?([0-9a-f]{3}|[0-9a-f]{6})$/.exec(v);
-  if (!m) throw expected(param, source, 'transparent or a hex colour such as #ffffff or 0f0', value);
-  let hex = m[1];
-  if (hex.length === 3) hex = hex.split('').map((c) => c + c).join('');
-  return { r: parseInt(hex.slice(0, 2), 16), g: parseInt(hex.slice(2, 4), 16), b: parseInt(hex.slice(4, 6), 16) };
+  const color = colorFromText(value);
+  if (color === undefined) throw expected(param, source, 'transparent, a hex colour such as #ffffff, 0f0 or 81d4fa77, or a CSS colour name', value);
+  return color;
 }
 
 export function parseBoolean(param: string, value: unknown, source: OptionSource): boolean {
@@ -99,9 +106,9 @@ export function parseBoolean(param: string, value: unknown, source: OptionSource
   throw expected(param, source, 'true or false', value);
 }
 
+/** `#rrggbb` (`#rrggbbaa` when translucent) or `transparent`. */
 export function colorToHex(c: Rgb | null): string {
-  if (!c) return 'transparent';
-  return '#' + [c.r, c.g, c.b].map((n) => n.toString(16).padStart(2, '0')).join('');
+  return colorToText(c);
 }
 
 /**

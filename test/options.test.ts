@@ -5,7 +5,14 @@ t.test('parseColor', async (t) => {
   t.equal(parseColor('transparent', 'api'), null);
   t.same(parseColor('#ff8000', 'api'), { r: 255, g: 128, b: 0 });
   t.same(parseColor('0F0', 'api'), { r: 0, g: 255, b: 0 });
-  t.throws(() => parseColor('red', 'api'), /Expected transparent or a hex colour .* for bg_color but received "red"/);
+  t.throws(() => parseColor('reddish', 'api'), /Expected transparent, a hex colour .* for bg_color but received "reddish"/);
+  t.same(parseColor('red', 'api'), { r: 255, g: 0, b: 0 });
+  t.same(parseColor('Green', 'api'), { r: 0, g: 128, b: 0 });
+  t.same(parseColor('81d4fa77', 'api'), { r: 0x81, g: 0xd4, b: 0xfa, a: 0x77 });
+  t.same(parseColor('#f008', 'api'), { r: 255, g: 0, b: 0, a: 0x88 });
+  t.same(parseColor('ffffffff', 'api'), { r: 255, g: 255, b: 255 }, 'an opaque alpha is no alpha');
+  t.equal(parseColor('00000000', 'api'), null, 'alpha 0 is transparent (removd sends it)');
+  t.equal(colorToHex({ r: 1, g: 2, b: 255, a: 0x80 }), '#0102ff80');
   t.throws(() => parseColor('#12345', 'cli'), /for --bg-color/);
   t.equal(colorToHex({ r: 1, g: 2, b: 255 }), '#0102ff');
 });

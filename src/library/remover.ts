@@ -77,7 +77,8 @@ class PipelineRemover implements Remover {
     if (signal?.aborted) throw abortError(signal);
     const bytes = await readImageInput(input, signal);
     const r = await this.pipeline.removeBackground(bytes, request, { signal });
-    return { data: r.data, width: r.width, height: r.height, format: r.format, channels: r.channels, contentType: r.contentType, input: r.input };
+    // The library's request formats (options.ts) never ask for zip, so the result is one of its formats.
+    return { data: r.data, width: r.width, height: r.height, format: r.format as CutoutResult['format'], channels: r.channels, contentType: r.contentType, input: r.input };
   }
 
   async close(): Promise<void> {

@@ -1,8 +1,16 @@
 /** The public types of the one core pipeline (src/pipeline/index.ts). */
+import type { Margin, Position, Roi } from '../layout-options.js';
 import type { Format, ImageOptions } from '../options.js';
 
 /** An output encoding, or `raw`: 8-bit pixels (RGBA, or 1 channel for a mask), for a sharp chain. */
 export type OutputFormat = Format | 'raw';
+/**
+ * What a request may ask for: an output encoding, remove.bg's `auto` (PNG when the result has
+ * transparency, else JPG; PNG for the matte alone) or `zip` (color.jpg + alpha.png, stored).
+ */
+export type RequestFormat = OutputFormat | 'auto' | 'zip';
+/** What a result is: `auto` resolved. */
+export type ResultFormat = OutputFormat | 'zip';
 
 /**
  * What the server and the job workers call: the pipeline's two entry points (the pipeline object
@@ -25,7 +33,7 @@ export interface RawPixels {
 }
 
 export interface RemoveRequest extends Omit<ImageOptions, 'format'> {
-  format: OutputFormat;
+  format: RequestFormat;
   /** Write the alpha matte alone (greyscale) instead of the cutout. */
   mask?: boolean;
   /** Guided refinement of the matte at full resolution (default on). */
@@ -38,6 +46,22 @@ export interface RemoveRequest extends Omit<ImageOptions, 'format'> {
   edgeParams?: Partial<import('./edges.js').EdgeParams>;
   /** Refuse `size=full` (after `auto` is resolved) above this many pixels: the sync route's 4 MP rule. */
   maxFullPixels?: number;
+  /**
+   * The output's largest area in pixels, aspect kept, never enlarged: remove.bg's sizes (preview
+   * 0.25 MP, medium 1.5 MP, hd 4 MP, full 25 MP). A preview with it is sized by this area alone,
+   * not by the 800 px side.
+   */
+  maxArea?: number;
+  /** A background picture (encoded bytes, fetched by the door): centred, resized to cover the canvas. */
+  bgImage?: Buffer;
+  /** With `crop`: a margin around the subject (layout-options.ts); the canvas may grow past the image. */
+  cropMargin?: Margin;
+  /** Only this rectangle of the input may hold foreground. */
+  roi?: Roi;
+  /** The subject's box fills this share (0.1 .. 1) of the canvas; undefined: its own size. */
+  scale?: number;
+  /** Where the subject goes on the canvas; `center` when only `scale` is given. */
+  position?: Position;
 }
 
 export interface ImageProbe {
@@ -57,7 +81,8 @@ export interface StageTimings {
 
 export interface RemoveResult {
   data: Buffer;
-  format: OutputFormat;
+  /** The encoding written (`auto` resolved to png or jpg). */
+  format: ResultFormat;
   contentType: string;
   /** Channels of `data` when `format` is `raw` (4: RGBA; 1: a mask); else those of the decoded image. */
   channels: 1 | 3 | 4;
