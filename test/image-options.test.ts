@@ -109,6 +109,9 @@ t.test('scale and position move the subject on the canvas', async (t) => {
   const w = b.right - b.left + 1, h = b.bottom - b.top + 1;
   t.ok(Math.max(w / 451, h / 300) <= 0.52 && Math.max(w / 451, h / 300) >= 0.45, `subject fills half the canvas (${w}x${h})`);
   t.ok(Math.abs((b.left + b.right) / 2 - 225) <= 6 && Math.abs((b.top + b.bottom) / 2 - 150) <= 6, 'centred (scale implies center)');
+  const moved = await pipeline.removeBackground(cat, { ...base, scale: 0.5, format: 'raw' });
+  const f = moved.foreground;
+  t.ok(f.width <= 226 && f.height <= 150 && Math.abs(f.left + f.width / 2 - 225.5) <= 2, `the result names the subject's box (${JSON.stringify(f)})`);
   // The subject's box (alpha >= 5 %, the crop box's threshold) against the canvas's top right corner.
   const corner = opaqueBox(await rgba((await pipeline.removeBackground(cat, { ...base, scale: 0.5, position: parsePosition('100% 0%', 'api') })).data), 13);
   t.ok(corner.right >= 447 && corner.top <= 3 && corner.left > 200 && corner.bottom < 160, `top right (${JSON.stringify(corner)})`);

@@ -54,6 +54,8 @@ export interface Composed {
   channels: 1 | 3 | 4;
   /** The encoding written: `auto` resolved to png or jpg. */
   format: ResultFormat;
+  /** The subject's box in the result (alpha at the crop threshold); the whole result when there is none. */
+  foreground: Box;
 }
 
 function encode(img: Sharp, format: OutputFormat): Promise<Buffer> {
@@ -150,6 +152,7 @@ export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number,
   if (opts.mask && opts.format === 'zip') throw new OptionError('format', 'format zip already carries the matte (alpha.png); it cannot be combined with the matte alone (mask, channels=alpha)', 'invalid_format');
   if (opts.roiBox && !keepInside(alpha, width, height, opts.roiBox)) throw new CutoutError('no_subject_detected', 'No foreground subject was found inside the roi');
   const c = await arrange({ rgb, alpha, width, height }, opts);
+  const foreground = boundingBox(c.alpha, c.width, c.height) ?? { left: 0, top: 0, width: c.width, height: c.height };
   const raw1 = { raw: { width: c.width, height: c.height, channels: 1 as const } };
   const raw3 = { raw: { width: c.width, height: c.height, channels: 3 as const } };
   if (opts.mask) {
@@ -157,7 +160,7 @@ export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number,
     const format = opts.format === 'auto' ? 'png' : (opts.format as OutputFormat);
     const a = c.alpha;
     const data = format === 'raw' ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : await encode(sharp(a, raw1).toColourspace('b-w'), format);
-    return { data, width: c.width, height: c.height, channels: 1, format };
+    return { data, width: c.width, height: c.height, channels: 1, format, foreground };
   }
   let layer = await withBackground(c, opts, opts.format);
   const transparent = layer.alpha !== null && hasTransparency(layer.alpha);
@@ -167,7 +170,7 @@ export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number,
     const matte = layer.alpha ?? new Uint8Array(c.width * c.height).fill(255);
     const alphaPng = await encode(sharp(matte, raw1).toColourspace('b-w'), 'png');
     const data = storedZip([{ name: 'color.jpg', data: colour }, { name: 'alpha.png', data: alphaPng }]);
-    return { data, width: c.width, height: c.height, channels: 4, format };
+    return { data, width: c.width, height: c.height, channels: 4, format, foreground };
   }
   if (format === 'jpg' && layer.alpha) layer = { rgb: flattenOnto(layer.rgb, layer.alpha, WHITE), alpha: null };
   let img = layer.alpha
@@ -176,5 +179,5 @@ export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number,
   // Raw is always RGBA, so that a caller's chain sees one layout whatever the background.
   if (!layer.alpha && format === 'raw') img = img.ensureAlpha(1);
   const data = await encode(img, format);
-  return { data, width: c.width, height: c.height, channels: layer.alpha || format === 'raw' ? 4 : 3, format };
+  return { data, width: c.width, height: c.height, channels: layer.alpha || format === 'raw' ? 4 : 3, format, foreground };
 }

@@ -200,6 +200,7 @@ export async function removeOne(
     width: composed.width,
     height: composed.height,
     resolvedSize,
+    foreground: composed.foreground,
     input: src.probe,
     ms: Math.round(performance.now() - started),
     timings,

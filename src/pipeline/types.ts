@@ -90,6 +90,8 @@ export interface RemoveResult {
   height: number;
   /** The size actually produced: `auto` resolves to `preview` or `full`. Billing keys on this. */
   resolvedSize: 'preview' | 'full';
+  /** The subject's box in the result, in its pixels (remove.bg's `foreground_*`); the whole result when none. */
+  foreground: { left: number; top: number; width: number; height: number };
   input: ImageProbe;
   ms: number;
   timings: StageTimings;
