@@ -15,6 +15,7 @@
  * - Stop: no new claims; running jobs get `graceMs` to finish; those still running then go back
  *   to `queued` (their late end commits nothing) and run again at the next start.
  */
+import { chargeFor } from '../billing.js';
 import type { CutoutConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
@@ -231,7 +232,7 @@ export class JobRunner {
       // No 4 MP rule here: large images are what jobs are for (the 25 MB / 50 MP limits still hold).
       const result = await pipeline.removeBackground(bytes, job.options, { signal });
       if (signal.aborted) return false;
-      const credits = job.billable && result.resolvedSize === 'full' ? 1 : 0;
+      const credits = chargeFor(job, result.resolvedSize);
       const url = this.opts.resultUrl(job.id);
       try {
         await store.recordRun(

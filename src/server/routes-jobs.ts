@@ -11,13 +11,13 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { formatMB, LIMITS, MB } from '../limits.js';
+import { assertFunded, paysWithCredits, payerOfCaller, upfrontPrice } from '../billing.js';
 import { API_DEFAULTS, assertPrecisionServed, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS } from '../options.js';
 import type { JobRow, NewJob } from '../store/db.js';
 import type { Queryable } from '../store/db.js';
 import { assertPublicUrl } from '../net/fetch-url.js';
 import { fingerprint, guard, type Caller } from './guards.js';
 import { errorBody, mediaType, OPTION_PARAMS, parseImageParams, readImageRequest, readJsonObject, sendJson, SOURCE_PARAMS, type ImageRequest } from './http.js';
-import { paysWithCredits } from './routes-remove.js';
 import { isUuidV4, sendInvalidJobId } from './routes-results.js';
 import type { AppContext } from './app.js';
 
@@ -45,17 +45,17 @@ async function readCallbackUrl(ctx: AppContext, req: IncomingMessage): Promise<s
   return checked.url.href;
 }
 
-/** Refuses with 402 when a paying caller's balance cannot cover the full-size images asked. */
-async function requireCredits(ctx: AppContext, caller: Caller, fullCount: number): Promise<void> {
-  if (!paysWithCredits(caller) || fullCount === 0) return;
-  const balance = await ctx.store.balance(caller.accountId);
-  if (balance >= fullCount) return;
-  throw new CutoutError(
-    'insufficient_credits',
-    fullCount === 1
+/**
+ * Refuses with 402 when a paying caller's balance cannot cover the upfront price of the images
+ * asked (billing.ts: `full` for sure; `auto` is priced when it runs, its pixels unknown here).
+ */
+async function requireCredits(ctx: AppContext, caller: Caller, requests: ImageRequest[]): Promise<void> {
+  const amount = requests.reduce((sum, r) => sum + upfrontPrice(r.options.size), 0);
+  await assertFunded(payerOfCaller(caller), amount, (accountId) => ctx.store.balance(accountId), (balance) => (
+    amount === 1
       ? 'Credit balance is 0; a full-size job costs 1 credit when it succeeds. Previews are free.'
-      : `The batch asks for ${fullCount} full-size results but the balance is ${balance} credits; nothing was queued. Previews are free.`,
-  );
+      : `The batch asks for ${amount} full-size results but the balance is ${balance} credits; nothing was queued. Previews are free.`
+  ));
 }
 
 function queueFull(ctx: AppContext, queued: number): CutoutError {
@@ -126,7 +126,7 @@ export async function handleCreateJob(ctx: AppContext, req: IncomingMessage, res
   });
   const answer = (id: string) => ({ job_id: id, status: 'queued' as const });
   const { value, replayed } = await ctx.idempotency.run<ReturnType<typeof answer>>(caller, 'jobs', idempotencyKeyOf(req), print, async (seal) => {
-    await requireCredits(ctx, caller, options.size === 'full' ? 1 : 0);
+    await requireCredits(ctx, caller, [{ options, source }]);
     const [jobId] = await enqueue(ctx, caller, [{ options, source }], callbackUrl, null, (tx, [id]) => seal(tx, answer(id)));
     return answer(jobId);
   });
@@ -256,7 +256,7 @@ export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, r
   });
   const answer = (ids: string[]) => ({ job_ids: ids, jobs: ids.map((id) => ({ job_id: id, status: 'queued' as const })) });
   const { value, replayed } = await ctx.idempotency.run<ReturnType<typeof answer>>(caller, 'jobs/batch', idempotencyKeyOf(req), print, async (seal) => {
-    await requireCredits(ctx, caller, requests.filter((r) => r.options.size === 'full').length);
+    await requireCredits(ctx, caller, requests);
     const ids = await enqueue(ctx, caller, requests, callbackUrl, crypto.randomUUID(), (tx, queued) => seal(tx, answer(queued)));
     return answer(ids);
   });

@@ -9,6 +9,7 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
+import { assertFunded, chargeFor, needsPixelsToPrice, payerOfCaller, upfrontPrice } from '../billing.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
 import { fingerprint, guard, type Caller, type Seal } from './guards.js';
@@ -27,11 +28,6 @@ export interface RemoveOutcome {
   content_type: string;
   /** The size served (`auto` resolved), for X-Cutout-Size; absent in outcomes stored before it was kept. */
   size?: 'preview' | 'full';
-}
-
-/** Marketplace callers are billed by the marketplace and test keys never: neither touches the ledger. */
-export function paysWithCredits(caller: Caller): boolean {
-  return caller.channel === 'key' && !caller.test;
 }
 
 function timeoutError(ms: number): CutoutError {
@@ -67,33 +63,30 @@ function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: <R>(ste
   return Promise.race([done, expired]).finally(() => clearTimeout(timer));
 }
 
-async function insufficientUnlessFunded(ctx: AppContext, caller: Caller): Promise<void> {
-  if ((await ctx.store.balance(caller.accountId)) < 1) throw new CutoutError('insufficient_credits');
-}
-
 /** `seal`: marks the Idempotency-Key done with the outcome, inside the charge's transaction. */
 async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>): Promise<RemoveOutcome> {
   const { config, store, pool, pipeline } = ctx;
-  const pays = paysWithCredits(caller);
+  const payer = payerOfCaller(caller);
+  const balanceOf = (accountId: string) => store.balance(accountId);
   // Refuse before any work when the answer is already known.
-  if (pays && options.size === 'full') await insufficientUnlessFunded(ctx, caller);
+  await assertFunded(payer, upfrontPrice(options.size), balanceOf);
 
   return withDeadline(config.syncTimeoutMs, async (signal, commit) => {
     const bytes = source.kind === 'image_url'
       ? await fetchImageUrl(source.url, { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) })
       : source.bytes;
     if (signal.aborted) throw signal.reason;
-    if (pays && options.size === 'auto') {
+    if (needsPixelsToPrice(payer, options.size)) {
       // `auto` is full up to 4 MP: read the header to know whether it will cost a credit.
       const probe = await pipeline.probeImage(bytes);
-      if (probe.width * probe.height <= LIMITS.autoFullMaxPixels) await insufficientUnlessFunded(ctx, caller);
+      await assertFunded(payer, upfrontPrice(options.size, probe.width * probe.height), balanceOf);
     }
     const result = await pool.run(
       () => pipeline.removeBackground(bytes, { ...options, maxFullPixels: LIMITS.maxSyncFullPixels }, { signal }),
       { signal },
     );
     const id = crypto.randomUUID();
-    const credits = pays && result.resolvedSize === 'full' ? 1 : 0;
+    const credits = chargeFor(payer, result.resolvedSize);
     return commit(async () => {
       let outcome!: RemoveOutcome;
       await store.recordRun(
