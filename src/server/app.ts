@@ -24,6 +24,7 @@ import { handleResult } from './routes-results.js';
 import { handleCreateBatch, handleCreateJob, handleGetJob } from './routes-jobs.js';
 import { CallbackDispatcher } from '../queue/callbacks.js';
 import { JobRunner } from '../queue/runner.js';
+import { RemovalService } from '../service/removal.js';
 import { serverIdentity } from '../identity.js';
 import { ServerMetrics, setRoutePattern } from './metrics.js';
 import { assignRequestId, createLogger, createRequestLogger } from './request-log.js';
@@ -43,6 +44,8 @@ export interface AppContext {
   limiter: RateLimiter;
   idempotency: Idempotency;
   pipeline: Pipeline;
+  /** Remove, charge and record: what the sync route and the job workers call. */
+  removals: RemovalService;
   /** `{base_url}` without a trailing slash. */
   baseUrl: string;
   version: string;
@@ -181,8 +184,9 @@ async function startServing(
     store, secret: callbackSecret, firstDelayMs: config.callbackBackoffMs, allowPrivateNetwork: config.allowPrivateNetwork,
     onAttempt: (outcome) => metrics?.countCallbackAttempt(outcome),
   });
+  const removals = new RemovalService({ pipeline, store });
   const jobs = new JobRunner({
-    store, pool, pipeline, config,
+    store, pool, removals, config,
     resultUrl: (id) => `${context.baseUrl}/api/v1/results/${id}`,
     onFinished: () => callbacks.kick(),
     leaseMs: config.leaseMs,
@@ -190,7 +194,7 @@ async function startServing(
 
   const server = http.createServer();
   const context: AppContext = {
-    config, store, pipeline, pool, jobs, callbacks,
+    config, store, pipeline, removals, pool, jobs, callbacks,
     limiter: new RateLimiter(store, config.rateLimit),
     // A request holds its key at most the sync deadline (which covers an image_url fetch) plus its
     // commit: 15 s of margin for that.

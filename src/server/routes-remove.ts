@@ -9,7 +9,7 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { assertFunded, chargeFor, needsPixelsToPrice, payerOfCaller, upfrontPrice } from '../billing.js';
+import { payerOfCaller } from '../billing.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
 import { fingerprint, guard, type Caller, type Seal } from './guards.js';
@@ -64,56 +64,40 @@ function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: <R>(ste
 }
 
 /** `seal`: marks the Idempotency-Key done with the outcome, inside the charge's transaction. */
-async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>): Promise<RemoveOutcome> {
-  const { config, store, pool, pipeline } = ctx;
-  const payer = payerOfCaller(caller);
-  const balanceOf = (accountId: string) => store.balance(accountId);
-  // Refuse before any work when the answer is already known.
-  await assertFunded(payer, upfrontPrice(options.size), balanceOf);
-
+function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>): Promise<RemoveOutcome> {
+  const { config, pool } = ctx;
+  const id = crypto.randomUUID();
   return withDeadline(config.syncTimeoutMs, async (signal, commit) => {
-    const bytes = source.kind === 'image_url'
-      ? await fetchImageUrl(source.url, { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) })
-      : source.bytes;
-    if (signal.aborted) throw signal.reason;
-    if (needsPixelsToPrice(payer, options.size)) {
-      // `auto` is full up to 4 MP: read the header to know whether it will cost a credit.
-      const probe = await pipeline.probeImage(bytes);
-      await assertFunded(payer, upfrontPrice(options.size, probe.width * probe.height), balanceOf);
-    }
-    const result = await pool.run(
-      () => pipeline.removeBackground(bytes, { ...options, maxFullPixels: LIMITS.maxSyncFullPixels }, { signal }),
-      { signal },
-    );
-    const id = crypto.randomUUID();
-    const credits = chargeFor(payer, result.resolvedSize);
-    return commit(async () => {
-      let outcome!: RemoveOutcome;
-      await store.recordRun(
-        {
-          id, accountId: caller.accountId, keyId: caller.keyId, channel: 'api', input: source.description,
-          size: result.resolvedSize, credits, ms: result.ms,
-          result: { data: result.data, ext: result.format, contentType: result.contentType, width: result.width, height: result.height },
-        },
-        {
-          within: async (tx, charged) => {
-            outcome = {
-              id,
-              url: `${ctx.baseUrl}/api/v1/results/${id}`,
-              width: result.width,
-              height: result.height,
-              credits_charged: charged.creditsCharged,
-              credits_remaining: charged.creditsRemaining ?? 0,
-              processing_ms: Math.round(result.ms),
-              content_type: result.contentType,
-              size: result.resolvedSize,
-            };
-            await seal(tx, outcome);
-          },
-        },
-      );
-      return outcome;
+    let outcome!: RemoveOutcome;
+    await ctx.removals.removeAndRecord({
+      id,
+      request: { ...options, maxFullPixels: LIMITS.maxSyncFullPixels },
+      payer: payerOfCaller(caller),
+      input: source.kind === 'image_url'
+        ? () => fetchImageUrl(source.url, { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) })
+        : source.bytes,
+      channel: 'api',
+      description: source.description,
+      storeResult: {},
+      signal,
+      slot: (work) => pool.run(work, { signal }),
+      commit,
+      within: async (tx, charged, result) => {
+        outcome = {
+          id,
+          url: `${ctx.baseUrl}/api/v1/results/${id}`,
+          width: result.width,
+          height: result.height,
+          credits_charged: charged.creditsCharged,
+          credits_remaining: charged.creditsRemaining ?? 0,
+          processing_ms: Math.round(result.ms),
+          content_type: result.contentType,
+          size: result.resolvedSize,
+        };
+        await seal(tx, outcome);
+      },
     });
+    return outcome;
   });
 }
 
