@@ -12,9 +12,13 @@ import { LIMITS } from '../limits.js';
 import { payerOfCaller } from '../billing.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
-import { fingerprint, guard, type Caller, type Seal } from './guards.js';
-import { readImageRequest, sendBytes, sendJson, wantsJson, type ImageSource } from './http.js';
-import type { AppContext } from './app.js';
+import type { ServerContext } from './context.js';
+import { fingerprint, type Caller, type Seal } from './guards.js';
+import { sendBytes, sendJson, wantsJson } from './http.js';
+import { readImageRequest, type ImageSource } from './v1-params.js';
+
+/** The parts of the server the sync route uses. */
+type RemoveContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'idempotency' | 'store' | 'baseUrl'>;
 
 /** What a sync removal produced; stored as the idempotent response and replayed as is. */
 export interface RemoveOutcome {
@@ -64,7 +68,7 @@ function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: <R>(ste
 }
 
 /** `seal`: marks the Idempotency-Key done with the outcome, inside the charge's transaction. */
-function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>): Promise<RemoveOutcome> {
+function removeOnce(ctx: RemoveContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>): Promise<RemoveOutcome> {
   const { config, pool } = ctx;
   const id = crypto.randomUUID();
   return withDeadline(config.syncTimeoutMs, async (signal, commit) => {
@@ -101,8 +105,7 @@ function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions, sour
   });
 }
 
-export async function handleRemove(ctx: AppContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const caller = await guard(req, res, ctx);
+export async function handleRemove(ctx: RemoveContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {
   const { options: asked, source } = await readImageRequest(req);
   // Test keys exercise the whole flow for free, so their results are previews whatever was asked.
   const options = forTestKey(asked, caller.test);
