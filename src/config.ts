@@ -49,6 +49,8 @@ export interface CutoutConfig {
   allowPrivateNetwork: boolean;
   /** serve: serve the playground page at `/`. */
   playground: boolean;
+  /** serve: answer remove.bg's API v1.0 (`/v1.0/removebg`, `/v1.0/account`) and rembg's (`/api/remove`). */
+  removebg: boolean;
   /** serve: serve Prometheus metrics at `/metrics`. */
   metrics: boolean;
   /** serve: serve `/metrics` on a listener of its own on this port (0 picks a free one); null: on the API's port. */
@@ -112,6 +114,7 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   callbackBackoffMs: 2000,
   allowPrivateNetwork: false,
   playground: true,
+  removebg: true,
   metrics: true,
   metricsPort: null,
   metricsHost: null,
@@ -199,6 +202,7 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
   callbackBackoffMs: (v) => int('callbackBackoffMs', v, 1, 3_600_000),
   allowPrivateNetwork: (v) => bool('allowPrivateNetwork', v),
   playground: (v) => bool('playground', v),
+  removebg: (v) => bool('removebg', v),
   metrics: (v) => bool('metrics', v),
   metricsPort: (v) => (v === null ? null : int('metricsPort', v, 0, 65535)),
   metricsHost: (v) => nullableStr('metricsHost', v),

@@ -43,7 +43,7 @@ function timeoutError(ms: number): CutoutError {
  * (charge and store) must run inside `commit`, which refuses once the deadline has passed and,
  * once started, stops the deadline from firing.
  */
-function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: <R>(step: () => Promise<R>) => Promise<R>) => Promise<T>): Promise<T> {
+export function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: <R>(step: () => Promise<R>) => Promise<R>) => Promise<T>): Promise<T> {
   const controller = new AbortController();
   let committing = false;
   let timer: NodeJS.Timeout | undefined;
