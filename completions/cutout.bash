@@ -33,7 +33,7 @@ _cutout() {
         --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
         --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
+        --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
         --no-exit-with-parent --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
     local model_server_opts='--host --port --model --precision --token --inference-workers --inference-threads'
     # Options that take a value, so the word after them is not a command or an input

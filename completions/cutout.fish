@@ -110,6 +110,7 @@ complete -c cutout -n $serve -l result-ttl -x -d 'Result retention (seconds)'
 complete -c cutout -n $serve -l callback-backoff -x -d 'First callback retry delay (ms)'
 complete -c cutout -n $serve -l allow-private-network -d 'Let URLs reach private addresses'
 complete -c cutout -n $serve -l no-playground -d 'Do not serve the playground page'
+complete -c cutout -n $serve -l no-removebg -d "Do not answer remove.bg's and rembg's APIs"
 complete -c cutout -n $serve -l no-metrics -d 'Do not serve /metrics'
 complete -c cutout -n $serve -l no-exit-with-parent -d 'Keep serving when the parent process exits'
 complete -c cutout -n $serve -l metrics-port -x -d 'Serve /metrics on a listener of its own'

@@ -91,6 +91,7 @@ _cutout() {
             '--callback-backoff=[first callback retry delay]:milliseconds: ' \
             '--allow-private-network[let URLs reach private addresses]' \
             '--no-playground[do not serve the playground page]' \
+            "--no-removebg[do not answer remove.bg's and rembg's APIs]" \
             '--no-metrics[do not serve /metrics]' \
             '--no-exit-with-parent[keep serving when the parent process exits]' \
             '--metrics-port=[serve /metrics on a listener of its own]:port: ' \
