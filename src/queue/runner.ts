@@ -19,7 +19,7 @@ import type { CutoutConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
-import type { Pipeline } from '../pipeline/types.js';
+import type { RemovalService } from '../service/removal.js';
 import type { WorkPool } from './pool.js';
 import type { JobError, JobRow, Store } from '../store/db.js';
 import { callbackBody } from './callbacks.js';
@@ -30,7 +30,8 @@ import { OutagePause } from './outage.js';
 export interface JobRunnerOptions {
   store: Store;
   pool: WorkPool;
-  pipeline: Pipeline;
+  /** Runs, charges and records each job (the service the sync route calls too). */
+  removals: RemovalService;
   config: Readonly<CutoutConfig>;
   /** The download URL of a result. */
   resultUrl: (id: string) => string;
@@ -224,45 +225,38 @@ export class JobRunner {
   /** Runs one claimed job to its final state. False when the claim was lost (nothing committed). */
   private async process(job: JobRow, signal: AbortSignal): Promise<boolean> {
     const { store } = this;
-    const { pipeline } = this.opts;
+    const url = this.opts.resultUrl(job.id);
     try {
-      const bytes = await this.input(job);
-      if (signal.aborted) return false;
-      // No 4 MP rule here: large images are what jobs are for (the 25 MB / 50 MP limits still hold).
-      const result = await pipeline.removeBackground(bytes, job.options, { signal });
-      if (signal.aborted) return false;
-      const credits = job.billable && result.resolvedSize === 'full' ? 1 : 0;
-      const url = this.opts.resultUrl(job.id);
-      try {
-        await store.recordRun(
-          {
-            id: job.id, accountId: job.accountId, keyId: job.keyId, channel: 'job', input: job.inputDesc,
-            size: result.resolvedSize, credits, ms: result.ms,
-            // Named per attempt: a run that lost its claim discards only its own copy, never the
-            // one of the run that committed.
-            result: { data: result.data, ext: result.format, name: `${job.id}.${job.attempts}`, contentType: result.contentType, width: result.width, height: result.height },
-          },
-          {
-            within: async (tx, outcome) => {
-              const done = { creditsCharged: outcome.creditsCharged, creditsRemaining: outcome.creditsRemaining ?? 0 };
-              const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'done', url, ...done }) } : null;
-              if (!(await store.markJobDoneIn(tx, job.id, job.attempts, done, callback))) throw new ClaimLost();
-            },
-          },
-        );
-      } catch (err) {
-        if (err instanceof ClaimLost) return false;
-        if (err instanceof CutoutError && err.code === 'insufficient_credits') {
-          throw new CutoutError('insufficient_credits', 'The balance was 0 when the full-size result was ready, so it was not stored; nothing was charged.');
-        }
-        throw err;
-      }
+      await this.opts.removals.removeAndRecord({
+        id: job.id,
+        // No 4 MP rule here: large images are what jobs are for (the 25 MB / 50 MP limits still hold).
+        request: job.options,
+        payer: { accountId: job.accountId, keyId: job.keyId, billable: job.billable },
+        input: () => this.input(job),
+        channel: 'job',
+        description: job.inputDesc,
+        // Named per attempt: a run that lost its claim discards only its own copy, never the one
+        // of the run that committed.
+        storeResult: { name: `${job.id}.${job.attempts}` },
+        // Checked at submission; the charge's transaction decides, and its refusal says why below.
+        checkFundsFirst: false,
+        signal,
+        within: async (tx, charged) => {
+          const done = { creditsCharged: charged.creditsCharged, creditsRemaining: charged.creditsRemaining ?? 0 };
+          const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'done', url, ...done }) } : null;
+          if (!(await store.markJobDoneIn(tx, job.id, job.attempts, done, callback))) throw new ClaimLost();
+        },
+      });
       return true;
     } catch (err) {
+      if (err instanceof ClaimLost) return false;
       if (this.abandoned.has(job.id) || (this.stopping && signal.aborted)) return false;
       if (err instanceof CutoutError && err.code === 'gpu_unavailable') {
         await this.putBackAfterOutage(job, err);
         return false;
+      }
+      if (err instanceof CutoutError && err.code === 'insufficient_credits') {
+        return this.fail(job, new CutoutError('insufficient_credits', 'The balance was 0 when the full-size result was ready, so it was not stored; nothing was charged.'));
       }
       return this.fail(job, err);
     }

@@ -1,64 +1,48 @@
 /**
- * The v1 HTTP API: the polka app with our own error and not-found handlers, and `startServer`,
- * which opens the store, binds the port, runs the periodic purge and stops cleanly.
+ * The HTTP server: the polka app with the APIs mounted as plugins (plugin.ts; v1 in api-v1.ts),
+ * the operator's routes (/readyz, /metrics, the playground), and `startServer`, which opens the
+ * store, binds the port, runs the periodic purge and the queue, and stops cleanly.
  */
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import polka, { type Middleware, type Polka } from 'polka';
 import type { CutoutConfig } from '../config.js';
-import type { Pipeline } from '../pipeline/types.js';
 import type { CutoutPipeline, RemoteInference } from '../pipeline/index.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { openStore, type Store } from '../store/db.js';
 import { Idempotency, RateLimiter } from './guards.js';
-import { answerClientError, linkErrorDocs, sendError } from './http.js';
+import { answerClientError, linkErrorDocs } from './http.js';
 import { WorkPool } from '../queue/pool.js';
-import { handleAccount, handleUsage } from './routes-account.js';
-import { handleHealth, handleMetrics, handleOpenapi, listenMetrics } from './routes-meta.js';
-import { handleReady, StoreReadiness } from './readiness.js';
+import { handleMetrics, handleReady, listenMetrics } from './routes-meta.js';
+import { StoreReadiness } from './readiness.js';
 import { redactedPath } from './request-log.js';
-import { handleRemove } from './routes-remove.js';
-import { handleResult } from './routes-results.js';
-import { handleCreateBatch, handleCreateJob, handleGetJob } from './routes-jobs.js';
 import { CallbackDispatcher } from '../queue/callbacks.js';
 import { JobRunner } from '../queue/runner.js';
+import { RemovalService } from '../service/removal.js';
 import { serverIdentity } from '../identity.js';
 import { ServerMetrics, setRoutePattern } from './metrics.js';
 import { assignRequestId, createLogger, createRequestLogger } from './request-log.js';
 import { callbackSecretOf } from '../queue/secret.js';
 import { registerPlayground } from './routes-playground.js';
-import { handleErrors } from './routes-errors.js';
+import { v1Api, v1NotFound } from './api-v1.js';
+import { mountApi, pluginFor, type ApiPlugin } from './plugin.js';
+import type { ServerContext } from './context.js';
 
-/** Everything a handler needs; one per running server. */
-export interface AppContext {
-  config: Readonly<CutoutConfig>;
-  store: Store;
-  pool: WorkPool;
-  /** The job workers of the durable queue (share `pool` with the sync route). */
-  jobs: JobRunner;
-  /** Delivers the stored job callbacks. */
-  callbacks: CallbackDispatcher;
-  limiter: RateLimiter;
-  idempotency: Idempotency;
-  pipeline: Pipeline;
-  /** `{base_url}` without a trailing slash. */
-  baseUrl: string;
-  version: string;
-  marketplaceSecret: string | null;
-  /** Null under --no-metrics. */
-  metrics: ServerMetrics | null;
-  /** The Open Inference Protocol server that runs the model (`--upstream`); null: local. */
-  upstream: { health(): Promise<import('../oip/client.js').UpstreamHealth> } | null;
-  /** Whether the store answers now (`/readyz`, the readiness metric). */
-  readiness: StoreReadiness;
-}
+export type { ServerContext } from './context.js';
+/** The former name of ServerContext. */
+export type AppContext = ServerContext;
 
 const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-/** Builds the polka app over a context. Every handler may throw; onError turns it into the part 7 body. */
-export function createApp(ctx: AppContext) {
+/**
+ * Builds the polka app over a context, with the APIs given (default: v1 alone). Every handler may
+ * throw; onError renders it in the body of the API the path belongs to (v1's outside every API).
+ */
+export function createApp(ctx: ServerContext, apis: readonly ApiPlugin[] = [v1Api(ctx)]) {
+  const fallback = apis.find((api) => api.name === 'v1') ?? v1Api(ctx);
+  const apiOf = (path: string) => pluginFor(apis, path) ?? fallback;
   const app = polka({
     onError(err, req, res) {
       if (!(err instanceof CutoutError)) {
@@ -70,25 +54,17 @@ export function createApp(ctx: AppContext) {
         res.destroy();
         return;
       }
-      sendError(res, toCutoutError(err));
+      apiOf(req.path).renderError(res, toCutoutError(err));
     },
     onNoMatch(req, res) {
-      sendError(res, new CutoutError('not_found', `No route ${req.method} ${req.path}. The API lives under /api/v1; see /api/v1/openapi.json.`));
+      const api = pluginFor(apis, req.path);
+      if (api) api.renderError(res, api.notFound(req));
+      else fallback.renderError(res, v1NotFound(req.method, req.path));
     },
   });
   tagRoutePatterns(app);
-  const v1 = '/api/v1';
-  app.post(`${v1}/remove`, (req, res) => handleRemove(ctx, req, res));
-  app.get(`${v1}/results/:job_id`, (req, res) => handleResult(ctx, req.params.job_id, res));
-  app.post(`${v1}/jobs`, (req, res) => handleCreateJob(ctx, req, res));
-  app.post(`${v1}/jobs/batch`, (req, res) => handleCreateBatch(ctx, req, res));
-  app.get(`${v1}/jobs/:job_id`, (req, res) => handleGetJob(ctx, req, res, req.params.job_id));
-  app.get(`${v1}/account`, (req, res) => handleAccount(ctx, req, res));
-  app.get(`${v1}/usage`, (req, res) => handleUsage(ctx, req, res));
-  app.get(`${v1}/health`, (_req, res) => handleHealth(ctx, res));
+  for (const api of apis) mountApi(app, api, ctx.limiter);
   app.get('/readyz', (_req, res) => handleReady(ctx, res));
-  app.get(`${v1}/openapi.json`, (_req, res) => handleOpenapi(res));
-  app.get(`${v1}/errors`, (req, res) => handleErrors(ctx, req, res)); // what every error's `docs` links to
   // With --metrics-port, /metrics has a listener of its own (startServing).
   if (ctx.metrics && ctx.config.metricsPort === null) app.get('/metrics', (_req, res) => handleMetrics(ctx.metrics!, res));
   registerPlayground(app, ctx); // GET / (the web playground; 404 under --no-playground)
@@ -117,7 +93,7 @@ export interface RunningServer {
   port: number;
   /** http://host:port of the --metrics-port listener; null: /metrics is on the API port (or off). */
   metricsUrl: string | null;
-  context: AppContext;
+  context: ServerContext;
   /** Stops taking connections, lets running requests finish, then closes the store. Idempotent. */
   close(): Promise<void>;
 }
@@ -138,6 +114,8 @@ function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
+type Upstream = Awaited<ReturnType<typeof import('../oip/client.js').connectConfiguredUpstream>>;
+
 /**
  * Starts the server with a pipeline of its own (its model, precision and model call, local or
  * upstream, chosen once here), closed with the server: two servers in one process (tests, an
@@ -155,23 +133,28 @@ export async function startServer(config: Readonly<CutoutConfig>): Promise<Runni
   }
 }
 
-async function startServing(
-  config: Readonly<CutoutConfig>, loaded: CutoutPipeline, upstream: Awaited<ReturnType<typeof import('../oip/client.js').connectConfiguredUpstream>> | null,
-): Promise<RunningServer> {
+/** Replays need their stored result: the window is the shorter of 24 h and the result retention. */
+function idempotencyTtlOf(config: Readonly<CutoutConfig>): number {
+  return Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
+}
+
+/** Opens the store and announces this server in it; returns the callback signing secret too. */
+async function openServerStore(config: Readonly<CutoutConfig>): Promise<{ store: Store; callbackSecret: string }> {
   const store = await openStore(config.dataDir, { url: config.store });
-  // Replays need their stored result: the window is the shorter of 24 h and the result retention.
-  const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
-  let callbackSecret: string;
   try {
     // The heartbeat tells the other servers of a fleet that this one runs (its claims stay its own).
     await store.startHeartbeat(config.leaseMs);
-    await store.resetIdempotencyKeys(idempotencyTtl);
-    callbackSecret = await callbackSecretOf(store, config.callbackSecret);
+    await store.resetIdempotencyKeys(idempotencyTtlOf(config));
+    return { store, callbackSecret: await callbackSecretOf(store, config.callbackSecret) };
   } catch (err) {
     // An open PostgreSQL pool would keep the failed start alive.
     await store.close().catch(() => undefined);
     throw err;
   }
+}
+
+/** The server's parts over an open store; `baseUrl` is filled in once the port is bound. */
+function buildContext(config: Readonly<CutoutConfig>, store: Store, callbackSecret: string, loaded: CutoutPipeline, upstream: Upstream | null): ServerContext {
   const pool = new WorkPool(config.workers);
   const readiness = new StoreReadiness(store);
   const metrics = config.metrics ? new ServerMetrics({ store, pool, readiness }) : null;
@@ -181,20 +164,19 @@ async function startServing(
     store, secret: callbackSecret, firstDelayMs: config.callbackBackoffMs, allowPrivateNetwork: config.allowPrivateNetwork,
     onAttempt: (outcome) => metrics?.countCallbackAttempt(outcome),
   });
+  const removals = new RemovalService({ pipeline, store });
   const jobs = new JobRunner({
-    store, pool, pipeline, config,
+    store, pool, removals, config,
     resultUrl: (id) => `${context.baseUrl}/api/v1/results/${id}`,
     onFinished: () => callbacks.kick(),
     leaseMs: config.leaseMs,
   });
-
-  const server = http.createServer();
-  const context: AppContext = {
-    config, store, pipeline, pool, jobs, callbacks,
+  const context: ServerContext = {
+    config, store, pipeline, removals, pool, jobs, callbacks,
     limiter: new RateLimiter(store, config.rateLimit),
     // A request holds its key at most the sync deadline (which covers an image_url fetch) plus its
     // commit: 15 s of margin for that.
-    idempotency: new Idempotency(store, idempotencyTtl, config.syncTimeoutMs + LIMITS.fetchTimeoutMs),
+    idempotency: new Idempotency(store, idempotencyTtlOf(config), config.syncTimeoutMs + LIMITS.fetchTimeoutMs),
     baseUrl: '',
     version: VERSION,
     marketplaceSecret: config.marketplaceSecret,
@@ -202,49 +184,55 @@ async function startServing(
     upstream,
     readiness,
   };
+  return context;
+}
+
+/** The HTTP server over the app: each request gets its id, its docs base, its metrics and its log line. */
+function createHttpServer(context: ServerContext): http.Server {
+  const server = http.createServer();
   const app = createApp(context);
-  const requestLog = createRequestLogger(createLogger(config.logLevel, serverIdentity()));
+  const requestLog = createRequestLogger(createLogger(context.config.logLevel, serverIdentity()));
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     // The id first, so that every answer carries it (errors and 404s too).
     assignRequestId(req, res);
     linkErrorDocs(res, context.baseUrl);
-    metrics?.observeRequest(req, res);
+    context.metrics?.observeRequest(req, res);
     requestLog(req, res);
     (app.handler as (req: http.IncomingMessage, res: http.ServerResponse) => void)(req, res);
   });
   server.on('clientError', (err: Error & { code?: string }, socket: import('node:stream').Duplex) => answerClientError(err, socket, context.baseUrl));
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(config.port, config.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-  } catch (err) {
-    await store.close();
-    throw new CutoutError('invalid_request', `Cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`, { cause: err });
-  }
-  // --metrics-port: /metrics on a listener of its own.
-  let metricsListener: Awaited<ReturnType<typeof listenMetrics>> | null = null;
-  if (metrics && config.metricsPort !== null) {
-    const metricsHost = config.metricsHost ?? config.host;
-    try {
-      metricsListener = await listenMetrics(metrics, metricsHost, config.metricsPort);
-    } catch (err) {
-      server.close();
-      await store.close();
-      throw new CutoutError('invalid_request', `Cannot listen on ${metricsHost}:${config.metricsPort} for metrics: ${(err as Error).message}`, { cause: err });
-    }
-  }
-  const { port } = server.address() as AddressInfo;
-  const url = `http://${hostForUrl(config.host)}:${port}`;
-  context.baseUrl = config.baseUrl ?? url;
+  return server;
+}
 
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** `--metrics-port`: /metrics on a listener of its own; null when not asked. */
+async function listenMetricsIfAsked(context: ServerContext): Promise<Awaited<ReturnType<typeof listenMetrics>> | null> {
+  const { config, metrics } = context;
+  if (!metrics || config.metricsPort === null) return null;
+  const metricsHost = config.metricsHost ?? config.host;
+  try {
+    return await listenMetrics(metrics, metricsHost, config.metricsPort);
+  } catch (err) {
+    throw new CutoutError('invalid_request', `Cannot listen on ${metricsHost}:${config.metricsPort} for metrics: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Purges expired results, idempotency keys, jobs, orphan inputs and rate windows now and periodically. */
+function startPurge(context: ServerContext): NodeJS.Timeout {
+  const { config, store } = context;
   const purge = async () => {
     try {
       await store.purgeResults(config.resultTtlSeconds);
-      await store.purgeIdempotencyKeys(idempotencyTtl);
+      await store.purgeIdempotencyKeys(idempotencyTtlOf(config));
       await store.purgeJobs(config.resultTtlSeconds);
       await store.removeOrphanJobInputs();
       await context.limiter.sweep();
@@ -253,14 +241,39 @@ async function startServing(
     }
   };
   void purge();
-  const purgeTimer = setInterval(() => void purge(), purgeIntervalMs(config.resultTtlSeconds));
-  purgeTimer.unref();
+  const timer = setInterval(() => void purge(), purgeIntervalMs(config.resultTtlSeconds));
+  timer.unref();
+  return timer;
+}
+
+async function startServing(config: Readonly<CutoutConfig>, loaded: CutoutPipeline, upstream: Upstream | null): Promise<RunningServer> {
+  const { store, callbackSecret } = await openServerStore(config);
+  const context = buildContext(config, store, callbackSecret, loaded, upstream);
+  const server = createHttpServer(context);
+  try {
+    await listen(server, config.port, config.host);
+  } catch (err) {
+    await store.close();
+    throw new CutoutError('invalid_request', `Cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`, { cause: err });
+  }
+  let metricsListener: Awaited<ReturnType<typeof listenMetrics>> | null;
+  try {
+    metricsListener = await listenMetricsIfAsked(context);
+  } catch (err) {
+    server.close();
+    await store.close();
+    throw err;
+  }
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${hostForUrl(config.host)}:${port}`;
+  context.baseUrl = config.baseUrl ?? url;
+  const purgeTimer = startPurge(context);
 
   // The queue: jobs a crash left processing go back to queued, then the workers and the
   // callback deliveries (pending ones included) start.
   try {
-    await jobs.start();
-    callbacks.start();
+    await context.jobs.start();
+    context.callbacks.start();
   } catch (err) {
     clearInterval(purgeTimer);
     server.close();
@@ -268,9 +281,17 @@ async function startServing(
     await store.close();
     throw err;
   }
+  const close = stopper(context, server, loaded, purgeTimer, metricsListener);
+  return { url, host: config.host, port, metricsUrl: metricsListener?.url ?? null, context, close };
+}
 
+/** The server's `close`: idempotent, in the order that loses no work. */
+function stopper(
+  context: ServerContext, server: http.Server, loaded: CutoutPipeline, purgeTimer: NodeJS.Timeout,
+  metricsListener: { close(): Promise<void> } | null,
+): () => Promise<void> {
   let closing: Promise<void> | null = null;
-  const close = () => {
+  return () => {
     closing ??= (async () => {
       clearInterval(purgeTimer);
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -278,21 +299,20 @@ async function startServing(
       // No new jobs are claimed; running jobs get a bounded grace period, then go back to the
       // queue; queued jobs stay queued for the next start.
       const deadline = Date.now() + JOB_STOP_GRACE_MS;
-      await jobs.stop(JOB_STOP_GRACE_MS);
+      await context.jobs.stop(JOB_STOP_GRACE_MS);
       // Requests already in flight finish (their inference included), then the store can go. A job
       // put back in the queue may still hold its slot until its model call returns: that is not
       // waited for past the grace period (it commits nothing).
       await Promise.race([context.pool.drain(), delay(Math.max(1000, deadline - Date.now()))]);
       // Attempts in flight end within their timeout and are recorded, never handed back mid-send.
-      await callbacks.stop();
+      await context.callbacks.stop();
       await stopped;
       await metricsListener?.close();
-      await store.close();
+      await context.store.close();
       await loaded.close();
     })();
     return closing;
   };
-  return { url, host: config.host, port, metricsUrl: metricsListener?.url ?? null, context, close };
 }
 
 /** Loads the pipeline's modules (sharp, onnxruntime) only when a server starts; the model is checked here. */

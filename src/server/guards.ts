@@ -42,7 +42,7 @@ export function secretsEqual(a: string, b: string): boolean {
 const MAX_MARKETPLACE_USER = 200;
 
 /**
- * Identifies the caller or throws 401 invalid_api_key. Marketplace headers count only when the
+ * v1's authentication: identifies the caller or throws 401 invalid_api_key. Marketplace headers count only when the
  * server has a marketplace secret and X-Marketplace-Proxy-Secret matches it; otherwise they are
  * ignored and the Authorization header decides.
  */
@@ -88,11 +88,13 @@ export function rateLimitHeaders(d: RateDecision): Record<string, string> {
 }
 
 /**
- * Authenticates and counts the request; sets the rate-limit headers on the response, so every
+ * Authenticates the request (by the API's own `authenticate`: v1's is identify) and counts it; sets the rate-limit headers on the response, so every
  * authenticated answer (errors included) carries them. Throws invalid_api_key or rate_limited.
  */
-export async function guard(req: IncomingMessage, res: ServerResponse, deps: { store: Store; limiter: RateLimiter; marketplaceSecret: string | null }): Promise<Caller> {
-  const caller = await identify(req, deps.store, deps.marketplaceSecret);
+export async function guard(
+  req: IncomingMessage, res: ServerResponse, deps: { authenticate: (req: IncomingMessage) => Promise<Caller>; limiter: RateLimiter },
+): Promise<Caller> {
+  const caller = await deps.authenticate(req);
   const decision = await deps.limiter.hit(caller.rateKey);
   for (const [name, value] of Object.entries(rateLimitHeaders(decision))) res.setHeader(name, value);
   if (!decision.allowed) {

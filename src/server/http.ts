@@ -1,34 +1,19 @@
 /**
- * Request reading and response writing for the v1 routes: a capped Buffer reader for JSON,
- * formidable for multipart (files kept in memory, the 25 MB cap enforced while streaming), the
- * image parameters of api-spec 2.1 through the shared options parser, and the send helpers.
+ * The HTTP transport helpers every API shares: a capped Buffer reader for JSON, formidable for
+ * multipart (files kept in memory, the 25 MB cap enforced while streaming), content negotiation
+ * and the send helpers. What a parameter means is each API's own (v1: v1-params.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import formidable, { errors as formidableErrors } from 'formidable';
 import { Writable, type Duplex } from 'node:stream';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
-import { API_DEFAULTS, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
-
-export type ImageSource =
-  | { kind: 'image_file'; bytes: Buffer; description: string }
-  | { kind: 'image_file_b64'; bytes: Buffer; description: string }
-  | { kind: 'image_url'; url: string; description: string };
-
-export interface ImageRequest {
-  options: ImageOptions;
-  source: ImageSource;
-}
-
-export const SOURCE_PARAMS = ['image_file', 'image_url', 'image_file_b64'] as const;
-/** The options of api-spec 2.1, plus `quality` and `precision` (additions within v1). */
-export const OPTION_PARAMS = ['size', 'format', 'bg_color', 'crop', 'type', 'quality', 'precision'] as const;
-const KNOWN_PARAMS = new Set<string>([...SOURCE_PARAMS, ...OPTION_PARAMS]);
 
 /** Room for the multipart framing and the small fields around a 25 MB upload or its base64. */
 const MULTIPART_OVERHEAD = 256 * 1024;
 
-function tooLarge(what: string): CutoutError {
+/** image_too_large naming what is over the input limit. */
+export function tooLarge(what: string): CutoutError {
   return new CutoutError('image_too_large', `${what} is over the ${formatMB(LIMITS.maxInputBytes)} limit.`);
 }
 
@@ -120,87 +105,6 @@ export async function readMultipart(req: IncomingMessage): Promise<{ fields: Rec
     req.resume();
     throw formidableError(err);
   }
-}
-
-function decodeBase64(value: unknown): Buffer {
-  if (typeof value !== 'string') throw new CutoutError('invalid_request', 'Expected a base64 string for image_file_b64.');
-  // A data: URL prefix is accepted (browsers' FileReader produces one).
-  const b64 = value.replace(/^data:[^,]*;base64,/i, '').replace(/\s+/g, '');
-  if (b64 === '') throw new CutoutError('invalid_request', 'image_file_b64 is empty.');
-  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(b64)) throw new CutoutError('invalid_request', 'image_file_b64 is not valid base64.');
-  if (Math.floor((b64.length * 3) / 4) > LIMITS.maxInputBytes + 2) throw tooLarge('image_file_b64');
-  return Buffer.from(b64, 'base64');
-}
-
-function describeUrl(url: unknown): string {
-  try {
-    return `url ${new URL(String(url)).host}`;
-  } catch {
-    return 'url';
-  }
-}
-
-/**
- * Checks parameter names and picks exactly one image source. `params` holds one value per name
- * (null and undefined count as absent); `file` is the uploaded image_file, if any.
- */
-export function parseImageParams(params: Record<string, unknown>, file?: Buffer): ImageRequest {
-  for (const name of Object.keys(params)) {
-    // `param` names the field for a batch item's 422 `loc`.
-    if ((UNSUPPORTED_PARAMS as readonly string[]).includes(name)) {
-      throw Object.assign(new CutoutError('invalid_request', `Parameter ${name} is not supported by this service.`), { param: name });
-    }
-    if (!KNOWN_PARAMS.has(name)) throw Object.assign(new CutoutError('invalid_request', `Unknown parameter ${name}.`), { param: name });
-  }
-  if (params.image_file !== undefined && params.image_file !== null) {
-    throw new CutoutError('invalid_request', 'image_file must be a multipart file upload; send base64 as image_file_b64.');
-  }
-  const present = SOURCE_PARAMS.filter((name) => (name === 'image_file' ? file !== undefined : params[name] !== undefined && params[name] !== null));
-  if (present.length !== 1) {
-    throw new CutoutError(
-      'invalid_request',
-      present.length === 0
-        ? 'Give exactly one image source: image_file, image_url or image_file_b64.'
-        : `Give exactly one image source; received ${present.join(' and ')}.`,
-    );
-  }
-  const raw: Record<string, unknown> = {};
-  for (const name of OPTION_PARAMS) if (params[name] !== null) raw[name] = params[name];
-  const options = parseImageOptions(raw, 'api', API_DEFAULTS);
-
-  let source: ImageSource;
-  if (present[0] === 'image_file') {
-    if (file!.length > LIMITS.maxInputBytes) throw tooLarge('image_file');
-    source = { kind: 'image_file', bytes: file!, description: 'upload' };
-  } else if (present[0] === 'image_file_b64') {
-    source = { kind: 'image_file_b64', bytes: decodeBase64(params.image_file_b64), description: 'base64' };
-  } else {
-    if (typeof params.image_url !== 'string' || params.image_url.trim() === '') throw new CutoutError('invalid_request', 'Expected a URL string for image_url.');
-    source = { kind: 'image_url', url: params.image_url.trim(), description: describeUrl(params.image_url) };
-  }
-  return { options, source };
-}
-
-/** Reads the image parameters of a /remove or /jobs request, multipart or JSON. */
-export async function readImageRequest(req: IncomingMessage): Promise<ImageRequest> {
-  const type = mediaType(req);
-  if (type === 'multipart/form-data') {
-    const { fields, files } = await readMultipart(req);
-    const params: Record<string, unknown> = {};
-    for (const [name, values] of Object.entries(fields)) {
-      if (values.length > 1) throw new CutoutError('invalid_request', `Parameter ${name} was given more than once.`);
-      params[name] = values[0];
-    }
-    const fileNames = Object.keys(files);
-    for (const name of fileNames) {
-      if (name !== 'image_file') throw new CutoutError('invalid_request', `Unexpected file field ${name}; upload the image as image_file.`);
-    }
-    if (params.image_file !== undefined) throw new CutoutError('invalid_request', 'image_file must be a file upload, not a text field.');
-    return parseImageParams(params, files.image_file?.[0]);
-  }
-  if (type === 'application/json') return parseImageParams(await readJsonObject(req));
-  req.resume();
-  throw new CutoutError('invalid_request', `Expected a multipart/form-data or application/json body but received ${JSON.stringify(type || 'none')}.`);
 }
 
 /** The media range the client's Accept ranks first (highest q, then first listed); null without one. */

@@ -9,11 +9,8 @@
  * balancer, the metrics scrape) waits on the same one, so a frozen database is not sent a new
  * query per probe, and each caller still has its answer within the timeout.
  */
-import type { ServerResponse } from 'node:http';
 import { LIMITS } from '../limits.js';
 import type { Store } from '../store/db.js';
-import { sendJson } from './http.js';
-import type { AppContext } from './app.js';
 
 /** Resolves with `promise`'s value, or rejects with a timeout once `ms` have passed. */
 export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
@@ -53,22 +50,4 @@ export class StoreReadiness {
     this.last = state;
     return state;
   }
-}
-
-/** GET /readyz. */
-export async function handleReady(ctx: AppContext, res: ServerResponse): Promise<void> {
-  const [store, upstream] = await Promise.all([
-    ctx.readiness.check(),
-    ctx.upstream ? ctx.upstream.health().then((h) => h.ready, () => false) : Promise.resolve(true),
-  ]);
-  const notReady: Record<string, string> = {};
-  if (!store.ready) notReady.store = store.reason;
-  if (!upstream) notReady.upstream = 'the upstream inference server is not ready';
-  if (ctx.jobs.isStopping) notReady.server = 'the server is shutting down';
-  const ready = Object.keys(notReady).length === 0;
-  sendJson(res, ready ? 200 : 503, {
-    status: ready ? 'ready' : 'not_ready',
-    checks: { store: store.ready ? 'ready' : 'not_ready', ...(ctx.upstream ? { upstream: upstream ? 'ready' : 'not_ready' } : {}) },
-    ...(ready ? {} : { not_ready: notReady }),
-  }, { 'Cache-Control': 'no-store' });
 }

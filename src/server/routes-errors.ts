@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ERROR_TABLE, errorDocsUrl, type ErrorCode } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
 import { firstAccepted, sendJson } from './http.js';
-import type { AppContext } from './app.js';
+import type { ServerContext } from './context.js';
 
 export interface ErrorReferenceEntry {
   code: ErrorCode;
@@ -134,7 +134,7 @@ export function errorReferenceHtml(entries: ErrorReferenceEntry[]): string {
 /** No script, style or other origin: a plain document. */
 const ERRORS_CSP = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-export function handleErrors(ctx: AppContext, req: IncomingMessage, res: ServerResponse): void {
+export function handleErrors(ctx: Pick<ServerContext, 'baseUrl' | 'config'>, req: IncomingMessage, res: ServerResponse): void {
   const entries = errorReference(ctx.baseUrl, ctx.config);
   if (wantsHtml(req)) {
     const body = Buffer.from(errorReferenceHtml(entries));

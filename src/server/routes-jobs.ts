@@ -11,15 +11,19 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { formatMB, LIMITS, MB } from '../limits.js';
+import { assertFunded, paysWithCredits, payerOfCaller, upfrontPrice } from '../billing.js';
 import { API_DEFAULTS, assertPrecisionServed, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS } from '../options.js';
 import type { JobRow, NewJob } from '../store/db.js';
 import type { Queryable } from '../store/db.js';
 import { assertPublicUrl } from '../net/fetch-url.js';
-import { fingerprint, guard, type Caller } from './guards.js';
-import { errorBody, mediaType, OPTION_PARAMS, parseImageParams, readImageRequest, readJsonObject, sendJson, SOURCE_PARAMS, type ImageRequest } from './http.js';
-import { paysWithCredits } from './routes-remove.js';
+import type { ServerContext } from './context.js';
+import { fingerprint, type Caller } from './guards.js';
+import { errorBody, mediaType, readJsonObject, sendJson } from './http.js';
 import { isUuidV4, sendInvalidJobId } from './routes-results.js';
-import type { AppContext } from './app.js';
+import { OPTION_PARAMS, parseImageParams, readImageRequest, SOURCE_PARAMS, type ImageRequest } from './v1-params.js';
+
+/** The parts of the server the job routes use. */
+type JobsContext = Pick<ServerContext, 'jobs' | 'config' | 'store' | 'upstream' | 'idempotency' | 'baseUrl'>;
 
 /** A batch body: up to 50 base64 images would be 1.6 GB; large images belong in image_url. */
 export const BATCH_MAX_BYTES = 64 * MB;
@@ -30,12 +34,12 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-function refuseWhenStopping(ctx: AppContext): void {
+function refuseWhenStopping(ctx: JobsContext): void {
   if (ctx.jobs.isStopping) throw new CutoutError('gpu_unavailable', 'The server is shutting down; retry shortly.', { headers: { 'Retry-After': String(LIMITS.busyRetryAfterSeconds) } });
 }
 
 /** X-Callback-Url, checked like image_url (public http(s) only unless --allow-private-network). */
-async function readCallbackUrl(ctx: AppContext, req: IncomingMessage): Promise<string | null> {
+async function readCallbackUrl(ctx: JobsContext, req: IncomingMessage): Promise<string | null> {
   const raw = header(req, 'x-callback-url');
   if (raw === undefined) return null;
   const value = raw.trim();
@@ -45,20 +49,20 @@ async function readCallbackUrl(ctx: AppContext, req: IncomingMessage): Promise<s
   return checked.url.href;
 }
 
-/** Refuses with 402 when a paying caller's balance cannot cover the full-size images asked. */
-async function requireCredits(ctx: AppContext, caller: Caller, fullCount: number): Promise<void> {
-  if (!paysWithCredits(caller) || fullCount === 0) return;
-  const balance = await ctx.store.balance(caller.accountId);
-  if (balance >= fullCount) return;
-  throw new CutoutError(
-    'insufficient_credits',
-    fullCount === 1
+/**
+ * Refuses with 402 when a paying caller's balance cannot cover the upfront price of the images
+ * asked (billing.ts: `full` for sure; `auto` is priced when it runs, its pixels unknown here).
+ */
+async function requireCredits(ctx: JobsContext, caller: Caller, requests: ImageRequest[]): Promise<void> {
+  const amount = requests.reduce((sum, r) => sum + upfrontPrice(r.options.size), 0);
+  await assertFunded(payerOfCaller(caller), amount, (accountId) => ctx.store.balance(accountId), (balance) => (
+    amount === 1
       ? 'Credit balance is 0; a full-size job costs 1 credit when it succeeds. Previews are free.'
-      : `The batch asks for ${fullCount} full-size results but the balance is ${balance} credits; nothing was queued. Previews are free.`,
-  );
+      : `The batch asks for ${amount} full-size results but the balance is ${balance} credits; nothing was queued. Previews are free.`
+  ));
 }
 
-function queueFull(ctx: AppContext, queued: number): CutoutError {
+function queueFull(ctx: JobsContext, queued: number): CutoutError {
   const retryAfter = ctx.jobs.retryAfterSeconds(queued);
   return new CutoutError(
     'gpu_unavailable',
@@ -73,7 +77,7 @@ function queueFull(ctx: AppContext, queued: number): CutoutError {
  * `seal(tx, ids)` runs inside that transaction (the Idempotency-Key's answer, built from the ids).
  */
 async function enqueue(
-  ctx: AppContext,
+  ctx: JobsContext,
   caller: Caller,
   items: ImageRequest[],
   callbackUrl: string | null,
@@ -110,8 +114,7 @@ function idempotencyKeyOf(req: IncomingMessage): string | undefined {
 }
 
 /** POST /api/v1/jobs: one image, multipart or JSON, the parameters of /remove without its 4 MP cap. */
-export async function handleCreateJob(ctx: AppContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const caller = await guard(req, res, ctx);
+export async function handleCreateJob(ctx: JobsContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {
   const request = await readImageRequest(req);
   refuseWhenStopping(ctx);
   const callbackUrl = await readCallbackUrl(ctx, req);
@@ -126,7 +129,7 @@ export async function handleCreateJob(ctx: AppContext, req: IncomingMessage, res
   });
   const answer = (id: string) => ({ job_id: id, status: 'queued' as const });
   const { value, replayed } = await ctx.idempotency.run<ReturnType<typeof answer>>(caller, 'jobs', idempotencyKeyOf(req), print, async (seal) => {
-    await requireCredits(ctx, caller, options.size === 'full' ? 1 : 0);
+    await requireCredits(ctx, caller, [{ options, source }]);
     const [jobId] = await enqueue(ctx, caller, [{ options, source }], callbackUrl, null, (tx, [id]) => seal(tx, answer(id)));
     return answer(jobId);
   });
@@ -151,7 +154,7 @@ function paramOf(err: unknown): string | null {
  * images, a bad top-level option or key) throw 400. Item problems are all collected: the caller
  * refuses the whole batch with 422 naming each item.
  */
-async function parseBatch(ctx: AppContext, body: Record<string, unknown>): Promise<{ items: ImageRequest[]; problems: ItemProblem[] }> {
+async function parseBatch(ctx: JobsContext, body: Record<string, unknown>): Promise<{ items: ImageRequest[]; problems: ItemProblem[] }> {
   for (const name of Object.keys(body)) {
     if (name === 'images' || (OPTION_PARAMS as readonly string[]).includes(name)) continue;
     if ((SOURCE_PARAMS as readonly string[]).includes(name)) {
@@ -209,8 +212,7 @@ async function parseBatch(ctx: AppContext, body: Record<string, unknown>): Promi
 }
 
 /** POST /api/v1/jobs/batch: JSON only, 1 to 50 images, one job per image, ids in image order. */
-export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const caller = await guard(req, res, ctx);
+export async function handleCreateBatch(ctx: JobsContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {
   if (caller.channel === 'marketplace') {
     req.resume();
     throw new CutoutError(
@@ -256,7 +258,7 @@ export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, r
   });
   const answer = (ids: string[]) => ({ job_ids: ids, jobs: ids.map((id) => ({ job_id: id, status: 'queued' as const })) });
   const { value, replayed } = await ctx.idempotency.run<ReturnType<typeof answer>>(caller, 'jobs/batch', idempotencyKeyOf(req), print, async (seal) => {
-    await requireCredits(ctx, caller, requests.filter((r) => r.options.size === 'full').length);
+    await requireCredits(ctx, caller, requests);
     const ids = await enqueue(ctx, caller, requests, callbackUrl, crypto.randomUUID(), (tx, queued) => seal(tx, answer(queued)));
     return answer(ids);
   });
@@ -264,7 +266,7 @@ export async function handleCreateBatch(ctx: AppContext, req: IncomingMessage, r
 }
 
 /** The job record of api-spec 2.3 as the API shows it. */
-export function jobRecord(ctx: AppContext, job: JobRow): Record<string, unknown> {
+export function jobRecord(ctx: Pick<ServerContext, 'baseUrl'>, job: JobRow): Record<string, unknown> {
   const out: Record<string, unknown> = { job_id: job.id, status: job.status };
   if (job.status === 'done') {
     out.url = `${ctx.baseUrl}/api/v1/results/${job.id}`;
@@ -278,8 +280,7 @@ export function jobRecord(ctx: AppContext, job: JobRow): Record<string, unknown>
 }
 
 /** GET /api/v1/jobs/{job_id}: only the owning account sees a job; for anyone else it does not exist. */
-export async function handleGetJob(ctx: AppContext, req: IncomingMessage, res: ServerResponse, jobId: string): Promise<void> {
-  const caller = await guard(req, res, ctx);
+export async function handleGetJob(ctx: JobsContext, res: ServerResponse, caller: Caller, jobId: string): Promise<void> {
   if (!isUuidV4(jobId)) return sendInvalidJobId(res, jobId);
   const job = await ctx.store.getJob(jobId.toLowerCase(), caller.accountId);
   if (!job) throw new CutoutError('not_found', `No job with id ${jobId} for this account, or it has expired.`);

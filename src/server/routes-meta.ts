@@ -1,4 +1,4 @@
-/** GET /api/v1/health (no auth, always 200 while up), GET /api/v1/openapi.json and GET /metrics. */
+/** GET /api/v1/health (no auth, always 200 while up), GET /readyz, GET /api/v1/openapi.json and GET /metrics. */
 import http, { type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CutoutError } from '../errors.js';
@@ -7,7 +7,7 @@ import { LIMITS } from '../limits.js';
 import { withTimeout } from './readiness.js';
 import { openapiDocument } from './openapi.js';
 import { sendError, sendJson } from './http.js';
-import type { AppContext } from './app.js';
+import type { ServerContext } from './context.js';
 import type { ServerMetrics } from './metrics.js';
 
 /**
@@ -15,7 +15,7 @@ import type { ServerMetrics } from './metrics.js';
  * store (so jobs waiting across a restart count) and sync requests waiting for or holding a slot.
  * `jobs` and `sync` give each kind on its own.
  */
-async function queueState(ctx: AppContext) {
+async function queueState(ctx: Pick<ServerContext, 'pool' | 'store'>) {
   const pool = ctx.pool.stats();
   // Always 200 while up, and at once: if the store cannot answer within a moment (closing,
   // frozen, unreachable), this server's in-memory view stands in. Readiness is /readyz's to say.
@@ -29,7 +29,7 @@ async function queueState(ctx: AppContext) {
   };
 }
 
-export async function handleHealth(ctx: AppContext, res: ServerResponse): Promise<void> {
+export async function handleHealth(ctx: Pick<ServerContext, 'pool' | 'store' | 'upstream' | 'version' | 'config'>, res: ServerResponse): Promise<void> {
   sendJson(res, 200, {
     status: 'ok',
     // The model loads on the first request, so a cold process still serves: "local" is ready.
@@ -46,7 +46,25 @@ export async function handleHealth(ctx: AppContext, res: ServerResponse): Promis
   }, { 'Cache-Control': 'no-store' });
 }
 
-export function handleOpenapi(res: ServerResponse): void {
+/** GET /readyz. */
+export async function handleReady(ctx: Pick<ServerContext, 'readiness' | 'upstream' | 'jobs'>, res: ServerResponse): Promise<void> {
+  const [store, upstream] = await Promise.all([
+    ctx.readiness.check(),
+    ctx.upstream ? ctx.upstream.health().then((h) => h.ready, () => false) : Promise.resolve(true),
+  ]);
+  const notReady: Record<string, string> = {};
+  if (!store.ready) notReady.store = store.reason;
+  if (!upstream) notReady.upstream = 'the upstream inference server is not ready';
+  if (ctx.jobs.isStopping) notReady.server = 'the server is shutting down';
+  const ready = Object.keys(notReady).length === 0;
+  sendJson(res, ready ? 200 : 503, {
+    status: ready ? 'ready' : 'not_ready',
+    checks: { store: store.ready ? 'ready' : 'not_ready', ...(ctx.upstream ? { upstream: upstream ? 'ready' : 'not_ready' } : {}) },
+    ...(ready ? {} : { not_ready: notReady }),
+  }, { 'Cache-Control': 'no-store' });
+}
+export function handleOpenapi
+(res: ServerResponse): void {
   sendJson(res, 200, openapiDocument);
 }
 

@@ -11,7 +11,7 @@ import { PLAYGROUND_HTML } from './playground/html.js';
 import { PLAYGROUND_CSS } from './playground/style.js';
 import { PLAYGROUND_JS } from './playground/script.js';
 import { PLAYGROUND_ICON } from './playground/icon.js';
-import type { AppContext } from './app.js';
+import type { ServerContext } from './context.js';
 
 /** The policy of every playground response: only this origin, no inline code, no framing. */
 export const PLAYGROUND_CSP = [
@@ -36,7 +36,7 @@ const ASSETS: Record<string, Asset> = {
   '/playground/icon.svg': { body: Buffer.from(PLAYGROUND_ICON), type: 'image/svg+xml' },
 };
 
-function serveAsset(ctx: AppContext, path: string, req: IncomingMessage, res: ServerResponse): void {
+function serveAsset(ctx: Pick<ServerContext, 'config'>, path: string, req: IncomingMessage, res: ServerResponse): void {
   if (!ctx.config.playground) {
     throw new CutoutError('not_found', 'The playground page is turned off on this server (--no-playground). The API lives under /api/v1; see /api/v1/openapi.json.');
   }
@@ -54,7 +54,7 @@ function serveAsset(ctx: AppContext, path: string, req: IncomingMessage, res: Se
 }
 
 /** Adds the playground routes to the app (they answer 404 when config.playground is false). */
-export function registerPlayground<T extends Polka<any>>(app: T, ctx: AppContext): T {
+export function registerPlayground<T extends Polka<any>>(app: T, ctx: Pick<ServerContext, 'config'>): T {
   for (const path of Object.keys(ASSETS)) {
     app.get(path, (req, res) => serveAsset(ctx, path, req, res));
     app.head(path, (req, res) => serveAsset(ctx, path, req, res));

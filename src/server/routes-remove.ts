@@ -9,11 +9,16 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
+import { payerOfCaller } from '../billing.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
-import { fingerprint, guard, type Caller, type Seal } from './guards.js';
-import { readImageRequest, sendBytes, sendJson, wantsJson, type ImageSource } from './http.js';
-import type { AppContext } from './app.js';
+import type { ServerContext } from './context.js';
+import { fingerprint, type Caller, type Seal } from './guards.js';
+import { sendBytes, sendJson, wantsJson } from './http.js';
+import { readImageRequest, type ImageSource } from './v1-params.js';
+
+/** The parts of the server the sync route uses. */
+type RemoveContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'idempotency' | 'store' | 'baseUrl'>;
 
 /** What a sync removal produced; stored as the idempotent response and replayed as is. */
 export interface RemoveOutcome {
@@ -27,11 +32,6 @@ export interface RemoveOutcome {
   content_type: string;
   /** The size served (`auto` resolved), for X-Cutout-Size; absent in outcomes stored before it was kept. */
   size?: 'preview' | 'full';
-}
-
-/** Marketplace callers are billed by the marketplace and test keys never: neither touches the ledger. */
-export function paysWithCredits(caller: Caller): boolean {
-  return caller.channel === 'key' && !caller.test;
 }
 
 function timeoutError(ms: number): CutoutError {
@@ -67,65 +67,45 @@ function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: <R>(ste
   return Promise.race([done, expired]).finally(() => clearTimeout(timer));
 }
 
-async function insufficientUnlessFunded(ctx: AppContext, caller: Caller): Promise<void> {
-  if ((await ctx.store.balance(caller.accountId)) < 1) throw new CutoutError('insufficient_credits');
-}
-
 /** `seal`: marks the Idempotency-Key done with the outcome, inside the charge's transaction. */
-async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>): Promise<RemoveOutcome> {
-  const { config, store, pool, pipeline } = ctx;
-  const pays = paysWithCredits(caller);
-  // Refuse before any work when the answer is already known.
-  if (pays && options.size === 'full') await insufficientUnlessFunded(ctx, caller);
-
+function removeOnce(ctx: RemoveContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>): Promise<RemoveOutcome> {
+  const { config, pool } = ctx;
+  const id = crypto.randomUUID();
   return withDeadline(config.syncTimeoutMs, async (signal, commit) => {
-    const bytes = source.kind === 'image_url'
-      ? await fetchImageUrl(source.url, { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) })
-      : source.bytes;
-    if (signal.aborted) throw signal.reason;
-    if (pays && options.size === 'auto') {
-      // `auto` is full up to 4 MP: read the header to know whether it will cost a credit.
-      const probe = await pipeline.probeImage(bytes);
-      if (probe.width * probe.height <= LIMITS.autoFullMaxPixels) await insufficientUnlessFunded(ctx, caller);
-    }
-    const result = await pool.run(
-      () => pipeline.removeBackground(bytes, { ...options, maxFullPixels: LIMITS.maxSyncFullPixels }, { signal }),
-      { signal },
-    );
-    const id = crypto.randomUUID();
-    const credits = pays && result.resolvedSize === 'full' ? 1 : 0;
-    return commit(async () => {
-      let outcome!: RemoveOutcome;
-      await store.recordRun(
-        {
-          id, accountId: caller.accountId, keyId: caller.keyId, channel: 'api', input: source.description,
-          size: result.resolvedSize, credits, ms: result.ms,
-          result: { data: result.data, ext: result.format, contentType: result.contentType, width: result.width, height: result.height },
-        },
-        {
-          within: async (tx, charged) => {
-            outcome = {
-              id,
-              url: `${ctx.baseUrl}/api/v1/results/${id}`,
-              width: result.width,
-              height: result.height,
-              credits_charged: charged.creditsCharged,
-              credits_remaining: charged.creditsRemaining ?? 0,
-              processing_ms: Math.round(result.ms),
-              content_type: result.contentType,
-              size: result.resolvedSize,
-            };
-            await seal(tx, outcome);
-          },
-        },
-      );
-      return outcome;
+    let outcome!: RemoveOutcome;
+    await ctx.removals.removeAndRecord({
+      id,
+      request: { ...options, maxFullPixels: LIMITS.maxSyncFullPixels },
+      payer: payerOfCaller(caller),
+      input: source.kind === 'image_url'
+        ? () => fetchImageUrl(source.url, { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) })
+        : source.bytes,
+      channel: 'api',
+      description: source.description,
+      storeResult: {},
+      signal,
+      slot: (work) => pool.run(work, { signal }),
+      commit,
+      within: async (tx, charged, result) => {
+        outcome = {
+          id,
+          url: `${ctx.baseUrl}/api/v1/results/${id}`,
+          width: result.width,
+          height: result.height,
+          credits_charged: charged.creditsCharged,
+          credits_remaining: charged.creditsRemaining ?? 0,
+          processing_ms: Math.round(result.ms),
+          content_type: result.contentType,
+          size: result.resolvedSize,
+        };
+        await seal(tx, outcome);
+      },
     });
+    return outcome;
   });
 }
 
-export async function handleRemove(ctx: AppContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const caller = await guard(req, res, ctx);
+export async function handleRemove(ctx: RemoveContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {
   const { options: asked, source } = await readImageRequest(req);
   // Test keys exercise the whole flow for free, so their results are previews whatever was asked.
   const options = forTestKey(asked, caller.test);

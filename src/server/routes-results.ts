@@ -5,7 +5,7 @@
 import type { ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { errorBody, sendBytes, sendJson } from './http.js';
-import type { AppContext } from './app.js';
+import type { ServerContext } from './context.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 
@@ -25,7 +25,7 @@ export function sendInvalidJobId(res: ServerResponse, value: string): void {
   });
 }
 
-export async function handleResult(ctx: AppContext, jobId: string, res: ServerResponse): Promise<void> {
+export async function handleResult(ctx: Pick<ServerContext, 'config' | 'store'>, jobId: string, res: ServerResponse): Promise<void> {
   if (!isUuidV4(jobId)) return sendInvalidJobId(res, jobId);
   const ttl = ctx.config.resultTtlSeconds;
   const stored = await ctx.store.getResult(jobId.toLowerCase(), ttl);

@@ -10,7 +10,7 @@
  *   store.listKeys() -> KeyInfo[]      store.revokeKey(id) -> boolean      store.authenticate(rawKey) -> { accountId, keyId, test } | null
  *   store.addCredits(accountOrKeyId, n) -> { accountId, balance }          store.balance(accountId) -> number
  *   store.resolveAccount(accountOrKeyId) -> accountId  (throws invalid_request when unknown)
- *   store.recordRun({ id, accountId|null, keyId|null, channel, input, size, credits: 0|1, ms, result?: { data, ext, name?, contentType, width, height } }, { within? })
+ *   store.recordRun({ id, accountId|null, keyId|null, channel, input, size, credits (an amount, src/billing.ts), ms, result?: { data, ext, name?, contentType, width, height } }, { within? })
  *        -> { creditsCharged, creditsRemaining|null }  charge + run + stored result (+ `within`) in ONE transaction; insufficient_credits at 0
  *   store.account(accountId|null), store.usage(accountId|null)
  *   store.getResult(id, ttlS) -> { jobId, contentType, width, height, createdAt, data } | null;  store.purgeResults(ttlS)
@@ -52,7 +52,7 @@ export type { JobError, JobRow, JobSourceKind, JobStatus, NewJob } from './jobs.
 export type { Delivery, DeliveryInfo, DeliveryUpdate } from './deliveries.js';
 export type { RateDecision } from './rate-limit.js';
 export type { ServerInfo } from './servers.js';
-export type { RecordRunOptions } from './ledger.js';
+export type { RecordRunOptions, RunCharge } from './ledger.js';
 export type { Queryable, StoreKind } from './sql.js';
 export { StoreUnavailable } from './sql.js';
 

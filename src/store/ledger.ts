@@ -1,7 +1,8 @@
 /**
  * Accounts, hashed API keys, the credit ledger, runs and usage. A balance is the sum of the
- * account's ledger rows; a charge is a row of -1 written in the same transaction as the run and
- * its stored result, so no result exists unpaid and no charge exists without a result.
+ * account's ledger rows; a charge is a row of minus its amount written in the same transaction as
+ * the run and its stored result, so no result exists unpaid and no charge exists without a result.
+ * What a run costs is decided by src/billing.ts; the ledger writes the amount it is given.
  */
 import crypto from 'node:crypto';
 import { CutoutError } from '../errors.js';
@@ -35,7 +36,8 @@ export interface RunRecord {
   /** A description of the input for the operator: a file name, a URL host, "upload". */
   input: string;
   size: 'preview' | 'full';
-  credits: 0 | 1;
+  /** The amount to charge (src/billing.ts chargeFor); 0: recorded, not charged. */
+  credits: number;
   ms: number;
   /**
    * The result to store with the run. `name` makes the stored copy unique per attempt (a job's
@@ -195,17 +197,24 @@ export interface RecordRunOptions {
    * Called inside the transaction, after the charge, with what the caller will get back; throwing
    * rolls everything back (and deletes the result file).
    */
-  within?: (tx: Queryable, outcome: { creditsCharged: 0 | 1; creditsRemaining: number | null }) => Promise<void>;
+  within?: (tx: Queryable, outcome: RunCharge) => Promise<void>;
+}
+
+/** What a recorded run was charged, and the balance after (null for a local run without account). */
+export interface RunCharge {
+  creditsCharged: number;
+  creditsRemaining: number | null;
 }
 
 /**
- * Records a removal: the charge (when `credits` is 1), the run and the stored result in one
- * transaction. Throws insufficient_credits when a charge is asked at balance 0; then, as on any
+ * Records a removal: the charge (when `credits` is above 0), the run and the stored result in one
+ * transaction. Throws insufficient_credits when the balance is below the charge; then, as on any
  * failure, nothing is written and the result file is deleted. `options.within` adds writes to the
  * same transaction.
  */
-export async function recordRun(ctx: StoreContext, run: RunRecord, options: RecordRunOptions = {}): Promise<{ creditsCharged: 0 | 1; creditsRemaining: number | null }> {
-  if (run.credits === 1 && run.accountId === null) throw new Error('recordRun: a charge needs an account');
+export async function recordRun(ctx: StoreContext, run: RunRecord, options: RecordRunOptions = {}): Promise<RunCharge> {
+  if (!Number.isInteger(run.credits) || run.credits < 0) throw new Error(`recordRun: a charge is a whole number of credits, not ${run.credits}`);
+  if (run.credits > 0 && run.accountId === null) throw new Error('recordRun: a charge needs an account');
   const staged = run.result ? await ctx.payloads.stageResult(run.result.name ?? run.id, run.result.ext, run.result.data) : null;
   try {
     return await ctx.db.transaction(async (tx) => {
@@ -219,15 +228,15 @@ export async function recordRun(ctx: StoreContext, run: RunRecord, options: Reco
         const r = run.result;
         await ctx.payloads.insertResult(tx, staged, { jobId: run.id, contentType: r.contentType, width: r.width, height: r.height, createdAt: now });
       }
-      if (run.credits === 1) {
+      if (run.credits > 0) {
         // The account row's lock serialises charges of one account across servers (PostgreSQL;
         // SQLite's writing transactions are serial anyway). NO KEY UPDATE: it does not wait for the
         // transactions that insert runs or jobs of the account (their foreign-key share lock).
         await tx.get(`SELECT id FROM accounts WHERE id = ?${tx.dialect.forNoKeyUpdate}`, [run.accountId]);
-        if ((await balanceIn(tx, run.accountId as string)) < 1) throw new CutoutError('insufficient_credits');
-        await tx.run('INSERT INTO ledger (account_id, delta, reason, ref, created_at) VALUES (?, -1, ?, ?, ?)', [run.accountId, 'charge', run.id, now]);
+        if ((await balanceIn(tx, run.accountId as string)) < run.credits) throw new CutoutError('insufficient_credits');
+        await tx.run('INSERT INTO ledger (account_id, delta, reason, ref, created_at) VALUES (?, ?, ?, ?, ?)', [run.accountId, -run.credits, 'charge', run.id, now]);
       }
-      const outcome = { creditsCharged: run.credits, creditsRemaining: run.accountId === null ? null : await balanceIn(tx, run.accountId) };
+      const outcome: RunCharge = { creditsCharged: run.credits, creditsRemaining: run.accountId === null ? null : await balanceIn(tx, run.accountId) };
       if (options.within) await options.within(tx, outcome);
       return outcome;
     });

@@ -1,0 +1,96 @@
+/**
+ * Remove and record: the one service below the doors. Given a request, a payer and an input, it
+ * runs the pipeline, then charges and records the run in ONE transaction (store.recordRun: the
+ * charge, the run, the stored result, and the door's own writes in `within`, the transactional
+ * outbox of a job's final state and its callback), and answers the result with what was charged.
+ *
+ * The doors only translate: the sync route (server/routes-remove.ts) adds its deadline and pool
+ * slot, the job runner (queue/runner.ts) its claim, the CLI its output file. Billing rules are
+ * src/billing.ts's.
+ */
+import { assertFunded, chargeFor, needsPixelsToPrice, upfrontPrice, type Payer } from '../billing.js';
+import type { Pipeline, RemoveRequest, RemoveResult } from '../pipeline/types.js';
+import type { Channel, RecordRunOptions, RunCharge, RunRecord } from '../store/db.js';
+import type { Queryable } from '../store/db.js';
+
+/** The parts of the store the service writes and reads. */
+export interface RecordingStore {
+  recordRun(run: RunRecord, options?: RecordRunOptions): Promise<RunCharge>;
+  balance(accountId: string): Promise<number>;
+}
+
+export interface Removal {
+  /** The run's id (a job's id; the stored result's id). */
+  id: string;
+  request: RemoveRequest;
+  payer: Payer;
+  /** The image bytes, or how to get them (an image_url fetched under the door's limits). */
+  input: Buffer | (() => Promise<Buffer>);
+  channel: Channel;
+  /** The input for the operator: a file path, "upload", "url example.com". */
+  description: string;
+  /**
+   * Keep the result in the store (the server's results; `name` per attempt for a job, see
+   * RunRecord). Absent: the door keeps the bytes itself (the CLI writes a file).
+   */
+  storeResult?: { name?: string };
+  /**
+   * Refuse before any work when the balance is known to fall short (billing.ts). Default true;
+   * the job runner passes false: the job was checked at submission, and its charge's transaction
+   * decides (the failure then says the result was ready).
+   */
+  checkFundsFirst?: boolean;
+  signal?: AbortSignal;
+  /** Called once the model has run (the CLI lets the model go after the last one). */
+  afterModel?: () => void;
+  /** Runs the pipeline call where the door wants it (the server's pool slot). Default: at once. */
+  slot?: <T>(work: () => Promise<T>) => Promise<T>;
+  /** Wraps the commit (the sync deadline, which refuses once it has passed). Default: at once. */
+  commit?: <T>(step: () => Promise<T>) => Promise<T>;
+  /** Before the transaction, with the result: stage what `within` commits (the CLI's output file). */
+  beforeRecord?: (result: RemoveResult) => Promise<void>;
+  /** Writes that commit or roll back with the charge (a job's done state, an idempotency seal). */
+  within?: (tx: Queryable, charged: RunCharge, result: RemoveResult) => Promise<void>;
+}
+
+export interface Removed {
+  result: RemoveResult;
+  charged: RunCharge;
+}
+
+export class RemovalService {
+  constructor(private readonly deps: { pipeline: Pipeline; store: RecordingStore }) {}
+
+  /** Runs one removal to its recorded end; throws a CutoutError (nothing charged) otherwise. */
+  async removeAndRecord(removal: Removal): Promise<Removed> {
+    const { pipeline, store } = this.deps;
+    const { request, payer, signal } = removal;
+    const checkFunds = removal.checkFundsFirst !== false;
+    const balanceOf = (accountId: string) => store.balance(accountId);
+    if (checkFunds) await assertFunded(payer, upfrontPrice(request.size), balanceOf);
+    const bytes = typeof removal.input === 'function' ? await removal.input() : removal.input;
+    if (signal?.aborted) throw signal.reason;
+    if (checkFunds && needsPixelsToPrice(payer, request.size)) {
+      // `auto` is full up to 4 MP: read the header to know whether it will cost a credit.
+      const probe = await pipeline.probeImage(bytes);
+      await assertFunded(payer, upfrontPrice(request.size, probe.width * probe.height), balanceOf);
+    }
+    const run = () => pipeline.removeBackground(bytes, request, { signal, afterModel: removal.afterModel });
+    const result = await (removal.slot ? removal.slot(run) : run());
+    if (signal?.aborted) throw signal.reason;
+    const record: RunRecord = {
+      id: removal.id, accountId: payer.accountId, keyId: payer.keyId, channel: removal.channel, input: removal.description,
+      size: result.resolvedSize, credits: chargeFor(payer, result.resolvedSize), ms: result.ms,
+      result: removal.storeResult
+        ? { data: result.data, ext: result.format, name: removal.storeResult.name, contentType: result.contentType, width: result.width, height: result.height }
+        : undefined,
+    };
+    const commit = async () => {
+      if (removal.beforeRecord) await removal.beforeRecord(result);
+      const within = removal.within;
+      const charged = await store.recordRun(record, within ? { within: (tx, outcome) => within(tx, outcome, result) } : {});
+      return { result, charged };
+    };
+    return removal.commit ? removal.commit(commit) : commit();
+  }
+}
