@@ -175,3 +175,35 @@ t.test('403, 402, 429 and 404 in remove.bg\'s shape', async (t) => {
   t.ok(Number(limited!.headers.get('retry-after')) > 0);
   t.match(await removeBgError(limited!), { status: 429, code: 'rate_limit_exceeded', title: 'Rate limit exceeded' });
 });
+
+t.test("rembg's API: GET ?url and POST file, its parameters and error shapes", async (t) => {
+  // A key of its own: the file's other tests used most of the main key's 40 requests a minute.
+  const own = await createKey(srv.dataDir);
+  const auth = { Authorization: `Bearer ${own.key}` };
+  const before = await total(own.key);
+  const byUrl = await fetch(`${srv.url}/api/remove?url=${encodeURIComponent(photoUrl('cat.jpg'))}&bgc=0,0,255,255`, { headers: auth });
+  t.equal(byUrl.status, 200);
+  t.equal(byUrl.headers.get('content-type'), 'image/png');
+  const flat = await sharp(Buffer.from(await byUrl.arrayBuffer())).metadata();
+  t.match(flat, { width: 451, height: 300, channels: 3 }, 'an opaque bgc flattens the cutout');
+  t.equal(await total(own.key), before - 1, 'a full-size result, 1 credit');
+  const form = new FormData();
+  form.append('file', new Blob([cat]), 'cat.jpg');
+  form.append('om', 'true');
+  form.append('ppm', 'true');
+  const mask = await fetch(`${srv.url}/api/remove`, { method: 'POST', headers: { 'X-Api-Key': own.key }, body: form });
+  t.equal(mask.status, 200);
+  const px = await sharp(Buffer.from(await mask.arrayBuffer())).extractChannel(0).raw().toBuffer();
+  t.ok(px.every((v) => v === 0 || v === 255), 'om + ppm: a hard greyscale mask');
+  const badModel = await fetch(`${srv.url}/api/remove?url=${encodeURIComponent(photoUrl('cat.jpg'))}&model=u3net`, { headers: auth });
+  t.equal(badModel.status, 422);
+  t.match(await badModel.json(), { detail: [{ loc: ['query', 'model'], msg: String, type: String }] });
+  const badThreshold = await fetch(`${srv.url}/api/remove?url=x&af=300`, { headers: auth });
+  t.match([badThreshold.status, await badThreshold.json()], [422, { detail: [{ loc: ['query', 'af'] }] }]);
+  const noFile = await fetch(`${srv.url}/api/remove`, { method: 'POST', headers: auth, body: new FormData() });
+  t.match([noFile.status, await noFile.json()], [422, { detail: [{ loc: ['body', 'file'], type: 'missing' }] }]);
+  const noKey = await fetch(`${srv.url}/api/remove?url=x`);
+  t.match([noKey.status, await noKey.json()], [401, { detail: String }]);
+  const missing = await fetch(`${srv.url}/api/remove?url=${encodeURIComponent(photoUrl('missing.jpg'))}`, { headers: auth });
+  t.match([missing.status, await missing.json()], [400, { detail: /url answered HTTP 404/ }]);
+});
