@@ -5,7 +5,7 @@
  * (`invalid_request`, naming the parameter) in the message shape of src/options.ts.
  */
 import { LIMITS } from './limits.js';
-import { OptionError, type OptionSource } from './options.js';
+import { OptionError, type OptionSource } from './option-error.js';
 
 /** A length in pixels or in percent (of the image for `roi`, of the subject for `crop_margin`). */
 export interface Length { value: number; unit: 'px' | '%' }

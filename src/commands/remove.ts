@@ -12,7 +12,8 @@ import { loadConfig } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
 import { CutoutError, fsReason, toCutoutError } from '../errors.js';
 import { formatMB, inputTooLargeMessage, LIMITS } from '../limits.js';
-import { forTestKey } from '../options.js';
+import { readBgImage } from '../bg-image.js';
+import { forTestKey, type Format, type ImageOptions } from '../options.js';
 import { checkConfigFlags, imageOptionsFromFlags, registerImageFlags } from './image-flags.js';
 import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
 import { commitOutput, discardStaged, isInputItself, removeStagedOnSignals, stageOutput } from './output-files.js';
@@ -122,6 +123,18 @@ function describe(err: CutoutError): string {
   return err.code === 'processing_failed' && err.cause ? `${err.message} (${String((err.cause as Error).message ?? err.cause).split('\n')[0]})` : err.message;
 }
 
+/**
+ * `--format auto` at the CLI is decided from the options, so that each output's extension is known
+ * before its run and matches its bytes: JPEG over an opaque background (a colour or a picture),
+ * else PNG (the matte alone too).
+ */
+function fileFormat(options: ImageOptions, mask: boolean): Format | 'zip' {
+  if (options.format !== 'auto') return options.format;
+  if (mask) return 'png';
+  const opaqueColor = options.bgColor !== null && (options.bgColor.a === undefined || options.bgColor.a === 255);
+  return opaqueColor || options.bgImage ? 'jpg' : 'png';
+}
+
 async function readInput(item: InputItem): Promise<Buffer> {
   if (item.path === '-') {
     const chunks: Buffer[] = [];
@@ -171,7 +184,9 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     checkConfigFlags(flags as Record<string, unknown>);
     config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, inferenceWorkers: flags.inferenceWorkers, inferenceThreads: flags.inferenceThreads, quality: flags.quality, precision: flags.precision, store: flags.store }, { configFile: flags.config });
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
-    options = imageOptionsFromFlags(flags as Record<string, unknown>, { quality: config.quality, precision: config.precision, format: fromOut });
+    const asked = imageOptionsFromFlags(flags as Record<string, unknown>, { quality: config.quality, precision: config.precision, format: fromOut });
+    options = { ...asked, format: fileFormat(asked, Boolean(flags.mask)) };
+    if (options.format === 'zip' && flags.mask) usage('--format zip already holds the matte (alpha.png); it cannot be combined with --mask');
   } catch (err) {
     if (err instanceof CutoutError) usage(err.message);
     throw err;
@@ -186,6 +201,15 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   if (plan.kind === 'file' && flags.format) {
     const extFormat = FORMAT_BY_EXTENSION[path.extname(plan.path!).toLowerCase()];
     if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${plan.path}`);
+  }
+  // The background picture is read once for every input; a flag that names nothing readable is a usage error.
+  let bgImageData: Buffer | undefined;
+  if (options.bgImage) {
+    try {
+      bgImageData = await readBgImage(options.bgImage, '--bg-image');
+    } catch (err) {
+      usage(err instanceof CutoutError ? err.message : String(err));
+    }
   }
 
   // Preparation events that come before the progress display exists are held for it.
@@ -297,7 +321,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
             if (wantsCharge && runOptions.size === 'full' && (await store.balance(account!.accountId)) <= 0) {
               throw new CutoutError('insufficient_credits');
             }
-            const result = await pipeline.removeBackground(bytes, { ...runOptions, ...edges, mask: Boolean(flags.mask) }, { afterModel });
+            const result = await pipeline.removeBackground(bytes, { ...runOptions, ...edges, mask: Boolean(flags.mask), bgImageData }, { afterModel });
             const credits: 0 | 1 = wantsCharge && result.resolvedSize === 'full' ? 1 : 0;
             const run = {
               id: randomUUID(),

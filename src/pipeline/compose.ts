@@ -43,7 +43,7 @@ export interface ComposeOptions {
   /** The only region that may hold foreground, in output pixels (layout.ts `resolveRoi`). */
   roiBox?: Box;
   /** A background picture's encoded bytes (covers the canvas). */
-  bgImage?: Buffer;
+  bgImageData?: Buffer;
 }
 
 export interface Composed {
@@ -130,9 +130,9 @@ function hasTransparency(alpha: Uint8Array): boolean {
 
 /** The subject over its background: a picture, a translucent colour, an opaque one, or none. */
 async function withBackground(c: Canvas, opts: ComposeOptions, format: RequestFormat): Promise<Layer> {
-  if (opts.bgImage) {
+  if (opts.bgImageData) {
     if (opts.bgColor) throw new OptionError('bg_image', 'Give either a background colour or a background image, not both', 'multiple_bg_sources');
-    return overBackground(c.rgb, c.alpha, await coverPicture(opts.bgImage, c.width, c.height));
+    return overBackground(c.rgb, c.alpha, await coverPicture(opts.bgImageData, c.width, c.height));
   }
   const color = opts.bgColor ?? (format === 'jpg' ? WHITE : null);
   if (color && color.a !== undefined && color.a < 255) return overBackground(c.rgb, c.alpha, color);

@@ -48,8 +48,8 @@ export interface RemoveRequest extends Omit<ImageOptions, 'format'> {
    * not by the 800 px side.
    */
   maxArea?: number;
-  /** A background picture (encoded bytes, fetched by the door): centred, resized to cover the canvas. */
-  bgImage?: Buffer;
+  /** A background picture's encoded bytes (the door reads or fetches `bgImage`): centred, resized to cover the canvas. */
+  bgImageData?: Buffer;
   /** With `crop`: a margin around the subject (layout-options.ts); the canvas may grow past the image. */
   cropMargin?: Margin;
   /** Only this rectangle of the input may hold foreground. */

@@ -104,7 +104,8 @@ async function authenticate(ctx: RembgContext, req: IncomingMessage): Promise<Ca
 
 async function removeAndAnswer(ctx: RembgContext, res: ServerResponse, caller: Caller, asked: RemoveRequest, input: Buffer | (() => Promise<Buffer>), description: string): Promise<void> {
   // A test key's results are previews, as on v1.
-  const request: RemoveRequest = caller.test ? { ...asked, size: 'preview' } : asked;
+  // rembg's clients cannot name a quality: the server's configured one applies (CUTOUT_QUALITY).
+  const request: RemoveRequest = { ...asked, quality: ctx.config.quality, ...(caller.test ? { size: 'preview' as const } : {}) };
   const timeoutMs = Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs);
   const { result } = await withDeadline(timeoutMs, (signal, commit) => ctx.removals.removeAndRecord({
     id: crypto.randomUUID(), request, payer: payerOfCaller(caller), input, channel: 'api', description: `rembg ${description}`,

@@ -113,7 +113,9 @@ function numberText(n: number): string {
 async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {
   const asked = await readRemoveBgRequest(req);
   // A test key's results are previews, as on v1 (and free).
-  const request: RemoveRequest = caller.test ? { ...asked.request, size: 'preview', maxArea: LIMITS.removebgPreviewPixels } : { ...asked.request };
+  // remove.bg's clients cannot name a quality: the server's configured one applies (CUTOUT_QUALITY).
+  const quality = asked.request.quality ?? ctx.config.quality;
+  const request: RemoveRequest = caller.test ? { ...asked.request, quality, size: 'preview', maxArea: LIMITS.removebgPreviewPixels } : { ...asked.request, quality };
   const timeoutMs = Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs);
   const { result, charged } = await withDeadline(timeoutMs, async (signal, commit) => {
     // A client that hangs up stops the work (nothing is charged).
@@ -132,7 +134,7 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
             asked.background ? fetchSource(ctx, asked.background, 'bg_image_url', both) : Promise.resolve(undefined),
           ]);
           // The request is this call's own object: what is known only once the bytes are here is set on it.
-          request.bgImage = background;
+          request.bgImageData = background;
           if (asked.autoSize && !caller.test) {
             // remove.bg's `auto`: the highest resolution, a preview when the image is no larger than one (free).
             const probe = await ctx.pipeline.probeImage(bytes);

@@ -36,7 +36,7 @@ export type RemoveBgSource =
   | { kind: 'url'; url: string; description: string };
 
 export interface RemoveBgRequest {
-  /** What the pipeline is asked; `bgImage` is filled by the route once the background is fetched. */
+  /** What the pipeline is asked; `bgImageData` is filled by the route once the background is fetched. */
   request: RemoveRequest;
   /** `auto`: the size is chosen from the image (a preview when it is no larger than one). */
   autoSize: boolean;
