@@ -30,7 +30,7 @@ _cutout() {
     local commands='remove serve model-server keys credits account usage models openapi completion help'
     local global_opts='--data --config -h --help'
     local remove_opts='-o --out --size --format --bg-color --crop --mask --alpha --no-refine
-        --no-decontaminate --feather -c --concurrency --model --skip-existing --overwrite --json --key --quality
+        --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
         --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
@@ -38,7 +38,7 @@ _cutout() {
     local model_server_opts='--host --port --model --precision --token --inference-workers --inference-threads'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
-        --quality --precision --alpha --feather --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
+        --quality --precision --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton
         --inference-workers --inference-threads '
 

@@ -17,7 +17,7 @@ function __cutout_command
             continue
         end
         switch $word
-            case --data --config -o --out --size --format --bg-color --alpha --feather -c --concurrency --model --key --quality --precision \
+            case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality --precision \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
                 --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton \
                 --inference-workers --inference-threads
@@ -81,7 +81,6 @@ complete -c cutout -n $rm -l mask -d 'Write the alpha matte alone'
 complete -c cutout -n $rm -l alpha -x -a 'soft hard' -d 'Soft matte, or hard (thresholded) for stickers and icons'
 complete -c cutout -n $rm -l no-refine -d 'Plain bilinear matte, no guided refinement'
 complete -c cutout -n $rm -l no-decontaminate -d 'Keep the original colours at soft edges'
-complete -c cutout -n $rm -l feather -x -d 'Soften the matte edge by a blur of this radius'
 complete -c cutout -n $rm -s c -l concurrency -x -d 'Images processed at once'
 complete -c cutout -n $rm -l inference-workers -x -d 'Inference worker threads, each with its own session'
 complete -c cutout -n $rm -l inference-threads -x -d 'Intra-op threads of each session'

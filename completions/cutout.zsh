@@ -21,7 +21,6 @@ _cutout_remove_opts=(
   '--alpha=[soft matte, or hard (thresholded) for stickers and icons]:alpha:(soft hard)'
   '--no-refine[plain bilinear matte, no guided refinement]'
   '--no-decontaminate[keep the original colours at soft edges]'
-  '--feather=[soften the matte edge by a blur of this radius]:px: '
   '(-c --concurrency)'{-c+,--concurrency=}'[images processed at once]:number: '
   '--inference-workers=[inference worker threads, each with its own session]:number: '
   '--inference-threads=[intra-op threads of each session]:number: '

@@ -66,8 +66,6 @@ export interface ImageOptions {
   refine?: boolean;
   /** Foreground colour estimation at soft edges; absent means on. */
   decontaminate?: boolean;
-  /** Softens the matte's edge by a box blur of this radius in pixels; absent means 0. */
-  feather?: number;
 }
 
 /** Where a value came from, for messages: a CLI flag (`--bg-color`) or an API parameter (`bg_color`). */
@@ -115,12 +113,6 @@ export function parseBoolean(param: string, value: unknown, source: OptionSource
     if (v === 'false' || v === '0') return false;
   }
   throw expected(param, source, 'true or false', value);
-}
-
-export function parseInteger(param: string, value: unknown, source: OptionSource, min: number, max: number): number {
-  const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
-  if (typeof n === 'number' && Number.isInteger(n) && n >= min && n <= max) return n;
-  throw expected(param, source, `a whole number from ${min} to ${max}`, value);
 }
 
 export function colorToHex(c: Rgb | null): string {
@@ -270,11 +262,6 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     key: 'decontaminate', api: 'decontaminate', flag: '--no-decontaminate', help: 'keep the original colours at soft edges (no foreground colour estimation)',
     library: {}, parse: booleanOf, defaults: { cli: true, library: true }, changesOutput: true,
     openapi: { name: 'Decontaminate', schema: { type: 'boolean', default: true, description: 'An addition to v1: foreground colour estimation at soft edges; `false` keeps the original colours there.' } },
-  }),
-  row({
-    key: 'feather', api: 'feather', flag: '--feather <px>', help: 'soften the matte\'s edge by a blur of this radius in pixels, 0 to 20 (default: 0)',
-    library: {}, parse: (value, param, source) => parseInteger(param, value, source, 0, 20), defaults: {}, changesOutput: true,
-    openapi: { name: 'Feather', schema: { type: 'integer', minimum: 0, maximum: 20, default: 0, description: 'An addition to v1: softens the matte\'s edge by a box blur of this radius in pixels.' } },
   }),
 ]);
 

@@ -74,16 +74,6 @@ t.test('decontamination removes the green fringe; refinement only touches edges'
   t.ok(changed > 0 && changedAtEdge / changed > 0.8, `refinement changes pixels at the edge only (${changedAtEdge}/${changed})`);
 });
 
-t.test('feather (a made-up option) softens a hard matte', async (t) => {
-  const { OPTION_PARAMS, parseImageOptions, API_DEFAULTS } = await import('../src/options.js');
-  t.ok(OPTION_PARAMS.includes('feather'), 'an API parameter');
-  t.equal(parseImageOptions({ feather: '3' }, 'api', API_DEFAULTS).feather, 3);
-  t.throws(() => parseImageOptions({ feather: '30' }, 'api', API_DEFAULTS), /a whole number from 0 to 20 for feather/);
-  const photo = fs.readFileSync(path.join(FIXTURES, 'chelsea.jpg'));
-  const soft = await rawOf((await pipeline.removeBackground(photo, { ...base, size: 'preview', mask: true, alpha: 'hard', feather: 3 })).data, 1);
-  t.ok(new Set(soft).size > 2, 'more than two levels once feathered');
-});
-
 t.test('--alpha hard gives a two-level matte', async (t) => {
   const photo = fs.readFileSync(path.join(FIXTURES, 'chelsea.jpg'));
   const hard = await rawOf((await pipeline.removeBackground(photo, { ...base, mask: true, alpha: 'hard' })).data, 1);

@@ -48,8 +48,6 @@ export interface RemoveOptions {
   refine?: boolean;
   /** Foreground colour estimation at soft edges (default on). */
   decontaminate?: boolean;
-  /** Softens the matte's edge by a box blur of this radius in pixels, 0 to 20 (default 0). */
-  feather?: number;
   /** Aborts the call: it rejects with an AbortError; a model run in flight finishes and its result is dropped. */
   signal?: AbortSignal;
 }

@@ -66,29 +66,6 @@ export interface MatteOptions {
   alpha?: 'soft' | 'hard';
   /** Overrides of EDGE_PARAMS (benchmarks). */
   edgeParams?: Partial<EdgeParams>;
-  /** Box-blur radius of the final matte, in pixels (0: none). */
-  feather?: number;
-}
-
-/** A separable box blur of an 8-bit plane (radius r), edges clamped. */
-export function boxBlur(plane: Uint8Array, width: number, height: number, r: number): Uint8Array {
-  const tmp = new Float32Array(plane.length);
-  const out = new Uint8Array(plane.length);
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) {
-      let sum = 0;
-      for (let k = -r; k <= r; k++) sum += plane[y * width + Math.min(width - 1, Math.max(0, x + k))];
-      tmp[y * width + x] = sum / (2 * r + 1);
-    }
-  }
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) {
-      let sum = 0;
-      for (let k = -r; k <= r; k++) sum += tmp[Math.min(height - 1, Math.max(0, y + k)) * width + x];
-      out[y * width + x] = Math.round(sum / (2 * r + 1));
-    }
-  }
-  return out;
 }
 
 /**
@@ -124,8 +101,7 @@ export function matteAtSize(
   } else {
     alpha = resizeBilinear(outputToMatte(p), grid.width, grid.height, width, height);
   }
-  const shaped = opts.alpha === 'hard' ? hardenMatte(alpha) : alpha;
-  return opts.feather ? boxBlur(shaped, width, height, opts.feather) : shaped;
+  return opts.alpha === 'hard' ? hardenMatte(alpha) : alpha;
 }
 
 /**
