@@ -121,14 +121,14 @@ t.test('a background picture covers the canvas, centred', async (t) => {
   const stripes = await sharp({ create: { width: 100, height: 300, channels: 3, background: { r: 255, g: 0, b: 0 } } })
     .composite([{ input: { create: { width: 100, height: 100, channels: 3, background: { r: 0, g: 0, b: 255 } } }, top: 100, left: 0 }])
     .png().toBuffer();
-  const r = await pipeline.removeBackground(cup, { ...base, format: 'auto', bgImage: stripes });
+  const r = await pipeline.removeBackground(cup, { ...base, format: 'auto', bgImageData: stripes });
   t.equal(r.format, 'jpg', 'an opaque picture makes an opaque result');
   const px = await sharp(r.data).raw().toBuffer();
   // 100x300 covering 600x400: scaled x6 to 600x1800, the middle 400 rows kept: red, blue (600 rows), red.
   const at = (x: number, y: number) => [...px.subarray((y * 600 + x) * 3, (y * 600 + x) * 3 + 3)];
   t.ok(at(5, 5)[2] > 200 && at(5, 5)[0] < 60, `the corner is the blue middle stripe (${at(5, 5)})`);
-  await t.rejects(pipeline.removeBackground(cup, { ...base, bgImage: Buffer.from('not an image') }), { reason: 'failed_to_read_image', param: 'bg_image' });
-  await t.rejects(pipeline.removeBackground(cup, { ...base, bgImage: stripes, bgColor: { r: 1, g: 2, b: 3 } }), { reason: 'multiple_bg_sources' });
+  await t.rejects(pipeline.removeBackground(cup, { ...base, bgImageData: Buffer.from('not an image') }), { reason: 'failed_to_read_image', param: 'bg_image' });
+  await t.rejects(pipeline.removeBackground(cup, { ...base, bgImageData: stripes, bgColor: { r: 1, g: 2, b: 3 } }), { reason: 'multiple_bg_sources' });
 });
 
 t.test('maxArea sizes the output by area', async (t) => {
