@@ -68,19 +68,6 @@ t.test('sync removal: bytes, JSON, charges, stored results, test keys, idempoten
     t.ok(data[1] > 200 && data[0] < 60 && data[2] < 60, `the background corner is flattened to green (${data[0]},${data[1]},${data[2]})`);
   });
 
-  t.test('the CLI\'s image options reach HTTP too: mask and alpha (options table)', async (t) => {
-    const res = await remove(upload(chelsea, { size: 'preview', mask: 'true', alpha: 'hard', refine: 'false', decontaminate: 'false' }));
-    t.equal(res.status, 200);
-    t.equal(res.headers.get('x-credits-charged'), '0');
-    const { data, info } = await sharp(Buffer.from(await res.arrayBuffer())).raw().toBuffer({ resolveWithObject: true });
-    const levels = new Set<number>();
-    for (let i = 0; i < data.length; i += info.channels) levels.add(data[i]);
-    t.same([...levels].sort((x, y) => x - y), [0, 255], 'a hard greyscale matte: black and white only');
-    const bad = await errorCode(await remove(upload(chelsea, { size: 'preview', alpha: 'medium' })));
-    t.same([bad.status, bad.code], [400, 'invalid_request']);
-    t.match(bad.message, /Expected one of soft, hard for alpha but received "medium"/);
-  });
-
   t.test('a test key is never charged and gets preview size whatever it asks', async (t) => {
     const test = await createKey(srv.dataDir, ['--test', '--account', live.account]);
     const big = await sharp(coffee).resize(1200, 800).jpeg().toBuffer();
