@@ -40,11 +40,13 @@ t.test('the options table: every door reads it; errors name the parameter as the
   );
   const api = t.throws(() => parseImageOptions({ alpha: 'x' }, 'api', API_DEFAULTS)) as unknown as OptionError;
   t.same([api.param, api.message], ['alpha', 'Expected one of soft, hard for alpha but received "x"']);
-  const cli = t.throws(() => imageOptionsFromFlags({ bgColor: 'red' }, {})) as unknown as OptionError;
-  t.same([cli.param, cli.message], ['bg_color', 'Expected transparent or a hex colour such as #ffffff or 0f0 for --bg-color but received "red"']);
+  const cli = t.throws(() => imageOptionsFromFlags({ bgColor: 'reddish' }, {})) as unknown as OptionError;
+  t.same([cli.param, cli.message], ['bg_color', 'Expected transparent, a hex colour such as #ffffff, 0f0 or 81d4fa77, or a CSS colour name for --bg-color but received "reddish"']);
   t.match(imageOptionsFromFlags({ refine: false, alpha: 'hard' }, { quality: 'fast', format: 'webp' }), { size: 'full', format: 'webp', quality: 'fast', refine: false, alpha: 'hard', decontaminate: true, mask: false });
   t.same(removeRequest({}), { ...LIBRARY_DEFAULTS });
-  t.throws(() => removeRequest({ bgColor: 'red' }), /for bgColor but received "red"/);
+  t.throws(() => removeRequest({ bgColor: 'reddish' }), /for bgColor but received "reddish"/);
+  t.match(removeRequest({ cropMargin: '10px 5%', scale: '80%', position: 'center', roi: '0 0 50% 50%', format: 'zip' }), { cropMargin: { top: { value: 10, unit: 'px' } }, scale: 0.8, position: 'center', roi: { x2: { value: 50, unit: '%' } }, format: 'zip' });
+  t.throws(() => removeRequest({ scale: '5%' }), /10% to 100%/);
   t.equal(removeRequest({ format: 'raw' }).format, 'raw', 'the library alone gives raw pixels');
 });
 
