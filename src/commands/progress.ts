@@ -5,7 +5,7 @@
 import type { Ora } from 'ora';
 import { oneLine } from '../errors.js';
 import type { PreparationEvent } from '../pipeline/weights.js';
-import type { ItemReport } from './remove.js';
+import type { ItemReport } from './remove-item.js';
 
 export interface Reporter {
   start(input: string): void;

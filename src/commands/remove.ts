@@ -4,20 +4,21 @@
  * ledger, and reports progress (ora on a terminal, plain lines when piped, JSON lines with --json).
  * Exit codes: 0 all done, 1 some input failed (the others still done), 2 usage error.
  */
-import fs from 'node:fs';
 import path from 'node:path';
-import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
-import { loadConfig } from '../config.js';
+import { loadConfig, type CutoutConfig } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
-import { CutoutError, fsReason, toCutoutError } from '../errors.js';
-import { formatMB, inputTooLargeMessage, LIMITS } from '../limits.js';
-import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, PRECISIONS, QUALITIES } from '../options.js';
-import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
-import { commitOutput, discardStaged, isInputItself, removeStagedOnSignals, stageOutput } from './output-files.js';
+import { CutoutError } from '../errors.js';
+import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, PRECISIONS, QUALITIES, type ImageOptions } from '../options.js';
+import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type ExpandedInputs, type InputItem } from './inputs.js';
+import { removeStagedOnSignals } from './output-files.js';
+import { processItem, type ItemContext, type Payer, type PlannedItem } from './remove-item.js';
 import { UsageError } from './usage-error.js';
 import type { Reporter } from './progress.js';
 import type { PreparationEvent } from '../pipeline/weights.js';
+import type { Store } from '../store/db.js';
+
+export type { ItemReport } from './remove-item.js';
 
 export interface RemoveFlags {
   out?: string;
@@ -45,17 +46,6 @@ export interface RemoveFlags {
   data?: string;
   config?: string;
   store?: string;
-}
-
-export interface ItemReport {
-  input: string;
-  output: string | null;
-  width: number | null;
-  height: number | null;
-  ms: number;
-  credits_charged?: number;
-  skipped?: boolean;
-  error: { code: string; message: string } | null;
 }
 
 /** The defaults a new user trips over: the CLI and the API answer different sizes (issue 29). */
@@ -100,6 +90,7 @@ export function registerRemove(program: Command): void {
     });
 }
 
+
 /**
  * For each input whose output path (`outputs[i]`, null for stdout) an earlier input (in
  * command-line order) already has, that earlier input. Two inputs with one output name (a.jpg and
@@ -123,53 +114,20 @@ function usage(message: string): never {
   throw new UsageError(message);
 }
 
-/** One line, no stack: what a person reads on stderr. */
-function describe(err: CutoutError): string {
-  return err.code === 'processing_failed' && err.cause ? `${err.message} (${String((err.cause as Error).message ?? err.cause).split('\n')[0]})` : err.message;
-}
-
-async function readInput(item: InputItem): Promise<Buffer> {
-  if (item.path === '-') {
-    const chunks: Buffer[] = [];
-    let total = 0;
-    for await (const chunk of process.stdin) {
-      total += (chunk as Buffer).length;
-      if (total > LIMITS.maxInputBytes) throw new CutoutError('image_too_large', `Input is over ${formatMB(LIMITS.maxInputBytes)}`);
-      chunks.push(chunk as Buffer);
-    }
-    return Buffer.concat(chunks);
-  }
-  let stat: fs.Stats;
-  try {
-    stat = await fs.promises.stat(item.path);
-  } catch {
-    throw new CutoutError('invalid_request', 'No such file');
-  }
-  if (!stat.isFile()) throw new CutoutError('invalid_request', 'Not a regular file');
-  // Check the size before reading: a 2 GB file must not be read to be refused.
-  if (stat.size > LIMITS.maxInputBytes) {
-    throw new CutoutError('image_too_large', inputTooLargeMessage(stat.size));
-  }
-  try {
-    return await fs.promises.readFile(item.path);
-  } catch (err) {
-    throw new CutoutError('invalid_request', `Cannot read the file: ${fsReason(err)}`);
-  }
-}
-
-export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<number> {
+function checkFlagCombinations(inputs: string[], flags: RemoveFlags): void {
   if (!inputs.length) usage('no input given; try: cutout photo.jpg (or cutout --help)');
   if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
   if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
+}
 
-  // The model's worker thread is running by now (cli.ts starts it when the arguments look like a
-  // cutout); started here too for arguments that guess missed, before the configuration is read
-  // and sharp and the store load, so its start and onnxruntime's loading overlap them.
-  const pipelineModule = import('../pipeline/inference-thread.js').then((thread) => {
-    thread.startInferenceThread();
-    return import('../pipeline/index.js');
-  });
+/** The configuration and the image options of a run, from the flags and the config file. */
+interface RemoveSettings {
+  config: CutoutConfig;
+  options: ImageOptions;
+  edges: { alpha: 'soft' | 'hard'; refine: boolean; decontaminate: boolean };
+}
 
+async function readSettings(flags: RemoveFlags): Promise<RemoveSettings> {
   let config;
   let options;
   try {
@@ -193,7 +151,17 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     refine: flags.refine !== false,
     decontaminate: flags.decontaminate !== false,
   };
+  return { config, options, edges };
+}
 
+/** What a run works on: the inputs found, each with its output, and the arguments that failed. */
+interface RemovePlan {
+  planned: PlannedItem[];
+  unmatched: string[];
+  unreadable: ExpandedInputs['unreadable'];
+}
+
+async function planItems(inputs: string[], flags: RemoveFlags, options: ImageOptions): Promise<RemovePlan> {
   const { items, unmatched, unreadable } = await expandInputs(inputs, { recursive: Boolean(flags.recursive) });
   if (!items.length && !unreadable.length) usage(`nothing matched: ${unmatched.join(', ')}`);
   const plan = planOutput(flags.out, items.length);
@@ -202,33 +170,62 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     const extFormat = FORMAT_BY_EXTENSION[path.extname(plan.path!).toLowerCase()];
     if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${plan.path}`);
   }
+  const suffix = flags.mask ? '.mask' : '.cutout';
+  const outputs = items.map((item) => outputPathFor(item, plan, options.format, suffix));
+  const shadowedBy = earlierWithSameOutput(items, outputs);
+  const planned = items.map((item, i) => ({ item, output: outputs[i], shadowedBy: shadowedBy.get(item) }));
+  return { planned, unmatched, unreadable };
+}
 
-  // Preparation events that come before the progress display exists are held for it.
-  let reporterForPreparation: Reporter | null = null;
-  const earlyPreparation: PreparationEvent[] = [];
+/**
+ * The model's worker thread is running by now (cli.ts starts it when the arguments look like a
+ * cutout); started here too for arguments that guess missed, before the configuration is read
+ * and sharp and the store load, so its start and onnxruntime's loading overlap them.
+ */
+function startInference(): Promise<typeof import('../pipeline/index.js')> {
+  return import('../pipeline/inference-thread.js').then((thread) => {
+    thread.startInferenceThread();
+    return import('../pipeline/index.js');
+  });
+}
+
+/** The pipeline of a run; preparation events that come before the progress display exists are held for it. */
+async function makePipeline(pipelineModule: ReturnType<typeof startInference>, config: CutoutConfig) {
+  let reporter: Reporter | null = null;
+  const early: PreparationEvent[] = [];
   const { createPipeline } = await pipelineModule;
-  let pipeline: import('../pipeline/index.js').CutoutPipeline;
   try {
-    pipeline = createPipeline({
+    const pipeline = createPipeline({
       model: config.model, precision: config.precision, dataDir: config.dataDir,
       inferenceWorkers: config.inferenceWorkers, threads: config.inferenceThreads,
-      onPreparation: (event) => (reporterForPreparation ? reporterForPreparation.preparation(event) : earlyPreparation.push(event)),
+      onPreparation: (event) => (reporter ? reporter.preparation(event) : early.push(event)),
     });
+    const attachReporter = (r: Reporter) => {
+      reporter = r;
+      for (const event of early) r.preparation(event);
+    };
+    return { pipeline, attachReporter };
   } catch (err) {
     usage((err as Error).message);
   }
+}
+
+export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<number> {
+  checkFlagCombinations(inputs, flags);
+  const pipelineModule = startInference();
+  const settings = await readSettings(flags);
+  const { config, options } = settings;
+  const plan = await planItems(inputs, flags, options);
+
+  const { pipeline, attachReporter } = await makePipeline(pipelineModule, config);
   // The session is created in the worker thread while this thread loads sharp and the store,
   // opens the store and reads and decodes the first image (cold start, docs/internals.md). A failure here
   // is left to the first image's run, which reports it.
-  if (items.length) pipeline.loadModel({ quality: options.quality, precision: options.precision }).catch(() => undefined);
+  if (plan.planned.length) pipeline.loadModel({ quality: options.quality, precision: options.precision }).catch(() => undefined);
 
   // Heavy modules load only now: --help and usage errors stay fast.
-  const [{ openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
-    import('../store/db.js'),
-    import('p-limit'),
-    import('./progress.js'),
-  ]);
-  let store;
+  const [{ openStore }, { createReporter }] = await Promise.all([import('../store/db.js'), import('./progress.js')]);
+  let store: Store;
   try {
     store = await openStore(config.dataDir, { url: config.store });
   } catch (err) {
@@ -237,128 +234,84 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   }
   // Closed on every path: an open PostgreSQL pool would keep the CLI alive after an error.
   try {
-    let account: { accountId: string; keyId: string; test: boolean } | null = null;
+    let payer: Payer | null = null;
     if (flags.key) {
-      account = await store.authenticate(flags.key);
-      if (!account) usage('--key: invalid or revoked API key');
+      payer = await store.authenticate(flags.key);
+      if (!payer) usage('--key: invalid or revoked API key');
     }
-
     removeStagedOnSignals();
     const reporter = createReporter({
-      total: items.length + unmatched.length + unreadable.length,
+      total: plan.planned.length + plan.unmatched.length + plan.unreadable.length,
       json: Boolean(flags.json),
       quiet: Boolean(flags.quiet) || flags.progress === false,
     });
-    reporterForPreparation = reporter;
-    for (const event of earlyPreparation) reporter.preparation(event);
-    let failures = 0;
-    // Set at the first failure, not at the end: a reader that closes stdout early ends the run
-    // with the exit code so far (cli.ts), which must already say 1.
-    const fail = () => {
-      failures++;
-      process.exitCode = 1;
+    attachReporter(reporter);
+    const ctx: ItemContext = {
+      pipeline, store, payer,
+      request: { ...forTestKey(options, payer?.test ?? false), ...settings.edges, mask: Boolean(flags.mask) },
+      existing: flags.overwrite ? 'overwrite' : flags.skipExisting ? 'skip' : 'refuse',
     };
-    for (const u of unmatched) {
-      fail();
-      reporter.done({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
-    }
-    for (const u of unreadable) {
-      fail();
-      reporter.done({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
-    }
-    const runOptions = forTestKey(options, account?.test ?? false);
-    const suffix = flags.mask ? '.mask' : '.cutout';
-    const outputs = items.map((item) => outputPathFor(item, plan, options.format, suffix));
-    const shadowedBy = earlierWithSameOutput(items, outputs);
-
-    // Once every input is past its model call, the worker thread and its sessions are let go
-    // while the last images are still matted and encoded: freeing the session's memory (about
-    // 30 ms at int8) then overlaps that work instead of delaying the exit (cold start, docs/internals.md).
-    let needingModel = items.length;
-    const doneWithModel = () => {
-      if (--needingModel === 0) pipeline.releaseModel().catch(() => undefined);
-    };
-    const limit = pLimit(config.concurrency);
-    await Promise.all(
-      items.map((item, index) =>
-        limit(async () => {
-          const started = performance.now();
-          let modelDone = false;
-          const afterModel = () => {
-            if (modelDone) return;
-            modelDone = true;
-            doneWithModel();
-          };
-          const output = outputs[index];
-          const report: ItemReport = { input: item.path, output, width: null, height: null, ms: 0, error: null };
-          reporter.start(item.path);
-          try {
-            const owner = shadowedBy.get(item);
-            if (owner) {
-              throw new CutoutError('invalid_request', `Output ${output} is also the output of ${owner.path}; rename one of them, or run them separately`);
-            }
-            if (output && isInputItself(output, item.path)) {
-              throw new CutoutError('invalid_request', `Output ${output} is the input itself; --overwrite replaces outputs, never the photo`);
-            }
-            if (output && fs.existsSync(output) && !flags.overwrite) {
-              if (flags.skipExisting) {
-                report.skipped = true;
-                return;
-              }
-              throw new CutoutError('invalid_request', `Output ${output} exists; use --overwrite or --skip-existing`);
-            }
-            const bytes = await readInput(item);
-            const wantsCharge = account && !account.test;
-            if (wantsCharge && runOptions.size === 'full' && (await store.balance(account!.accountId)) <= 0) {
-              throw new CutoutError('insufficient_credits');
-            }
-            const result = await pipeline.removeBackground(bytes, { ...runOptions, ...edges, mask: Boolean(flags.mask) }, { afterModel });
-            const credits: 0 | 1 = wantsCharge && result.resolvedSize === 'full' ? 1 : 0;
-            const run = {
-              id: randomUUID(),
-              accountId: account?.accountId ?? null,
-              keyId: account?.keyId ?? null,
-              channel: 'cli' as const,
-              input: item.path === '-' ? 'stdin' : path.resolve(item.path),
-              size: result.resolvedSize,
-              credits,
-              ms: result.ms,
-            };
-            let charged;
-            if (output) {
-              // The output is renamed into place inside the charge's transaction: a refused charge
-              // writes nothing, and a failed write charges nothing.
-              const tmp = await stageOutput(output, result.data);
-              try {
-                charged = await store.recordRun(run, { within: () => commitOutput(tmp, output) });
-              } finally {
-                await discardStaged(tmp);
-              }
-            } else {
-              // stdout cannot be taken back: the charge commits first, so a refused one sends nothing.
-              charged = await store.recordRun(run);
-              await new Promise<void>((resolve, reject) => process.stdout.write(result.data, (err) => (err ? reject(err) : resolve())));
-            }
-            report.width = result.width;
-            report.height = result.height;
-            if (account) report.credits_charged = charged.creditsCharged;
-          } catch (err) {
-            const e = toCutoutError(err);
-            fail();
-            report.output = null; // nothing was written
-            report.error = { code: e.code, message: describe(e) };
-          } finally {
-            afterModel(); // an input that failed or was skipped before its model call
-            report.ms = Math.round(performance.now() - started);
-            reporter.done(report);
-          }
-        }),
-      ),
-    );
+    const failures = await driveList(ctx, plan, reporter, config.concurrency);
     await reporter.finish();
     return failures ? 1 : 0;
   } finally {
     await store.close();
     await pipeline.close();
   }
+}
+
+/** Reports the arguments that failed before any item ran. */
+function reportUnusable(plan: RemovePlan, reporter: Reporter, fail: () => void): void {
+  for (const u of plan.unmatched) {
+    fail();
+    reporter.done({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
+  }
+  for (const u of plan.unreadable) {
+    fail();
+    reporter.done({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
+  }
+}
+
+/**
+ * Drives the list of inputs through the per-item unit, `concurrency` at a time; the number of
+ * failures. Once every input is past its model call, the worker thread and its sessions are let
+ * go while the last images are still matted and encoded: freeing the session's memory (about
+ * 30 ms at int8) then overlaps that work instead of delaying the exit (cold start, docs/internals.md).
+ */
+async function driveList(ctx: ItemContext, plan: RemovePlan, reporter: Reporter, concurrency: number): Promise<number> {
+  const { default: pLimit } = await import('p-limit');
+  let failures = 0;
+  // Set at the first failure, not at the end: a reader that closes stdout early ends the run
+  // with the exit code so far (cli.ts), which must already say 1.
+  const fail = () => {
+    failures++;
+    process.exitCode = 1;
+  };
+  reportUnusable(plan, reporter, fail);
+  let needingModel = plan.planned.length;
+  const doneWithModel = () => {
+    if (--needingModel === 0) ctx.pipeline.releaseModel().catch(() => undefined);
+  };
+  const limit = pLimit(concurrency);
+  await Promise.all(
+    plan.planned.map((planned) =>
+      limit(async () => {
+        reporter.start(planned.item.path);
+        const { report } = await processItem(ctx, planned, { afterModel: once(doneWithModel) });
+        if (report.error) fail();
+        reporter.done(report);
+      }),
+    ),
+  );
+  return failures;
+}
+
+/** `fn`, called at most once. */
+function once(fn: () => void): () => void {
+  let called = false;
+  return () => {
+    if (called) return;
+    called = true;
+    fn();
+  };
 }
