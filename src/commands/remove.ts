@@ -4,23 +4,25 @@
  * ledger, and reports progress (ora on a terminal, plain lines when piped, JSON lines with --json).
  * Exit codes: 0 all done, 1 some input failed (the others still done), 2 usage error.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig, type CutoutConfig } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
 import { CutoutError } from '../errors.js';
 import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, PRECISIONS, QUALITIES, type ImageOptions } from '../options.js';
-import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type ExpandedInputs, type InputItem } from './inputs.js';
-import { removeStagedOnSignals } from './output-files.js';
-import { processItem, type ItemContext, type Payer, type PlannedItem } from './remove-item.js';
+import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type ExpandedInputs, type InputItem, type OutputPlan } from './inputs.js';
+import { addBatchFlags, BatchRun, checkBatchFlags, Interrupt, planBatch, printDryRun, startsModelAtOnce, type BatchFlags, type BatchPlan } from './batch.js';
+import { excludeMatcher } from './glob-match.js';
+import { outputOptions } from './manifest.js';
+import type { ItemContext, PlannedItem } from './remove-item.js';
+import { RunResources, startInference } from './run-resources.js';
 import { UsageError } from './usage-error.js';
 import type { Reporter } from './progress.js';
-import type { PreparationEvent } from '../pipeline/weights.js';
-import type { Store } from '../store/db.js';
 
 export type { ItemReport } from './remove-item.js';
 
-export interface RemoveFlags {
+export interface RemoveFlags extends BatchFlags {
   out?: string;
   size?: string;
   format?: string;
@@ -55,7 +57,7 @@ The HTTP API (cutout serve) defaults to size=preview (longest side at most 800 p
 request gives no size, as its specification fixes.`;
 
 export function registerRemove(program: Command): void {
-  program
+  const command = program
     .command('remove', { isDefault: true })
     .description('remove the background of images (files, folders, quoted globs, or - for stdin)')
     .argument('[inputs...]', 'image files, directories, glob patterns, or - for stdin')
@@ -83,7 +85,8 @@ export function registerRemove(program: Command): void {
     .option('--no-progress', 'no spinner or progress lines')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
-    .option('--store <url>', STORE_FLAG_HELP)
+    .option('--store <url>', STORE_FLAG_HELP);
+  addBatchFlags(command)
     .addHelpText('after', REMOVE_DEFAULTS_HELP)
     .action(async (inputs: string[], flags: RemoveFlags) => {
       process.exitCode = await runRemove(inputs, flags);
@@ -118,6 +121,7 @@ function checkFlagCombinations(inputs: string[], flags: RemoveFlags): void {
   if (!inputs.length) usage('no input given; try: cutout photo.jpg (or cutout --help)');
   if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
   if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
+  checkBatchFlags(inputs, flags);
 }
 
 /** The configuration and the image options of a run, from the flags and the config file. */
@@ -159,159 +163,130 @@ interface RemovePlan {
   planned: PlannedItem[];
   unmatched: string[];
   unreadable: ExpandedInputs['unreadable'];
+  outputPlan: OutputPlan;
+}
+
+/**
+ * With --watch a folder or glob that matches nothing yet is no failure: it is watched. A path
+ * that names nothing at all still is.
+ */
+function waitedFor(arg: string): boolean {
+  return fs.existsSync(arg) || /[*?[\]{}]/.test(arg);
 }
 
 async function planItems(inputs: string[], flags: RemoveFlags, options: ImageOptions): Promise<RemovePlan> {
-  const { items, unmatched, unreadable } = await expandInputs(inputs, { recursive: Boolean(flags.recursive) });
-  if (!items.length && !unreadable.length) usage(`nothing matched: ${unmatched.join(', ')}`);
-  const plan = planOutput(flags.out, items.length);
-  if (plan.kind === 'stdout' && items.length !== 1) usage('--out - needs exactly one input');
-  if (plan.kind === 'file' && flags.format) {
-    const extFormat = FORMAT_BY_EXTENSION[path.extname(plan.path!).toLowerCase()];
-    if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${plan.path}`);
+  const expanded = await expandInputs(inputs, { recursive: Boolean(flags.recursive) });
+  const { unreadable } = expanded;
+  const isExcluded = excludeMatcher(flags.exclude ?? []);
+  const items = expanded.items.filter((item) => item.path === '-' || !isExcluded(item.path));
+  const unmatched = flags.watch ? expanded.unmatched.filter((arg) => !waitedFor(arg)) : expanded.unmatched;
+  const excluded = expanded.items.length - items.length;
+  if (!items.length && !unreadable.length && !flags.watch) {
+    usage(`nothing matched: ${unmatched.join(', ') || inputs.join(', ')}${excluded ? ` (${excluded} left out by --exclude)` : ''}`);
   }
-  const suffix = flags.mask ? '.mask' : '.cutout';
-  const outputs = items.map((item) => outputPathFor(item, plan, options.format, suffix));
+  const outputPlan = planOutput(flags.out, items.length);
+  if (flags.watch && outputPlan.kind === 'file') usage('--watch writes an output per image: give --out a directory');
+  if (outputPlan.kind === 'stdout' && items.length !== 1) usage('--out - needs exactly one input');
+  if (outputPlan.kind === 'file' && flags.format) {
+    const extFormat = FORMAT_BY_EXTENSION[path.extname(outputPlan.path!).toLowerCase()];
+    if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${outputPlan.path}`);
+  }
+  const outputs = items.map((item) => outputPathFor(item, outputPlan, options.format, outputSuffix(flags)));
   const shadowedBy = earlierWithSameOutput(items, outputs);
   const planned = items.map((item, i) => ({ item, output: outputs[i], shadowedBy: shadowedBy.get(item) }));
-  return { planned, unmatched, unreadable };
+  return { planned, unmatched, unreadable, outputPlan };
 }
 
-/**
- * The model's worker thread is running by now (cli.ts starts it when the arguments look like a
- * cutout); started here too for arguments that guess missed, before the configuration is read
- * and sharp and the store load, so its start and onnxruntime's loading overlap them.
- */
-function startInference(): Promise<typeof import('../pipeline/index.js')> {
-  return import('../pipeline/inference-thread.js').then((thread) => {
-    thread.startInferenceThread();
-    return import('../pipeline/index.js');
-  });
-}
-
-/** The pipeline of a run; preparation events that come before the progress display exists are held for it. */
-async function makePipeline(pipelineModule: ReturnType<typeof startInference>, config: CutoutConfig) {
-  let reporter: Reporter | null = null;
-  const early: PreparationEvent[] = [];
-  const { createPipeline } = await pipelineModule;
-  try {
-    const pipeline = createPipeline({
-      model: config.model, precision: config.precision, dataDir: config.dataDir,
-      inferenceWorkers: config.inferenceWorkers, threads: config.inferenceThreads,
-      onPreparation: (event) => (reporter ? reporter.preparation(event) : early.push(event)),
-    });
-    const attachReporter = (r: Reporter) => {
-      reporter = r;
-      for (const event of early) r.preparation(event);
-    };
-    return { pipeline, attachReporter };
-  } catch (err) {
-    usage((err as Error).message);
-  }
-}
+const outputSuffix = (flags: RemoveFlags) => (flags.mask ? '.mask' : '.cutout');
 
 export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<number> {
   checkFlagCombinations(inputs, flags);
-  const pipelineModule = startInference();
-  const settings = await readSettings(flags);
+  const settings = await readSettingsBesideModel(flags);
   const { config, options } = settings;
   const plan = await planItems(inputs, flags, options);
-
-  const { pipeline, attachReporter } = await makePipeline(pipelineModule, config);
-  // The session is created in the worker thread while this thread loads sharp and the store,
-  // opens the store and reads and decodes the first image (cold start, docs/internals.md). A failure here
-  // is left to the first image's run, which reports it.
-  if (plan.planned.length) pipeline.loadModel({ quality: options.quality, precision: options.precision }).catch(() => undefined);
-
-  // Heavy modules load only now: --help and usage errors stay fast.
-  const [{ openStore }, { createReporter }] = await Promise.all([import('../store/db.js'), import('./progress.js')]);
-  let store: Store;
+  const resources = new RunResources(config, settings.started);
   try {
-    store = await openStore(config.dataDir, { url: config.store });
-  } catch (err) {
-    await pipeline.close();
-    throw err;
-  }
-  // Closed on every path: an open PostgreSQL pool would keep the CLI alive after an error.
-  try {
-    let payer: Payer | null = null;
-    if (flags.key) {
-      payer = await store.authenticate(flags.key);
-      if (!payer) usage('--key: invalid or revoked API key');
+    // The payer comes first: a test key makes previews, which the manifest compares.
+    const payer = flags.key ? await resources.authenticate(flags.key) : null;
+    const request = { ...forTestKey(options, payer?.test ?? false), ...settings.edges, mask: Boolean(flags.mask) };
+    const outputOptionsNow = outputOptions(config.model, request);
+    const batch = await planBatch(plan.planned, flags, outputOptionsNow);
+    const existing = flags.overwrite ? 'overwrite' : flags.skipExisting ? 'skip' : 'refuse';
+    const unusable = [...plan.unmatched, ...plan.unreadable.map((u) => u.path)];
+    if (flags.dryRun) return printDryRun(batch, unusable, { json: Boolean(flags.json), existing });
+    // The session is created in the worker thread while this thread loads sharp and the store,
+    // opens the store and reads and decodes the first image (cold start, docs/internals.md). A
+    // failure here is left to the first image's run, which reports it.
+    if (batch.todo.length) (await resources.model()).loadModel({ quality: options.quality, precision: options.precision }).catch(() => undefined);
+    const context = lazily(async (): Promise<ItemContext> => ({ pipeline: await resources.model(), store: await resources.openStore(), payer, request, existing }));
+    if (batch.todo.length || flags.watch) context().catch(() => undefined); // the store opens beside the model's loading
+    const { createReporter } = await import('./progress.js');
+    const quiet = Boolean(flags.quiet) || flags.progress === false;
+    const reporter = createReporter({ total: plan.planned.length + unusable.length, json: Boolean(flags.json), quiet });
+    resources.attachReporter(reporter);
+    const interrupt = new Interrupt().install();
+    try {
+      const run = new BatchRun({
+        context, reporter, manifest: batch.manifest, options: outputOptionsNow, concurrency: config.concurrency, interrupt,
+        // Once every input is past its model call, the worker thread and its sessions are let go while the last images
+        // are still matted and encoded: freeing the session's memory then overlaps that work (cold start, docs/internals.md).
+        releaseModel: flags.watch ? undefined : () => resources.releaseModel(),
+      });
+      return await driveBatch(run, { inputs, flags, plan, batch, reporter, quiet, resources, format: options.format });
+    } finally {
+      interrupt.uninstall();
+      batch.manifest?.close();
     }
-    removeStagedOnSignals();
-    const reporter = createReporter({
-      total: plan.planned.length + plan.unmatched.length + plan.unreadable.length,
-      json: Boolean(flags.json),
-      quiet: Boolean(flags.quiet) || flags.progress === false,
-    });
-    attachReporter(reporter);
-    const ctx: ItemContext = {
-      pipeline, store, payer,
-      request: { ...forTestKey(options, payer?.test ?? false), ...settings.edges, mask: Boolean(flags.mask) },
-      existing: flags.overwrite ? 'overwrite' : flags.skipExisting ? 'skip' : 'refuse',
-    };
-    const failures = await driveList(ctx, plan, reporter, config.concurrency);
-    await reporter.finish();
-    return failures ? 1 : 0;
   } finally {
-    await store.close();
-    await pipeline.close();
+    await resources.close();
   }
 }
 
-/** Reports the arguments that failed before any item ran. */
-function reportUnusable(plan: RemovePlan, reporter: Reporter, fail: () => void): void {
-  for (const u of plan.unmatched) {
-    fail();
-    reporter.done({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
-  }
-  for (const u of plan.unreadable) {
-    fail();
-    reporter.done({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
-  }
+/** The configuration and options, read while the model's thread starts (unless a rerun may need no model). */
+async function readSettingsBesideModel(flags: RemoveFlags): Promise<RemoveSettings & { started: ReturnType<typeof startInference> | null }> {
+  const started = startsModelAtOnce(flags) ? startInference() : null;
+  started?.catch(() => undefined);
+  return { ...(await readSettings(flags)), started };
 }
 
-/**
- * Drives the list of inputs through the per-item unit, `concurrency` at a time; the number of
- * failures. Once every input is past its model call, the worker thread and its sessions are let
- * go while the last images are still matted and encoded: freeing the session's memory (about
- * 30 ms at int8) then overlaps that work instead of delaying the exit (cold start, docs/internals.md).
- */
-async function driveList(ctx: ItemContext, plan: RemovePlan, reporter: Reporter, concurrency: number): Promise<number> {
-  const { default: pLimit } = await import('p-limit');
-  let failures = 0;
-  // Set at the first failure, not at the end: a reader that closes stdout early ends the run
-  // with the exit code so far (cli.ts), which must already say 1.
-  const fail = () => {
-    failures++;
-    process.exitCode = 1;
-  };
-  reportUnusable(plan, reporter, fail);
-  let needingModel = plan.planned.length;
-  const doneWithModel = () => {
-    if (--needingModel === 0) ctx.pipeline.releaseModel().catch(() => undefined);
-  };
-  const limit = pLimit(concurrency);
-  await Promise.all(
-    plan.planned.map((planned) =>
-      limit(async () => {
-        reporter.start(planned.item.path);
-        const { report } = await processItem(ctx, planned, { afterModel: once(doneWithModel) });
-        if (report.error) fail();
-        reporter.done(report);
-      }),
-    ),
-  );
-  return failures;
+interface DriveContext {
+  inputs: string[];
+  flags: RemoveFlags;
+  plan: RemovePlan;
+  batch: BatchPlan;
+  reporter: Reporter;
+  quiet: boolean;
+  resources: RunResources;
+  format: ImageOptions['format'];
 }
 
-/** `fn`, called at most once. */
-function once(fn: () => void): () => void {
-  let called = false;
-  return () => {
-    if (called) return;
-    called = true;
-    fn();
-  };
+/** The list, then with --watch the watched folders; the exit code. */
+async function driveBatch(run: BatchRun, d: DriveContext): Promise<number> {
+  const { flags, plan, batch, reporter, quiet } = d;
+  for (const u of plan.unmatched) run.failed({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
+  for (const u of plan.unreadable) run.failed({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
+  run.reportUnchanged(batch.unchanged, quiet);
+  if (!batch.todo.length && batch.unchanged.length && !flags.watch && !quiet) {
+    process.stderr.write('cutout: nothing to do: every input is unchanged since the manifest; the model was not loaded\n');
+  }
+  await run.drive(batch.todo);
+  if (flags.watch && !run.interrupted) {
+    const { watchInputs } = await import('./watch.js');
+    await watchInputs(run, { inputs: d.inputs, recursive: Boolean(flags.recursive), exclude: flags.exclude ?? [], outputPlan: plan.outputPlan, suffix: outputSuffix(flags), format: d.format, quiet });
+  }
+  const isBatch = Boolean(flags.manifest || flags.watch || flags.exclude?.length) || plan.planned.length + plan.unmatched.length + plan.unreadable.length > 1;
+  const { code, summary } = run.finish({ json: Boolean(flags.json) && isBatch, watching: Boolean(flags.watch), hint: continueHint(flags) });
+  await reporter.finish(isBatch ? summary : undefined);
+  return code;
+}
+
+/** What the interrupt line tells a person to run next. */
+function continueHint(flags: RemoveFlags): string {
+  return flags.manifest || flags.skipExisting ? 'run the same command again to continue' : 'run it again with --skip-existing (or with --manifest FILE) to continue';
+}
+
+/** `make()`, called once, on first use. */
+function lazily<T>(make: () => Promise<T>): () => Promise<T> {
+  let made: Promise<T> | null = null;
+  return () => (made ??= make());
 }
