@@ -219,7 +219,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     // failure here is left to the first image's run, which reports it.
     if (batch.todo.length) (await resources.model()).loadModel({ quality: options.quality, precision: options.precision }).catch(() => undefined);
     const context = lazily(async (): Promise<ItemContext> => ({ pipeline: await resources.model(), store: await resources.openStore(), payer, request, existing }));
-    if (batch.todo.length || flags.watch) context().catch(() => undefined); // the store opens beside the model's loading
+    if (batch.todo.length) context().catch(() => undefined); // the store opens beside the model's loading
     const { createReporter } = await import('./progress.js');
     const quiet = Boolean(flags.quiet) || flags.progress === false;
     const reporter = createReporter({ total: plan.planned.length + unusable.length, json: Boolean(flags.json), quiet });
