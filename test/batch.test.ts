@@ -34,6 +34,12 @@ async function photos(dir: string): Promise<string[]> {
   return names;
 }
 
+/** Children still running when the file ends (a failed wait) are killed, never left behind. */
+const children = new Set<import('node:child_process').ChildProcess>();
+t.teardown(() => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
 interface Child {
   done: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stdout(): string;
@@ -50,6 +56,8 @@ function cutout(args: string[], cwd: string, workerLog?: string): Child {
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
   child.stdin.end();
+  children.add(child);
+  child.on('close', () => children.delete(child));
   const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
   return { done, stdout: () => out, stderr: () => err, kill: (signal) => child.kill(signal) };
 }

@@ -18,7 +18,8 @@ function workdir(t: Tap.Test | any): { dir: string; env: Record<string, string> 
   return { dir, env: { CUTOUT_HOME: path.join(dir, 'home') } };
 }
 
-const jsonLines = (out: Buffer) => out.toString().trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+/** The item lines of --json (a batch's last `{"summary"}` object left out). */
+const jsonLines = (out: Buffer) => out.toString().trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((l) => !l.summary);
 
 t.test('every command takes --data and --config (cli-contract)', async (t) => {
   const { dir, env } = workdir(t);

@@ -12,7 +12,7 @@ export interface Reporter {
   /** `silent`: the JSON line only (a batch counts its unchanged inputs in one line instead). */
   done(report: ItemReport, opts?: { silent?: boolean }): void;
   /**
-   * The summary line: a batch's own (on stderr always, unless quiet), or on a terminal the
+   * The summary line: a batch's own (on stderr, whatever the progress display), or on a terminal the
    * count of a single run (ora's, once its spinner is loaded).
    */
   finish(batchSummary?: string): Promise<void>;
@@ -83,7 +83,7 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
       if (spinner) {
         if (failed) spinner.fail(summary);
         else spinner.succeed(summary);
-      } else if (tty || (batchSummary && !opts.quiet)) {
+      } else if (tty || batchSummary) {
         process.stderr.write(`${batchSummary ? 'cutout: ' : ''}${summary}\n`);
       }
     },

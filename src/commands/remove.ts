@@ -11,7 +11,7 @@ import { loadConfig, type CutoutConfig } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
 import { CutoutError } from '../errors.js';
 import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, PRECISIONS, QUALITIES, type ImageOptions } from '../options.js';
-import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type ExpandedInputs, type InputItem, type OutputPlan } from './inputs.js';
+import { expandInputs, FORMAT_BY_EXTENSION, isGlob, outputPathFor, planOutput, type ExpandedInputs, type InputItem, type OutputPlan } from './inputs.js';
 import { addBatchFlags, BatchRun, checkBatchFlags, Interrupt, planBatch, printDryRun, startsModelAtOnce, type BatchFlags, type BatchPlan } from './batch.js';
 import { excludeMatcher } from './glob-match.js';
 import { outputOptions } from './manifest.js';
@@ -171,7 +171,7 @@ interface RemovePlan {
  * that names nothing at all still is.
  */
 function waitedFor(arg: string): boolean {
-  return fs.existsSync(arg) || /[*?[\]{}]/.test(arg);
+  return fs.existsSync(arg) || isGlob(arg);
 }
 
 async function planItems(inputs: string[], flags: RemoveFlags, options: ImageOptions): Promise<RemovePlan> {
@@ -221,8 +221,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     const context = lazily(async (): Promise<ItemContext> => ({ pipeline: await resources.model(), store: await resources.openStore(), payer, request, existing }));
     if (batch.todo.length) context().catch(() => undefined); // the store opens beside the model's loading
     const { createReporter } = await import('./progress.js');
-    const quiet = Boolean(flags.quiet) || flags.progress === false;
-    const reporter = createReporter({ total: plan.planned.length + unusable.length, json: Boolean(flags.json), quiet });
+    const reporter = createReporter({ total: plan.planned.length + unusable.length, json: Boolean(flags.json), quiet: Boolean(flags.quiet) || flags.progress === false });
     resources.attachReporter(reporter);
     const interrupt = new Interrupt().install();
     try {
@@ -232,7 +231,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
         // are still matted and encoded: freeing the session's memory then overlaps that work (cold start, docs/internals.md).
         releaseModel: flags.watch ? undefined : () => resources.releaseModel(),
       });
-      return await driveBatch(run, { inputs, flags, plan, batch, reporter, quiet, resources, format: options.format });
+      return await driveBatch(run, { inputs, flags, plan, batch, reporter, resources, format: options.format });
     } finally {
       interrupt.uninstall();
       batch.manifest?.close();
@@ -255,14 +254,15 @@ interface DriveContext {
   plan: RemovePlan;
   batch: BatchPlan;
   reporter: Reporter;
-  quiet: boolean;
   resources: RunResources;
   format: ImageOptions['format'];
 }
 
 /** The list, then with --watch the watched folders; the exit code. */
 async function driveBatch(run: BatchRun, d: DriveContext): Promise<number> {
-  const { flags, plan, batch, reporter, quiet } = d;
+  const { flags, plan, batch, reporter } = d;
+  // --no-progress drops the progress lines; the batch's own lines (and the summary) only -q.
+  const quiet = Boolean(flags.quiet);
   for (const u of plan.unmatched) run.failed({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
   for (const u of plan.unreadable) run.failed({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
   run.reportUnchanged(batch.unchanged, quiet);
@@ -274,10 +274,29 @@ async function driveBatch(run: BatchRun, d: DriveContext): Promise<number> {
     const { watchInputs } = await import('./watch.js');
     await watchInputs(run, { inputs: d.inputs, recursive: Boolean(flags.recursive), exclude: flags.exclude ?? [], outputPlan: plan.outputPlan, suffix: outputSuffix(flags), format: d.format, quiet });
   }
-  const isBatch = Boolean(flags.manifest || flags.watch || flags.exclude?.length) || plan.planned.length + plan.unmatched.length + plan.unreadable.length > 1;
-  const { code, summary } = run.finish({ json: Boolean(flags.json) && isBatch, watching: Boolean(flags.watch), hint: continueHint(flags) });
-  await reporter.finish(isBatch ? summary : undefined);
+  const batchRun = isBatch(d.inputs, flags);
+  const { code, summary } = run.finish({ json: Boolean(flags.json) && batchRun, watching: Boolean(flags.watch), hint: continueHint(flags) });
+  await reporter.finish(batchRun && !quiet ? summary : undefined);
   return code;
+}
+
+/**
+ * Whether a run is a batch, which ends with a summary line (and `{"summary"}` with --json): more
+ * than one input argument (a shell's `*.jpg`), a folder or a glob, or a batch flag. One photo
+ * named alone keeps its one line.
+ */
+function isBatch(inputs: string[], flags: RemoveFlags): boolean {
+  if (flags.manifest || flags.watch || flags.exclude?.length || inputs.length > 1) return true;
+  const [only] = inputs;
+  return only !== '-' && (isDirectory(only) || (!fs.existsSync(only) && isGlob(only)));
+}
+
+function isDirectory(p: string): boolean {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 /** What the interrupt line tells a person to run next. */
