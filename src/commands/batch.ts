@@ -27,8 +27,14 @@ export function addBatchFlags(command: Command): Command {
     .option('--force', 'with --manifest: redo every input')
     .option('--watch', 'after the inputs, keep watching the input folders and process each new or changed image once completely written, until Ctrl-C')
     .option('--exclude <glob>', 'leave out matching inputs (repeatable); a glob without / matches any name in the path', (value: string, previous: string[] = []) => [...previous, value])
-    .option('--dry-run', 'print what would be processed and what skipped, with counts; write nothing');
+    .option('--dry-run', 'print what would be processed and what skipped, with counts; write nothing')
+    .addHelpText('after', BATCH_HELP);
 }
+
+const BATCH_HELP = `
+Batches: Ctrl-C (or SIGTERM) starts no new image and lets those in flight finish (press again to
+stop at once), then says what is done and left and exits with 130; with --manifest the same
+command continues. A batch ends with a summary line (done, skipped, failed, time, images/s).`;
 
 /**
  * Whether the model may start before the inputs are planned (cold start): not for a dry run,
@@ -198,14 +204,21 @@ export class BatchRun {
       reporter.start(planned.item.path);
       const ctx = await this.opts.context();
       const replaceOutput = manifest?.records(planned.output) || (planned.output !== null && this.written.has(planned.output));
-      const { report, sha256 } = await processItem(ctx, planned, { afterModel, replaceOutput });
+      // A done line is written the moment its output is in place (a kill -9 cannot come between);
+      // a failure's line after the item.
+      let recorded = false;
+      const onOutputInPlace = manifest ? (line: ItemReport, sha256: string) => {
+        manifest.append(line, sha256, options);
+        recorded = true;
+      } : undefined;
+      const { report, sha256 } = await processItem(ctx, planned, { afterModel, replaceOutput, onOutputInPlace });
       if (report.error) this.fail();
       else if (report.skipped) this.tally.skipped++;
       else {
         this.tally.done++;
         if (report.output) this.written.add(report.output);
       }
-      if (manifest && !report.skipped) manifest.append(report, sha256, options);
+      if (manifest && !report.skipped && (report.error || !recorded)) manifest.append(report, sha256, options);
       reporter.done(report);
     });
   }

@@ -5,9 +5,10 @@
  * there. Paths are written relative to the manifest's folder, so a CI cache that restores the
  * manifest with the outputs under another checkout path still matches.
  *
- * A line is appended (one write of one line, in append mode) only after the output is renamed
- * into place: whatever kills the process, a line never names an output that is not complete. A
- * line cut short by a kill is ignored when read.
+ * A line is appended (one write of one line, in append mode) the moment its output is renamed
+ * into place (remove-item.ts, onOutputInPlace): a line never names an output that is not
+ * complete, and the gap in which a kill could leave an output without its line is one event-loop
+ * turn (not the ledger's commit). A line cut short by a kill is ignored when read.
  */
 import fs from 'node:fs';
 import path from 'node:path';

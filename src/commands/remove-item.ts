@@ -55,6 +55,12 @@ export interface ItemHooks {
   afterModel?: () => void;
   /** The existing output is this input's own earlier result (the manifest says so): replace it. */
   replaceOutput?: boolean;
+  /**
+   * Called the moment the output is renamed into place, before the run's record commits (the
+   * manifest's line): nothing can come between the output and its line. When the record then
+   * fails, the item's report says so, and the driver records that too.
+   */
+  onOutputInPlace?: (report: ItemReport, sha256: string) => void;
 }
 
 export interface ItemOutcome {
@@ -122,7 +128,7 @@ function outputDecision(ctx: ItemContext, planned: PlannedItem, hooks: ItemHooks
  * refused charge writes nothing, and a failed write charges nothing. The one place the CLI
  * charges and records; the credits charged.
  */
-async function recordAndWrite(ctx: ItemContext, planned: PlannedItem, result: RemoveResult): Promise<number> {
+async function recordAndWrite(ctx: ItemContext, planned: PlannedItem, result: RemoveResult, inPlace?: (credits: number) => void): Promise<number> {
   const { payer } = ctx;
   const credits: 0 | 1 = payer && !payer.test && result.resolvedSize === 'full' ? 1 : 0;
   const run = {
@@ -144,7 +150,11 @@ async function recordAndWrite(ctx: ItemContext, planned: PlannedItem, result: Re
   }
   const tmp = await stageOutput(output, result.data);
   try {
-    return (await ctx.store.recordRun(run, { within: () => commitOutput(tmp, output) })).creditsCharged;
+    const within = async (_tx: unknown, outcome: { creditsCharged: number }) => {
+      await commitOutput(tmp, output);
+      inPlace?.(outcome.creditsCharged);
+    };
+    return (await ctx.store.recordRun(run, { within })).creditsCharged;
   } finally {
     await discardStaged(tmp);
   }
@@ -167,9 +177,10 @@ export async function processItem(ctx: ItemContext, planned: PlannedItem, hooks:
       throw new CutoutError('insufficient_credits');
     }
     const result = await ctx.pipeline.removeBackground(bytes, ctx.request, { afterModel: hooks.afterModel });
-    const charged = await recordAndWrite(ctx, planned, result);
     report.width = result.width;
     report.height = result.height;
+    const inPlace = hooks.onOutputInPlace && ((credits: number) => hooks.onOutputInPlace!({ ...report, ms: Math.round(performance.now() - started), credits_charged: credits }, sha256!));
+    const charged = await recordAndWrite(ctx, planned, result, inPlace);
     if (payer) report.credits_charged = charged;
   } catch (err) {
     const e = toCutoutError(err);
