@@ -153,8 +153,10 @@ t.test('an unchanged rerun starts no model; a changed photo and changed options 
   const last = manifestLines(path.join(dir, 'run.jsonl')).slice(-names.length);
   t.ok(last.every((l) => l.options.bg_color === '#ffffff' && l.error === null), 'the manifest records the options that change the output');
 
+  fs.rmSync(workerLog, { force: true });
   const dry = cutout(['in', '--out', 'out', '--manifest', 'run.jsonl', ...FAST, '--dry-run'], dir, workerLog);
   t.equal((await dry.done).code, 0);
+  t.equal(workerStarts(workerLog), 0, 'a dry run starts no model');
   t.match(dry.stderr(), new RegExp(`dry run: ${names.length} to process, 0 to skip, 0 would fail; nothing was written`), 'back to the first options: all to redo');
   t.equal(manifestLines(path.join(dir, 'run.jsonl')).length, names.length * 2 + 1, 'a dry run writes nothing');
 });
