@@ -231,7 +231,7 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
         // are still matted and encoded: freeing the session's memory then overlaps that work (cold start, docs/internals.md).
         releaseModel: flags.watch ? undefined : () => resources.releaseModel(),
       });
-      return await driveBatch(run, { inputs, flags, plan, batch, reporter, resources, format: options.format });
+      return await driveBatch(run, { inputs, flags, plan, batch, reporter, format: options.format });
     } finally {
       interrupt.uninstall();
       batch.manifest?.close();
@@ -254,7 +254,6 @@ interface DriveContext {
   plan: RemovePlan;
   batch: BatchPlan;
   reporter: Reporter;
-  resources: RunResources;
   format: ImageOptions['format'];
 }
 
