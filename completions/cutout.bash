@@ -31,7 +31,8 @@ _cutout() {
     local global_opts='--data --config -h --help'
     local remove_opts='-o --out --size --format --bg-color --crop --mask --alpha --no-refine
         --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
-        --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads'
+        --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads
+        --manifest --force --watch --exclude --dry-run'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
         --no-exit-with-parent --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
@@ -40,7 +41,7 @@ _cutout() {
     local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
         --quality --precision --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton
-        --inference-workers --inference-threads '
+        --inference-workers --inference-threads --manifest --exclude '
 
     # Values of the option before the cursor
     case $prev in
@@ -52,10 +53,10 @@ _cutout() {
         --log-level) COMPREPLY=($(compgen -W 'trace debug info warn error fatal silent' -- "$cur")); return ;;
         --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")); return ;;
         --data | --triton) _cutout_compgen_files directory; return ;;
-        --config | -o | --out | --model) _cutout_compgen_files file; return ;;
+        --config | -o | --out | --model | --manifest) _cutout_compgen_files file; return ;;
         -c | --concurrency | --key | --host | --port | --base-url | --workers | --queue-limit | \
             --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | --store | --lease-ms | \
-            --upstream | --upstream-model | --upstream-token | --token | --inference-workers | --inference-threads)
+            --upstream | --upstream-model | --upstream-token | --token | --inference-workers | --inference-threads | --exclude)
             return ;;
     esac
 

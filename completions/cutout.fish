@@ -94,6 +94,11 @@ complete -c cutout -n $rm -l precision -x -a 'auto fp32 int8' -d 'Model number f
 complete -c cutout -n $rm -s q -l quiet -d 'No spinner or progress bar'
 complete -c cutout -n $rm -l no-progress -d 'No spinner or progress bar'
 complete -c cutout -n $rm -l recursive -d 'Descend into directories'
+complete -c cutout -n $rm -l manifest -r -F -d 'JSON-lines record; a rerun skips unchanged inputs'
+complete -c cutout -n $rm -l force -d 'With --manifest: redo every input'
+complete -c cutout -n $rm -l watch -d 'Keep watching the input folders for new images'
+complete -c cutout -n $rm -l exclude -x -d 'Leave out matching inputs (repeatable)'
+complete -c cutout -n $rm -l dry-run -d 'Print what would be processed and skipped; write nothing'
 
 # serve
 set -l serve '__cutout_is serve'

@@ -34,6 +34,11 @@ _cutout_remove_opts=(
   '(-q --quiet)'{-q,--quiet}'[no spinner or progress bar]'
   '--no-progress[no spinner or progress bar]'
   '--recursive[descend into directories]'
+  '--manifest=[JSON-lines record; a rerun skips unchanged inputs]:manifest:_files'
+  '--force[with --manifest: redo every input]'
+  '--watch[keep watching the input folders for new images]'
+  '*--exclude=[leave out matching inputs (repeatable)]:glob: '
+  '--dry-run[print what would be processed and skipped; write nothing]'
   '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: '
 )
 

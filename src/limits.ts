@@ -211,6 +211,11 @@ export const LIMITS = Object.freeze({
   /** A job put back by an upstream outage waits this long, doubling per outage in a row, up to the max. */
   upstreamOutageFirstDelayMs: 1_000,
   upstreamOutageMaxDelayMs: 15_000,
+  /**
+   * `cutout remove --watch`: a new or changed file is read once its size has not changed for this
+   * long (polled every 100 ms), so a file still being copied in is not read half-way.
+   */
+  watchSettleMs: 1_000,
 });
 
 /**
