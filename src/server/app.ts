@@ -158,7 +158,7 @@ export async function startServer(config: Readonly<CutoutConfig>): Promise<Runni
 async function startServing(
   config: Readonly<CutoutConfig>, loaded: CutoutPipeline, upstream: Awaited<ReturnType<typeof import('../oip/client.js').connectConfiguredUpstream>> | null,
 ): Promise<RunningServer> {
-  const store = await openStore(config.dataDir, { url: config.store });
+  const store = await openStore(config.dataDir, { url: config.store, results: config.results, resultsPathStyle: config.resultsPathStyle });
   // Replays need their stored result: the window is the shorter of 24 h and the result retention.
   const idempotencyTtl = Math.min(LIMITS.idempotencyTtlSeconds, config.resultTtlSeconds);
   let callbackSecret: string;

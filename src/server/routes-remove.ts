@@ -12,7 +12,8 @@ import { LIMITS } from '../limits.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
 import { fingerprint, guard, type Caller, type Seal } from './guards.js';
-import { readImageRequest, sendBytes, sendJson, wantsJson, type ImageSource } from './http.js';
+import { readImageRequest, sendJson, wantsJson, type ImageSource } from './http.js';
+import { sendStoredResult } from './routes-results.js';
 import type { AppContext } from './app.js';
 
 /** What a sync removal produced; stored as the idempotent response and replayed as is. */
@@ -152,8 +153,6 @@ export async function handleRemove(ctx: AppContext, req: IncomingMessage, res: S
     sendJson(res, 200, metadata, headers);
     return;
   }
-  const stored = await ctx.store.getResult(outcome.id, ctx.config.resultTtlSeconds);
-  const data = stored?.data ?? null;
-  if (!data) throw new CutoutError('not_found', 'The stored result of this Idempotency-Key has expired.');
-  sendBytes(res, 200, data, outcome.content_type, headers);
+  const row = await ctx.store.findResult(outcome.id, ctx.config.resultTtlSeconds);
+  if (!row || !(await sendStoredResult(ctx.store, row, res, headers))) throw new CutoutError('not_found', 'The stored result of this Idempotency-Key has expired.');
 }
