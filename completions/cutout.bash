@@ -34,13 +34,14 @@ _cutout() {
         --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
+        --results --results-path-style --results-redirect
         --no-exit-with-parent --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
     local model_server_opts='--host --port --model --precision --token --inference-workers --inference-threads'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
         --quality --precision --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton
-        --inference-workers --inference-threads '
+        --inference-workers --inference-threads --results '
 
     # Values of the option before the cursor
     case $prev in
@@ -54,7 +55,7 @@ _cutout() {
         --data | --triton) _cutout_compgen_files directory; return ;;
         --config | -o | --out | --model) _cutout_compgen_files file; return ;;
         -c | --concurrency | --key | --host | --port | --base-url | --workers | --queue-limit | \
-            --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | --store | --lease-ms | \
+            --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | --store | --lease-ms | --results | \
             --upstream | --upstream-model | --upstream-token | --token | --inference-workers | --inference-threads)
             return ;;
     esac

@@ -9,6 +9,8 @@
 import t from 'tap';
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { buffer } from 'node:stream/consumers';
 import sharp from 'sharp';
@@ -136,6 +138,51 @@ t.test('[sqlite] the object store down: nothing charged, nothing recorded; reads
   }
   t.equal(await store.purgeResults(3600), 1, 'purged once the store is back');
   t.same(await objectsUnder(prefix), []);
+});
+
+t.test('[postgres] an upload cut half-way leaves nothing a read could return, and charges nothing', async (t) => {
+  // Between the store and s3rver: forwards small requests, and cuts a connection once its client
+  // has sent more than 512 KiB (every attempt of a larger upload, the SDK's retries included).
+  const sockets = new Set<net.Socket>();
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(s3.port, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => { sockets.delete(s); client.destroy(); upstream.destroy(); });
+    }
+    let sent = 0;
+    client.on('data', (d: Buffer) => {
+      sent += d.length;
+      if (sent > 512 * 1024) client.destroy();
+      else upstream.write(d);
+    });
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => { for (const s of sockets) s.destroy(); proxy.close(); });
+  const direct = process.env.AWS_ENDPOINT_URL_S3;
+  process.env.AWS_ENDPOINT_URL_S3 = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  const clock = { now: Date.now() };
+  let opened;
+  try {
+    opened = await s3Store(t, 'postgres', clock);
+  } finally {
+    process.env.AWS_ENDPOINT_URL_S3 = direct;
+  }
+  const { store, prefix } = opened;
+  const { account } = await store.createKey({});
+  const small = crypto.randomUUID();
+  await store.recordRun(run(account, small, Buffer.from('small enough')));
+  t.ok((await store.getResult(small, 3600))?.data.equals(Buffer.from('small enough')), 'the proxy passes small uploads');
+
+  const cut = crypto.randomUUID();
+  await t.rejects(store.recordRun(run(account, cut, crypto.randomBytes(2 * 1024 * 1024))), { code: 'gpu_unavailable', status: 503 }, 'the cut upload fails the run as unavailable');
+  t.equal(await store.balance(account), 9, 'charged for the small one only');
+  t.equal(await store.findResult(cut, 3600), null, 'no row points to it');
+  // Real S3 never shows a cut upload; s3rver keeps what arrived, so this checks that the failed
+  // attempt's key is deleted again.
+  t.same((await objectsUnder(prefix)).filter((k) => k.includes(cut)), [], 'and no object of it is in the bucket');
 });
 
 t.test('cutout serve --results s3://...: sync, jobs, callbacks, batches and expiry', async (t) => {

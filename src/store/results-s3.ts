@@ -6,7 +6,9 @@
  * path-style addressing. The results row holds only the object's key.
  *
  * - A result is one PutObject of bytes already in memory: S3 makes an object visible only once
- *   its upload completed, so an upload cut half-way leaves nothing a read could return. (Results
+ *   its upload completed, so an upload cut half-way leaves nothing a read could return; for
+ *   stores less strict, a failed upload's key is deleted again, and in any case no results row
+ *   points to it (the row is written only after the upload succeeded). (Results
  *   are at most tens of MB, under the 5 GB of a single PUT; a multipart upload would add calls
  *   and a cleanup of incomplete uploads without making anything safer.)
  * - Reads stream the object's body as it arrives; presigned URLs are SigV4 query signatures.
@@ -100,6 +102,10 @@ export async function openS3Results(url: string, options: S3ResultsOptions = {})
       try {
         await bounded((abortSignal) => client.send(new sdk.PutObjectCommand({ Bucket: bucket, Key: key, Body: data, ContentType: contentType, ContentLength: data.length }), { abortSignal }));
       } catch (err) {
+        // S3 never shows an object whose upload failed, but not every S3-compatible store is as
+        // strict (s3rver keeps what arrived): the key is this attempt's own, so deleting it is
+        // safe. Best effort: no row ever points to it either way.
+        await bounded((abortSignal) => client.send(new sdk.DeleteObjectCommand({ Bucket: bucket, Key: key }), { abortSignal })).catch(() => undefined);
         throw new ResultsUnavailable(err);
       }
       return { location: key, inline: null };
