@@ -109,6 +109,31 @@ for (const kind of ENGINES) {
   });
 }
 
+for (const kind of ENGINES) {
+  t.test(`[${kind}] results stored before --results was set stay readable until they expire`, async (t) => {
+    const clock = { now: Date.UTC(2025, 5, 15, 12) };
+    const dir = await tempDir(t);
+    const url = await storeUrl(kind);
+    const before = await openStore(dir, { url, now: () => clock.now });
+    const { account } = await before.createKey({});
+    const old = crypto.randomUUID();
+    await before.recordRun(run(account, old, Buffer.from('kept where it was written')));
+    await before.close();
+
+    const prefix = `switch-${kind}`;
+    const after = await openStore(dir, { url, results: `s3://${TEST_BUCKET}/${prefix}`, resultsPathStyle: true, now: () => clock.now });
+    t.teardown(() => after.close());
+    const fresh = crypto.randomUUID();
+    await after.recordRun(run(account, fresh, Buffer.from('in the bucket')));
+    t.same((await after.getResult(old, 3600))?.data, Buffer.from('kept where it was written'), 'the older result, from where it was written');
+    t.same((await after.getResult(fresh, 3600))?.data, Buffer.from('in the bucket'));
+    clock.now += 7200 * 1000;
+    t.equal(await after.purgeResults(3600), 2, 'both purged at their expiry');
+    t.same(await objectsUnder(prefix), []);
+    t.same(await fs.readdir(path.join(dir, 'results')).catch(() => []), [], 'the older file too');
+  });
+}
+
 t.test('[sqlite] the object store down: nothing charged, nothing recorded; reads and readiness fail as unavailable', async (t) => {
   const clock = { now: Date.now() };
   const { store, prefix } = await s3Store(t, 'sqlite', clock);

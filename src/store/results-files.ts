@@ -21,7 +21,7 @@ export function fileResults(dataDir: string): ResultPlacement {
       return { location: await writeAtomically(path.join(dir, `${name}.${ext}`), data, false), inline: null };
     },
     async open(_q, row) {
-      if (!row.location) return null;
+      if (!row.location || !path.isAbsolute(row.location)) return null;
       // Opened before answering: the purge may have removed the file after the lookup (same as expired).
       const handle = await fs.open(row.location, 'r').catch(() => null);
       if (!handle) return null;
@@ -29,7 +29,8 @@ export function fileResults(dataDir: string): ResultPlacement {
       return { body: handle.createReadStream(), size };
     },
     async remove(locations) {
-      await Promise.all(locations.map((file) => fs.rm(file, { force: true }).catch(() => undefined)));
+      // Only files: never a relative name (an object key of another placement) against the working directory.
+      await Promise.all(locations.filter((file) => path.isAbsolute(file)).map((file) => fs.rm(file, { force: true }).catch(() => undefined)));
     },
     async sweepStrays(db, cutoff) {
       for (const name of await fs.readdir(dir).catch(() => [] as string[])) {

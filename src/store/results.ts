@@ -8,9 +8,12 @@
  * The row's `path` column holds the placement's location: a file path, or an object key; with
  * the database placement it is NULL and the bytes are in `data` (PostgreSQL only).
  */
+import path from 'node:path';
 import { buffer } from 'node:stream/consumers';
 import { LIMITS } from '../limits.js';
-import type { ResultRow } from './results-bytes.js';
+import type { ResultPlacement, ResultRow } from './results-bytes.js';
+import { fileResults } from './results-files.js';
+import { databaseResults } from './results-postgres.js';
 import type { StoreContext } from './ledger.js';
 
 export type { ResultRow } from './results-bytes.js';
@@ -29,9 +32,20 @@ export async function findResult(ctx: StoreContext, jobId: string, ttlSeconds: n
   return row ? { jobId: row.job_id, location: row.path, contentType: row.content_type, width: row.width, height: row.height, createdAt: row.created_at } : null;
 }
 
+/**
+ * Where a row's bytes are: its shape says it, so results stored before the operator changed
+ * `--results` stay readable until they expire. NULL: in the row (PostgreSQL); an absolute path: a
+ * file of this host; anything else: an object key of the configured object store.
+ */
+function placementOf(ctx: StoreContext, location: string | null): ResultPlacement {
+  if (location === null) return ctx.db.dialect.kind === 'postgres' ? databaseResults : ctx.results;
+  if (path.isAbsolute(location)) return ctx.results.kind === 'files' ? ctx.results : fileResults(ctx.dataDir);
+  return ctx.results;
+}
+
 /** The bytes of a found result as a stream; null when gone meanwhile. ResultsUnavailable when the place cannot be reached. */
 export function openResult(ctx: StoreContext, row: ResultRow) {
-  return ctx.results.open(ctx.db, row);
+  return placementOf(ctx, row.location).open(ctx.db, row);
 }
 
 /**
@@ -71,8 +85,11 @@ export async function purgeResults(ctx: StoreContext, ttlSeconds: number): Promi
       'SELECT job_id, path FROM results WHERE created_at <= ? ORDER BY created_at LIMIT ?', [cutoff, LIMITS.resultPurgeBatch],
     );
     if (expired.length === 0) break;
-    const locations = expired.map((r) => r.path).filter((p): p is string => p !== null);
-    if (locations.length > 0) await ctx.results.remove(locations);
+    const files = expired.map((r) => r.path).filter((p): p is string => p !== null && path.isAbsolute(p));
+    const keys = expired.map((r) => r.path).filter((p): p is string => p !== null && !path.isAbsolute(p));
+    if (files.length > 0) await placementOf(ctx, files[0]).remove(files);
+    // Keys without an object store configured (it was switched off) cannot be deleted here: the bucket's lifecycle rule does.
+    if (keys.length > 0 && ctx.results.kind === 's3') await ctx.results.remove(keys);
     const ids = expired.map((r) => r.job_id);
     purged += (await ctx.db.run(`DELETE FROM results WHERE job_id IN (${ids.map(() => '?').join(', ')})`, ids)).changes;
     if (expired.length < LIMITS.resultPurgeBatch) break;
