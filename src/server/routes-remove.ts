@@ -12,7 +12,7 @@ import { LIMITS } from '../limits.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
 import { fingerprint, guard, type Caller, type Seal } from './guards.js';
-import { readImageRequest, sendJson, wantsJson, type ImageSource } from './http.js';
+import { readImageRequest, sendBytes, sendJson, wantsJson, type ImageSource } from './http.js';
 import { sendStoredResult } from './routes-results.js';
 import type { AppContext } from './app.js';
 
@@ -72,8 +72,13 @@ async function insufficientUnlessFunded(ctx: AppContext, caller: Caller): Promis
   if ((await ctx.store.balance(caller.accountId)) < 1) throw new CutoutError('insufficient_credits');
 }
 
-/** `seal`: marks the Idempotency-Key done with the outcome, inside the charge's transaction. */
-async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>): Promise<RemoveOutcome> {
+/**
+ * `seal`: marks the Idempotency-Key done with the outcome, inside the charge's transaction.
+ * `made`: told the result's bytes once they are committed, so the answer needs no read back.
+ */
+async function removeOnce(
+  ctx: AppContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>, made: (data: Buffer) => void,
+): Promise<RemoveOutcome> {
   const { config, store, pool, pipeline } = ctx;
   const pays = paysWithCredits(caller);
   // Refuse before any work when the answer is already known.
@@ -120,6 +125,7 @@ async function removeOnce(ctx: AppContext, caller: Caller, options: ImageOptions
           },
         },
       );
+      made(result.data);
       return outcome;
     });
   });
@@ -135,9 +141,11 @@ export async function handleRemove(ctx: AppContext, req: IncomingMessage, res: S
     options: { ...options, bgColor: colorToHex(options.bgColor) },
     source: source.kind === 'image_url' ? source.url : crypto.createHash('sha256').update(source.bytes).digest('hex'),
   });
+  // The bytes just committed are answered as they are; a replay reads them back from the store.
+  let made: Buffer | null = null;
   const { value: outcome, replayed } = await ctx.idempotency.run<RemoveOutcome>(
     caller, 'remove', Array.isArray(idempotencyKey) ? idempotencyKey[0] : idempotencyKey, requestPrint,
-    (seal) => removeOnce(ctx, caller, options, source, seal),
+    (seal) => removeOnce(ctx, caller, options, source, seal, (data) => { made = data; }),
   );
 
   const headers: Record<string, string> = {
@@ -153,6 +161,7 @@ export async function handleRemove(ctx: AppContext, req: IncomingMessage, res: S
     sendJson(res, 200, metadata, headers);
     return;
   }
+  if (made && !replayed) return sendBytes(res, 200, made, outcome.content_type, headers);
   const row = await ctx.store.findResult(outcome.id, ctx.config.resultTtlSeconds);
   if (!row || !(await sendStoredResult(ctx.store, row, res, headers))) throw new CutoutError('not_found', 'The stored result of this Idempotency-Key has expired.');
 }
