@@ -17,6 +17,7 @@
  *   A store that cannot be reached surfaces as ResultsUnavailable (503 with Retry-After; a job
  *   goes back to the queue), never as a hang.
  */
+import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { LIMITS } from '../limits.js';
@@ -71,6 +72,31 @@ async function bounded<T>(fn: (abortSignal: AbortSignal) => Promise<T>): Promise
 }
 
 /**
+ * A read's body, bounded by the idle timeout only while it is wanted: the request handler's socket
+ * timeout would also cut a body that waits for a slow client (backpressure pauses it, and a
+ * paused socket is silent), so it is replaced by a check that counts silence only while the body
+ * flows. A store that stops sending mid-object still ends the read within the idle timeout.
+ */
+function idleBounded(body: Readable): Readable {
+  const socket = (body as Readable & { socket?: Socket }).socket;
+  if (!socket) return body;
+  socket.setTimeout(0);
+  let seen = socket.bytesRead;
+  let quietSince = Date.now();
+  const check = setInterval(() => {
+    if (body.isPaused() || socket.bytesRead !== seen) {
+      seen = socket.bytesRead;
+      quietSince = Date.now();
+    } else if (Date.now() - quietSince > LIMITS.objectStoreIdleTimeoutMs) {
+      body.destroy(new Error(`the object store sent nothing for ${LIMITS.objectStoreIdleTimeoutMs} ms`));
+    }
+  }, 1000);
+  check.unref();
+  body.once('close', () => clearInterval(check));
+  return body;
+}
+
+/**
  * Opens the object store: builds the client (the SDK loads only here: a server without
  * `--results` never pays for it) and writes the readiness probe object, so a wrong bucket, wrong
  * credentials or an unreachable endpoint fail the start in one line.
@@ -114,7 +140,7 @@ export async function openS3Results(url: string, options: S3ResultsOptions = {})
       if (!row.location) return null;
       try {
         const out = await bounded((abortSignal) => client.send(new sdk.GetObjectCommand({ Bucket: bucket, Key: row.location! }), { abortSignal }));
-        return { body: out.Body as Readable, size: out.ContentLength ?? null };
+        return { body: idleBounded(out.Body as Readable), size: out.ContentLength ?? null };
       } catch (err) {
         if (isNotFound(err)) return null;
         throw new ResultsUnavailable(err);
