@@ -20,7 +20,7 @@ function __cutout_command
             case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality --precision \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
                 --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton \
-                --inference-workers --inference-threads
+                --inference-workers --inference-threads --results
                 set skip 1
             case '-*'
             case remove serve model-server keys credits account usage models openapi completion help
@@ -121,6 +121,9 @@ complete -c cutout -n $serve -l metrics-port -x -d 'Serve /metrics on a listener
 complete -c cutout -n $serve -l metrics-host -x -d 'Bind address of the metrics listener'
 complete -c cutout -n $serve -l log-level -x -a 'trace debug info warn error fatal silent' -d 'Request log level'
 complete -c cutout -n $serve -l lease-ms -x -d 'How long a claimed job stays with a silent server (ms)'
+complete -c cutout -n $serve -l results -x -d 'Object store for results, s3://BUCKET[/PREFIX]'
+complete -c cutout -n $serve -l results-path-style -d 'Path-style addressing for the object store'
+complete -c cutout -n $serve -l results-redirect -d 'Answer result reads with a presigned URL'
 complete -c cutout -n '__cutout_is remove serve keys credits account usage' -l store -x -d 'PostgreSQL URL shared by a fleet'
 complete -c cutout -n $serve -l model -r -F -d 'Model name or .onnx file'
 complete -c cutout -n $serve -l upstream -x -d 'Open Inference Protocol server that runs the model'

@@ -103,6 +103,9 @@ _cutout() {
             '--log-level=[lowest level of the request log]:level:(trace debug info warn error fatal silent)' \
             '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' \
             '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' \
+            '--results=[object store for result images, s3 URL]:URL: ' \
+            '--results-path-style[path-style addressing for the object store]' \
+            '--results-redirect[answer result reads with a presigned URL of the object store]' \
             '--model=[model name or .onnx file]:model:_files' \
             '--upstream=[Open Inference Protocol server that runs the model]:URL:_urls' \
             '--upstream-model=[the model'"'"'s name on the upstream]:name: ' \
