@@ -46,13 +46,16 @@ export class CutoutError extends Error {
   readonly status: number;
   /** Extra response headers (Retry-After, ...). */
   readonly headers: Record<string, string>;
+  /** The request parameter the error is about (a 422's `loc`), when one is. */
+  readonly param: string | undefined;
 
-  constructor(code: ErrorCode, message?: string, options: { status?: number; headers?: Record<string, string>; cause?: unknown } = {}) {
+  constructor(code: ErrorCode, message?: string, options: { status?: number; headers?: Record<string, string>; cause?: unknown; param?: string } = {}) {
     super(message ?? ERROR_TABLE[code].message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'CutoutError';
     this.code = code;
     this.status = options.status ?? ERROR_TABLE[code].status;
     this.headers = options.headers ?? {};
+    this.param = options.param;
   }
 
   /** The reference for this code, as a path: a server answers `body(baseUrl)`, whose link is absolute. */

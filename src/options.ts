@@ -1,8 +1,14 @@
 /**
- * One parser for the image options of api-spec 2.1 (size, format, bg_color, crop, type), used by
- * CLI flags and HTTP parameters alike. Messages follow one shape: "Expected X for Y but received Z".
+ * The image options: one request type (ImageOptions) and one table (OPTION_TABLE) that describes
+ * each option once: its API parameter, CLI flag and library key, its parser, its default at each
+ * front door, whether it changes the output, and its OpenAPI schema. The API's parameters
+ * (server/v1-params.ts), the OpenAPI document, the CLI's image flags (commands/image-flags.ts) and
+ * the library's options (library/options.ts) are read off the table. Messages follow one shape:
+ * "Expected X for Y but received Z", naming the option as the door spells it.
+ * docs/internals.md ("Adding an image option") says how to add a row.
  */
 import { CutoutError } from './errors.js';
+import { LIMITS } from './limits.js';
 
 export const SIZES = ['preview', 'full', 'auto'] as const;
 export const FORMATS = ['png', 'webp', 'jpg'] as const;
@@ -14,6 +20,8 @@ export const QUALITIES = ['fast', 'balanced', 'best', 'max'] as const;
  * and it passed the quality bar, else fp32 (src/pipeline/int8.ts).
  */
 export const PRECISIONS = ['auto', 'fp32', 'int8'] as const;
+/** `hard`: the matte thresholded at 50 % (stickers, icons). */
+export const ALPHAS = ['soft', 'hard'] as const;
 /** Parameters of remove.bg that api-spec 2.1 rule 3 names as unsupported. */
 export const UNSUPPORTED_PARAMS = ['channels', 'roi', 'scale', 'position', 'bg_image_url'] as const;
 
@@ -22,6 +30,7 @@ export type Format = (typeof FORMATS)[number];
 export type SubjectType = (typeof TYPES)[number];
 export type Quality = (typeof QUALITIES)[number];
 export type Precision = (typeof PRECISIONS)[number];
+export type Alpha = (typeof ALPHAS)[number];
 
 /**
  * Refuses a precision the model call cannot give. int8 is the local model's alone: an upstream
@@ -49,6 +58,14 @@ export interface ImageOptions {
   quality?: Quality;
   /** fp32 or int8 model (an addition to v1); absent means the configured default (`auto`). */
   precision?: Precision;
+  /** Write the alpha matte alone (greyscale) instead of the cutout; absent means false. */
+  mask?: boolean;
+  /** `hard`: threshold the matte at 50 % (stickers, icons); absent means `soft`. */
+  alpha?: Alpha;
+  /** Guided refinement of the matte at full resolution; absent means on. */
+  refine?: boolean;
+  /** Foreground colour estimation at soft edges; absent means on. */
+  decontaminate?: boolean;
 }
 
 /** Where a value came from, for messages: a CLI flag (`--bg-color`) or an API parameter (`bg_color`). */
@@ -56,10 +73,9 @@ export type OptionSource = 'cli' | 'api';
 
 export class OptionError extends CutoutError {
   /** Parameter name as the user wrote it. */
-  readonly param: string;
+  declare readonly param: string;
   constructor(param: string, message: string) {
-    super('invalid_request', message);
-    this.param = param;
+    super('invalid_request', message, { param });
   }
 }
 
@@ -104,26 +120,6 @@ export function colorToHex(c: Rgb | null): string {
   return '#' + [c.r, c.g, c.b].map((n) => n.toString(16).padStart(2, '0')).join('');
 }
 
-/**
- * Parses raw option values (strings from a form or flags, or JSON values) into ImageOptions.
- * Missing values take the defaults given (the API and the CLI differ on `size`).
- */
-export function parseImageOptions(
-  raw: { size?: unknown; format?: unknown; bg_color?: unknown; crop?: unknown; type?: unknown; quality?: unknown; precision?: unknown },
-  source: OptionSource,
-  defaults: ImageOptions,
-): ImageOptions {
-  const out: ImageOptions = { ...defaults };
-  if (raw.size !== undefined) out.size = parseEnum('size', SIZES, raw.size, source);
-  if (raw.format !== undefined) out.format = parseFormat(raw.format, source);
-  if (raw.bg_color !== undefined) out.bgColor = parseColor(raw.bg_color, source);
-  if (raw.crop !== undefined) out.crop = parseBoolean('crop', raw.crop, source);
-  if (raw.type !== undefined) out.type = parseEnum('type', TYPES, raw.type, source);
-  if (raw.quality !== undefined) out.quality = parseEnum('quality', QUALITIES, raw.quality, source);
-  if (raw.precision !== undefined) out.precision = parseEnum('precision', PRECISIONS, raw.precision, source);
-  return out;
-}
-
 /** `jpeg` is accepted as a spelling of `jpg`. */
 export function parseFormat(value: unknown, source: OptionSource): Format {
   const v = typeof value === 'string' && value.trim().toLowerCase() === 'jpeg' ? 'jpg' : value;
@@ -138,7 +134,161 @@ export function forTestKey(options: ImageOptions, test: boolean): ImageOptions {
   return test ? { ...options, size: 'preview' } : options;
 }
 
-export const API_DEFAULTS: Readonly<ImageOptions> = Object.freeze({ size: 'preview', format: 'png', bgColor: null, crop: false });
-export const CLI_DEFAULTS: Readonly<ImageOptions> = Object.freeze({ size: 'full', format: 'png', bgColor: null, crop: false });
-
 export const CONTENT_TYPES: Readonly<Record<Format, string>> = Object.freeze({ png: 'image/png', webp: 'image/webp', jpg: 'image/jpeg' });
+
+/** An OpenAPI schema fragment. */
+type Schema = Record<string, unknown>;
+
+const MP = (pixels: number): string => `${pixels / 1_000_000} MP`;
+
+/** One image option, described once. */
+export interface OptionRow<K extends keyof ImageOptions = keyof ImageOptions> {
+  /** The field of ImageOptions; also the library's key and the CLI flag's attribute (commander camelCases). */
+  key: K;
+  /** The API parameter (snake_case), or null when HTTP does not take it. */
+  api: string | null;
+  /** The CLI flag as commander declares it (`--bg-color <color>`, `--crop`, `--no-refine`), or null. */
+  flag: string | null;
+  /** The flag's --help line. */
+  help: string;
+  /** Whether the library's RemoveOptions takes it; `parse` overrides the shared parser there. */
+  library: false | { parse?: (value: unknown, name: string) => NonNullable<ImageOptions[K]> | null };
+  /** The config key whose value is the CLI's default (`quality`, `precision`): the flag overrides it. */
+  cliConfig?: 'quality' | 'precision';
+  /** Parses a raw value (a form string, a JSON value, a flag); `param` names it in the message. */
+  parse(value: unknown, param: string, source: OptionSource): ImageOptions[K];
+  /** The value when absent, per front door; undefined: stays absent (the pipeline's default applies). */
+  defaults: { api?: ImageOptions[K]; cli?: ImageOptions[K]; library?: ImageOptions[K] };
+  /** False for a hint that is accepted and changes nothing (`type`). */
+  changesOutput: boolean;
+  /** The OpenAPI component (its name and schema) of the API parameter; `default` is added from `defaults.api`. */
+  openapi: { name: string; schema: Schema } | null;
+}
+
+/** Keeps each row's key, parser and defaults of one type. */
+function row<K extends keyof ImageOptions>(r: OptionRow<K>): OptionRow<K> {
+  return r;
+}
+
+const enumOf = <T extends string>(allowed: readonly T[]) => (value: unknown, param: string, source: OptionSource): T => parseEnum(param, allowed, value, source);
+const booleanOf = (value: unknown, param: string, source: OptionSource): boolean => parseBoolean(param, value, source);
+
+/** Every image option, in the order messages and --help list them. Adding an option is adding a row. */
+export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
+  row({
+    key: 'size', api: 'size', flag: '--size <size>', help: 'preview | full | auto (default: full)',
+    library: {}, parse: enumOf(SIZES), defaults: { api: 'preview', cli: 'full', library: 'full' }, changesOutput: true,
+    openapi: {
+      name: 'Size',
+      schema: {
+        type: 'string', enum: [...SIZES],
+        description:
+          `\`preview\`: free, longest side <= ${LIMITS.previewMaxSide} px. \`full\`: native resolution, 1 credit. ` +
+          `\`auto\`: \`full\` up to ${MP(LIMITS.autoFullMaxPixels)}, else \`preview\`. ` +
+          'Absent: `preview` (api-spec 2.1), whereas the command line (`cutout remove`) defaults to `full`. ' +
+          '`POST /api/v1/remove` says which size it served in `X-Cutout-Size`.',
+      },
+    },
+  }),
+  row({
+    key: 'format', api: 'format', flag: '--format <format>', help: 'png | webp | jpg (default: png, or from --out FILE)',
+    // The library also gives `raw` (8-bit pixels for a sharp chain): RemoveRequest's format.
+    library: { parse: (value, name) => (value === 'jpeg' ? 'jpg' : parseEnum(name, [...FORMATS, 'raw'] as const, value, 'api') as Format) },
+    parse: (value, _param, source) => parseFormat(value, source), defaults: { api: 'png', cli: 'png', library: 'png' }, changesOutput: true,
+    openapi: { name: 'Format', schema: { type: 'string', enum: [...FORMATS], description: 'Output encoding. `jpg` has no alpha: combine it with `bg_color`.' } },
+  }),
+  row({
+    key: 'bgColor', api: 'bg_color', flag: '--bg-color <color>', help: 'transparent or a hex colour such as #ffffff (default: transparent)',
+    library: {}, parse: (value, param, source) => parseColor(value, source, param), defaults: { api: null, cli: null, library: null }, changesOutput: true,
+    openapi: {
+      name: 'BgColor',
+      schema: {
+        type: 'string', default: 'transparent', pattern: '^(transparent|#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6}))$',
+        description: '`transparent`, or a hex colour (with or without `#`) to flatten onto.', examples: ['transparent', '#ffffff', '0f0'],
+      },
+    },
+  }),
+  row({
+    key: 'crop', api: 'crop', flag: '--crop', help: 'crop to the subject\'s bounding box',
+    library: {}, parse: booleanOf, defaults: { api: false, cli: false, library: false }, changesOutput: true,
+    openapi: { name: 'Crop', schema: { type: 'boolean', description: 'Crop to the subject\'s bounding box.' } },
+  }),
+  row({
+    key: 'type', api: 'type', flag: null, help: '',
+    library: false, parse: enumOf(TYPES), defaults: {}, changesOutput: false,
+    openapi: { name: 'SubjectType', schema: { type: 'string', enum: [...TYPES], description: 'A hint only, accepted for compatibility; the subject is detected automatically.' } },
+  }),
+  row({
+    key: 'quality', api: 'quality', flag: '--quality <quality>', cliConfig: 'quality',
+    help: 'fast | balanced | best | max: speed against quality, the model\'s input size; max adds a second pass on a small subject\'s box (default: best, or `quality` in the config)',
+    library: {}, parse: enumOf(QUALITIES), defaults: { library: 'best' }, changesOutput: true,
+    openapi: {
+      name: 'Quality',
+      schema: {
+        type: 'string', enum: [...QUALITIES], default: 'best',
+        description: 'An addition to v1: speed against quality (the model\'s input side: fast 512, balanced 768, best 1024; max is best plus a second pass on a small subject\'s box, up to twice the time). Absent means `best`.',
+      },
+    },
+  }),
+  row({
+    key: 'precision', api: 'precision', flag: '--precision <precision>', cliConfig: 'precision',
+    help: 'auto | fp32 | int8: the model\'s number format; auto runs int8 only on a CPU with VNNI and when int8 passed the quality bar (default: auto, or `precision` in the config)',
+    // The library sets it per remover (RemoverOptions), not per call.
+    library: false, parse: enumOf(PRECISIONS), defaults: {}, changesOutput: true,
+    openapi: {
+      name: 'Precision',
+      schema: {
+        type: 'string', enum: [...PRECISIONS], default: 'auto',
+        description: 'An addition to v1: the model\'s number format. `fp32` or `int8` (a statically quantized copy, faster on CPUs with VNNI, its matte close to fp32\'s); `auto` runs int8 only where the server\'s CPU has AVX512-VNNI or AVX-VNNI and the int8 model passed the quality bar, else fp32. Absent means the server\'s configured default (`auto`). Another value is `invalid_request` (400).',
+      },
+    },
+  }),
+  row({
+    key: 'mask', api: 'mask', flag: '--mask', help: 'write the alpha matte alone (greyscale) instead of the cutout',
+    library: {}, parse: booleanOf, defaults: { cli: false, library: false }, changesOutput: true,
+    openapi: { name: 'Mask', schema: { type: 'boolean', default: false, description: 'An addition to v1: the alpha matte alone (greyscale) instead of the cutout.' } },
+  }),
+  row({
+    key: 'alpha', api: 'alpha', flag: '--alpha <mode>', help: 'soft | hard: hard thresholds the matte at 50 % (stickers, icons) (default: soft)',
+    library: {}, parse: enumOf(ALPHAS), defaults: { cli: 'soft', library: 'soft' }, changesOutput: true,
+    openapi: { name: 'Alpha', schema: { type: 'string', enum: [...ALPHAS], default: 'soft', description: 'An addition to v1: `hard` thresholds the matte at 50 % (stickers, icons).' } },
+  }),
+  row({
+    key: 'refine', api: 'refine', flag: '--no-refine', help: 'plain bilinear matte instead of the guided refinement at full resolution',
+    library: {}, parse: booleanOf, defaults: { cli: true, library: true }, changesOutput: true,
+    openapi: { name: 'Refine', schema: { type: 'boolean', default: true, description: 'An addition to v1: the guided refinement of the matte at full resolution; `false` gives the plain bilinear matte.' } },
+  }),
+  row({
+    key: 'decontaminate', api: 'decontaminate', flag: '--no-decontaminate', help: 'keep the original colours at soft edges (no foreground colour estimation)',
+    library: {}, parse: booleanOf, defaults: { cli: true, library: true }, changesOutput: true,
+    openapi: { name: 'Decontaminate', schema: { type: 'boolean', default: true, description: 'An addition to v1: foreground colour estimation at soft edges; `false` keeps the original colours there.' } },
+  }),
+]);
+
+/** The API parameters of the image options, in table order. */
+export const OPTION_PARAMS: readonly string[] = Object.freeze(OPTION_TABLE.flatMap((r) => (r.api ? [r.api] : [])));
+
+/** The defaults of one front door, read off the table (absent ones stay absent). */
+function defaultsOf(door: 'api' | 'cli' | 'library'): Readonly<ImageOptions> {
+  const out: Record<string, unknown> = {};
+  for (const r of OPTION_TABLE) if (r.defaults[door] !== undefined) out[r.key] = r.defaults[door];
+  return Object.freeze(out as unknown as ImageOptions);
+}
+
+export const API_DEFAULTS: Readonly<ImageOptions> = defaultsOf('api');
+export const CLI_DEFAULTS: Readonly<ImageOptions> = defaultsOf('cli');
+export const LIBRARY_DEFAULTS: Readonly<ImageOptions> = defaultsOf('library');
+
+/**
+ * Parses raw option values keyed by their API names (strings from a form or flags, or JSON values)
+ * into ImageOptions. Missing values take the defaults given (the API and the CLI differ on `size`).
+ * A bad value throws an OptionError whose `param` names it.
+ */
+export function parseImageOptions(raw: Readonly<Record<string, unknown>>, source: OptionSource, defaults: Readonly<ImageOptions>): ImageOptions {
+  const out: Record<string, unknown> = { ...defaults };
+  for (const r of OPTION_TABLE) {
+    if (r.api === null || raw[r.api] === undefined) continue;
+    out[r.key] = r.parse(raw[r.api], r.api, source);
+  }
+  return out as unknown as ImageOptions;
+}

@@ -28,6 +28,14 @@ t.test('batches', async (t) => {
   const queuedJobs = async () => ((await (await fetch(`${srv.url}/api/v1/health`)).json()) as any).queue.jobs;
   const images = (n: number, item: Record<string, unknown> = {}) => Array.from({ length: n }, () => ({ image_file_b64: tiny, ...item }));
 
+  t.test('an item\'s bad option is named in its loc from the error itself (options table)', async (t) => {
+    const res = await batch({ images: [{ image_file_b64: tiny, alpha: 'x' }, { image_file_b64: tiny, image_url: 'https://example.com/a.png' }] });
+    t.equal(res.status, 422);
+    const body = (await res.json()) as any;
+    t.same(body.detail.map((d: any) => d.loc), [['body', 'images', 0, 'alpha'], ['body', 'images', 1, 'image_url']]);
+    t.match(body.detail[0].msg, /for alpha/);
+  });
+
   t.test('refusals create nothing', async (t) => {
     const tooMany = await errorCode(await batch({ images: images(51), size: 'preview' }));
     t.same([tooMany.status, tooMany.code], [400, 'invalid_request'], '51 images');

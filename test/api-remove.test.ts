@@ -126,6 +126,20 @@ t.test('sync removal: bytes, JSON, charges, stored results, test keys, idempoten
     // written straight to the store to empty the balance.
     t.same(usage.days[0], { date: usage.days[0].date, credits: 2 + 8, requests: 5 + 8 });
   });
+
+  // Last in this server: its request would count in the usage above.
+  t.test('the CLI\'s image options reach HTTP too: mask and alpha (options table)', async (t) => {
+    const res = await remove(upload(chelsea, { size: 'preview', mask: 'true', alpha: 'hard', refine: 'false', decontaminate: 'false' }));
+    t.equal(res.status, 200);
+    t.equal(res.headers.get('x-credits-charged'), '0');
+    const { data, info } = await sharp(Buffer.from(await res.arrayBuffer())).raw().toBuffer({ resolveWithObject: true });
+    const levels = new Set<number>();
+    for (let i = 0; i < data.length; i += info.channels) levels.add(data[i]);
+    t.same([...levels].sort((x, y) => x - y), [0, 255], 'a hard greyscale matte: black and white only');
+    const bad = await errorCode(await remove(upload(chelsea, { size: 'preview', alpha: 'medium' })));
+    t.same([bad.status, bad.code], [400, 'invalid_request']);
+    t.match(bad.message, /Expected one of soft, hard for alpha but received "medium"/);
+  });
 });
 
 t.test('image_url is fetched (private network allowed for the test server)', async (t) => {

@@ -20,3 +20,32 @@ t.test('parseImageOptions applies defaults and validates', async (t) => {
   t.equal(err.param, 'size');
   t.throws(() => parseImageOptions({ crop: 'yes' }, 'api', API_DEFAULTS), /true or false/);
 });
+
+t.test('the options table: every door reads it; errors name the parameter as the door spells it', async (t) => {
+  const { OPTION_TABLE, OPTION_PARAMS, LIBRARY_DEFAULTS } = await import('../src/options.js');
+  const { removeRequest } = await import('../src/library/options.js');
+  const { imageOptionsFromFlags } = await import('../src/commands/image-flags.js');
+  t.same([...OPTION_PARAMS], OPTION_TABLE.flatMap((r) => (r.api ? [r.api] : [])));
+  for (const name of ['mask', 'alpha', 'refine', 'decontaminate']) t.ok(OPTION_PARAMS.includes(name), `${name} is an API parameter`);
+  t.same(
+    parseImageOptions({ mask: 'true', alpha: 'HARD', refine: '0', decontaminate: false }, 'api', API_DEFAULTS),
+    { size: 'preview', format: 'png', bgColor: null, crop: false, mask: true, alpha: 'hard', refine: false, decontaminate: false },
+  );
+  const api = t.throws(() => parseImageOptions({ alpha: 'x' }, 'api', API_DEFAULTS)) as unknown as OptionError;
+  t.same([api.param, api.message], ['alpha', 'Expected one of soft, hard for alpha but received "x"']);
+  const cli = t.throws(() => imageOptionsFromFlags({ bgColor: 'red' }, {})) as unknown as OptionError;
+  t.same([cli.param, cli.message], ['bg_color', 'Expected transparent or a hex colour such as #ffffff or 0f0 for --bg-color but received "red"']);
+  t.match(imageOptionsFromFlags({ refine: false, alpha: 'hard' }, { quality: 'fast', format: 'webp' }), { size: 'full', format: 'webp', quality: 'fast', refine: false, alpha: 'hard', decontaminate: true, mask: false });
+  t.same(removeRequest({}), { ...LIBRARY_DEFAULTS });
+  t.throws(() => removeRequest({ bgColor: 'red' }), /for bgColor but received "red"/);
+  t.equal(removeRequest({ format: 'raw' }).format, 'raw', 'the library alone gives raw pixels');
+});
+
+t.test('stored job params carry a version; rows without one read as before', async (t) => {
+  const { JOB_PARAMS_VERSION, readJobParams, writeJobParams } = await import('../src/store/jobs.js');
+  const options = parseImageOptions({ size: 'full', mask: true }, 'api', API_DEFAULTS);
+  const text = writeJobParams(options);
+  t.equal(JSON.parse(text).v, JOB_PARAMS_VERSION);
+  t.same(readJobParams(text), options);
+  t.same(readJobParams('{"size":"full","format":"png","bgColor":null,"crop":false}'), { size: 'full', format: 'png', bgColor: null, crop: false }, 'version 1');
+});

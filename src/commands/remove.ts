@@ -10,7 +10,8 @@ import type { Command } from 'commander';
 import { loadConfig, type CutoutConfig } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
 import { CutoutError } from '../errors.js';
-import { CLI_DEFAULTS, forTestKey, parseEnum, parseImageOptions, PRECISIONS, QUALITIES, type ImageOptions } from '../options.js';
+import { forTestKey, type ImageOptions } from '../options.js';
+import { checkConfigFlags, imageOptionsFromFlags, registerImageFlags } from './image-flags.js';
 import { expandInputs, FORMAT_BY_EXTENSION, isGlob, outputPathFor, planOutput, type ExpandedInputs, type InputItem, type OutputPlan } from './inputs.js';
 import { addBatchFlags, BatchRun, checkBatchFlags, Interrupt, planBatch, printDryRun, startsModelAtOnce, type BatchFlags, type BatchPlan } from './batch.js';
 import { excludeMatcher } from './glob-match.js';
@@ -61,15 +62,10 @@ export function registerRemove(program: Command): void {
     .command('remove', { isDefault: true })
     .description('remove the background of images (files, folders, quoted globs, or - for stdin)')
     .argument('[inputs...]', 'image files, directories, glob patterns, or - for stdin')
-    .option('-o, --out <path>', 'output directory, or a file when there is one input; - for stdout')
-    .option('--size <size>', 'preview | full | auto (default: full)')
-    .option('--format <format>', 'png | webp | jpg (default: png, or from --out FILE)')
-    .option('--bg-color <color>', 'transparent or a hex colour such as #ffffff (default: transparent)')
-    .option('--crop', 'crop to the subject\'s bounding box')
-    .option('--mask', 'write the alpha matte alone (greyscale) instead of the cutout')
-    .option('--alpha <mode>', 'soft | hard: hard thresholds the matte at 50 % (stickers, icons) (default: soft)')
-    .option('--no-refine', 'plain bilinear matte instead of the guided refinement at full resolution')
-    .option('--no-decontaminate', 'keep the original colours at soft edges (no foreground colour estimation)')
+    .option('-o, --out <path>', 'output directory, or a file when there is one input; - for stdout');
+  // --size, --format, --bg-color, --crop, --mask, --alpha, --no-refine, --no-decontaminate,
+  // --quality, --precision: from the options table (src/options.ts).
+  registerImageFlags(command)
     .option('-c, --concurrency <n>', 'images processed at once (default: 2 with two cores or more: one image\'s decode and encode beside the other\'s inference; inferences run one at a time)')
     .option('--model <name|file>', 'a model from `cutout models list`, or an .onnx file with its manifest')
     .option('-r, --recursive', 'descend into sub-directories of directory inputs')
@@ -77,10 +73,8 @@ export function registerRemove(program: Command): void {
     .option('--overwrite', 'replace existing outputs')
     .option('--json', 'one JSON object per input on stdout')
     .option('--key <api_key>', 'charge that key\'s credits by the same rules as the server')
-    .option('--quality <quality>', 'fast | balanced | best | max: speed against quality, the model\'s input size; max adds a second pass on a small subject\'s box (default: best, or `quality` in the config)')
     .option('--inference-workers <n>', 'inference worker threads, each with its own session (default: 1 up to 8 cores, then one per 8 cores; docs/benchmarks.md)')
     .option('--inference-threads <n>', 'intra-op threads of each session (default: the cores over the workers; env CUTOUT_THREADS)')
-    .option('--precision <precision>', 'auto | fp32 | int8: the model\'s number format; auto runs int8 only on a CPU with VNNI and when int8 passed the quality bar (default: auto, or `precision` in the config)')
     .option('-q, --quiet', 'no progress output')
     .option('--no-progress', 'no spinner or progress lines')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
@@ -136,25 +130,16 @@ async function readSettings(flags: RemoveFlags): Promise<RemoveSettings> {
   let options;
   try {
     // Checked here first so that the message names the flag, not the config key.
-    if (flags.quality !== undefined) parseEnum('quality', QUALITIES, flags.quality, 'cli');
-    if (flags.precision !== undefined) parseEnum('precision', PRECISIONS, flags.precision, 'cli');
+    checkConfigFlags(flags as Record<string, unknown>);
     config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, inferenceWorkers: flags.inferenceWorkers, inferenceThreads: flags.inferenceThreads, quality: flags.quality, precision: flags.precision, store: flags.store }, { configFile: flags.config });
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
-    options = parseImageOptions(
-      { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop, quality: config.quality, precision: config.precision },
-      'cli',
-      { ...CLI_DEFAULTS, format: fromOut ?? CLI_DEFAULTS.format },
-    );
-    if (flags.alpha !== undefined) parseEnum('alpha', ['soft', 'hard'] as const, flags.alpha, 'cli');
+    options = imageOptionsFromFlags(flags as Record<string, unknown>, { quality: config.quality, precision: config.precision, format: fromOut });
   } catch (err) {
     if (err instanceof CutoutError) usage(err.message);
     throw err;
   }
-  const edges = {
-    alpha: (flags.alpha?.trim().toLowerCase() ?? 'soft') as 'soft' | 'hard',
-    refine: flags.refine !== false,
-    decontaminate: flags.decontaminate !== false,
-  };
+  // The edge settings are part of `options` now (the options table); kept apart for the per-item request.
+  const edges = { alpha: options.alpha ?? 'soft', refine: options.refine ?? true, decontaminate: options.decontaminate ?? true };
   return { config, options, edges };
 }
 

@@ -5,7 +5,7 @@
 import { DEFAULTS } from '../config.js';
 import { CutoutError } from '../errors.js';
 import * as internal from '../options.js';
-import { CLI_DEFAULTS, FORMATS, parseBoolean, parseColor, parseEnum, PRECISIONS, QUALITIES, SIZES } from '../options.js';
+import { LIBRARY_DEFAULTS, OPTION_TABLE, parseBoolean, parseEnum, PRECISIONS } from '../options.js';
 import type { RemoveRequest } from '../pipeline/types.js';
 import type { PreparationEvent } from '../pipeline/weights.js';
 
@@ -74,7 +74,9 @@ export interface RemoverOptions {
   onProgress?: (event: PreparationEvent) => void;
 }
 
-const REMOVE_KEYS = new Set(['format', 'size', 'bgColor', 'crop', 'mask', 'alpha', 'quality', 'refine', 'decontaminate', 'signal']);
+/** The per-call options: the image options the table gives the library, and the abort signal. */
+const LIBRARY_ROWS = OPTION_TABLE.filter((r) => r.library !== false);
+const REMOVE_KEYS = new Set<string>([...LIBRARY_ROWS.map((r) => r.key), 'signal']);
 const REMOVER_KEYS = new Set(['model', 'precision', 'upstream', 'upstreamModel', 'upstreamToken', 'concurrency', 'dataDir', 'preload', 'onProgress']);
 
 function refuseUnknown(options: object, known: Set<string>, what: string): void {
@@ -82,23 +84,20 @@ function refuseUnknown(options: object, known: Set<string>, what: string): void 
   if (unknown.length) throw new CutoutError('invalid_request', `Unknown ${what} option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}; known: ${[...known].join(', ')}`);
 }
 
-/** A call's options as the pipeline's request; throws invalid_request naming the option. */
+/** A call's options as the pipeline's request (the table's library defaults); throws invalid_request naming the option. */
 export function removeRequest(options: RemoveOptions = {}): RemoveRequest {
   if (typeof options !== 'object' || options === null) throw new CutoutError('invalid_request', 'Expected an options object');
   refuseUnknown(options, REMOVE_KEYS, 'remove');
   const o = options as Record<string, unknown>;
-  const format = o.format === undefined ? CLI_DEFAULTS.format : o.format === 'jpeg' ? 'jpg' : parseEnum('format', [...FORMATS, 'raw'] as const, o.format, 'api');
-  return {
-    size: o.size === undefined ? CLI_DEFAULTS.size : parseEnum('size', SIZES, o.size, 'api'),
-    format,
-    bgColor: o.bgColor === undefined ? CLI_DEFAULTS.bgColor : parseColor(o.bgColor, 'api', 'bgColor'),
-    crop: o.crop === undefined ? CLI_DEFAULTS.crop : parseBoolean('crop', o.crop, 'api'),
-    mask: o.mask === undefined ? false : parseBoolean('mask', o.mask, 'api'),
-    alpha: o.alpha === undefined ? 'soft' : parseEnum('alpha', ['soft', 'hard'] as const, o.alpha, 'api'),
-    quality: o.quality === undefined ? 'best' : parseEnum('quality', QUALITIES, o.quality, 'api'),
-    refine: o.refine === undefined ? true : parseBoolean('refine', o.refine, 'api'),
-    decontaminate: o.decontaminate === undefined ? true : parseBoolean('decontaminate', o.decontaminate, 'api'),
-  };
+  const out: Record<string, unknown> = { ...LIBRARY_DEFAULTS };
+  for (const r of LIBRARY_ROWS) {
+    const value = o[r.key];
+    if (value === undefined) continue;
+    // The library names an option by its key (`bgColor`), as the caller wrote it.
+    const parse = r.library !== false && r.library.parse ? r.library.parse : (v: unknown, name: string) => r.parse(v, name, 'api');
+    out[r.key] = parse(value, r.key);
+  }
+  return out as unknown as RemoveRequest;
 }
 
 export interface CheckedRemoverOptions {

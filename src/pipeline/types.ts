@@ -24,16 +24,12 @@ export interface RawPixels {
   channels: 3 | 4;
 }
 
+/**
+ * What the pipeline runs: the one request type of the front doors (ImageOptions, every image
+ * option of src/options.ts's table) with `raw` as an output format, and two knobs of its own.
+ */
 export interface RemoveRequest extends Omit<ImageOptions, 'format'> {
   format: OutputFormat;
-  /** Write the alpha matte alone (greyscale) instead of the cutout. */
-  mask?: boolean;
-  /** Guided refinement of the matte at full resolution (default on). */
-  refine?: boolean;
-  /** Foreground colour estimation at soft edges (default on). */
-  decontaminate?: boolean;
-  /** `hard`: threshold the matte at 50 % (stickers, icons); default `soft`. */
-  alpha?: 'soft' | 'hard';
   /** Overrides of the edge settings (edges.ts EDGE_PARAMS), for benchmarks that compare settings. */
   edgeParams?: Partial<import('./edges.js').EdgeParams>;
   /** Refuse `size=full` (after `auto` is resolved) above this many pixels: the sync route's 4 MP rule. */

@@ -12,9 +12,9 @@ import { formatMB, LIMITS } from '../limits.js';
 /** Room for the multipart framing and the small fields around a 25 MB upload or its base64. */
 const MULTIPART_OVERHEAD = 256 * 1024;
 
-/** image_too_large naming what is over the input limit. */
-export function tooLarge(what: string): CutoutError {
-  return new CutoutError('image_too_large', `${what} is over the ${formatMB(LIMITS.maxInputBytes)} limit.`);
+/** image_too_large naming what is over the input limit; `param`: the request parameter it is. */
+export function tooLarge(what: string, param?: string): CutoutError {
+  return new CutoutError('image_too_large', `${what} is over the ${formatMB(LIMITS.maxInputBytes)} limit.`, { param });
 }
 
 function declaredLength(req: IncomingMessage): number | null {

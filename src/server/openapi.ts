@@ -5,7 +5,7 @@
  */
 import { CutoutError, ERROR_TABLE, errorDocsUrl, type ErrorCode } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
-import { API_DEFAULTS, CONTENT_TYPES, FORMATS, PRECISIONS, QUALITIES, SIZES, TYPES } from '../options.js';
+import { CONTENT_TYPES, FORMATS, OPTION_TABLE } from '../options.js';
 import { REQUEST_ID_HEADER } from './request-log.js';
 
 type Json = Record<string, unknown>;
@@ -52,15 +52,14 @@ function errorResponse(status: number, codes: ErrorCode[], description: string, 
   };
 }
 
-const imageOptionProps: Json = {
-  size: schema('Size'),
-  format: schema('Format'),
-  bg_color: schema('BgColor'),
-  crop: schema('Crop'),
-  type: schema('SubjectType'),
-  quality: schema('Quality'),
-  precision: schema('Precision'),
-};
+/** The image options' parameters, each a reference to its component (both from the options table). */
+const imageOptionProps: Json = Object.fromEntries(OPTION_TABLE.flatMap((r) => (r.api && r.openapi ? [[r.api, schema(r.openapi.name)]] : [])));
+/** The options' components: Size, Format, BgColor, ... as the table describes them. */
+const imageOptionSchemas: Json = Object.fromEntries(OPTION_TABLE.flatMap((r) => {
+  if (!r.api || !r.openapi) return [];
+  const apiDefault = r.defaults.api;
+  return [[r.openapi.name, apiDefault === undefined || apiDefault === null ? r.openapi.schema : { default: apiDefault, ...r.openapi.schema }]];
+}));
 
 const SOURCE_RULE = 'Exactly one of `image_file` (multipart only), `image_url`, `image_file_b64`; otherwise `invalid_request`.';
 
@@ -530,47 +529,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
       Error504: errorResponse(504, ['processing_failed'], `Sync timeout (${LIMITS.syncTimeoutMs / 1000} s); nothing was charged.`),
     },
     schemas: {
-      Size: {
-        type: 'string',
-        enum: [...SIZES],
-        default: API_DEFAULTS.size,
-        description:
-          `\`preview\`: free, longest side <= ${LIMITS.previewMaxSide} px. \`full\`: native resolution, 1 credit. ` +
-          `\`auto\`: \`full\` up to ${MP(LIMITS.autoFullMaxPixels)}, else \`preview\`. ` +
-          'Absent: `preview` (api-spec 2.1), whereas the command line (`cutout remove`) defaults to `full`. ' +
-          '`POST /api/v1/remove` says which size it served in `X-Cutout-Size`.',
-      },
-      Format: {
-        type: 'string',
-        enum: [...FORMATS],
-        default: API_DEFAULTS.format,
-        description: 'Output encoding. `jpg` has no alpha: combine it with `bg_color`.',
-      },
-      BgColor: {
-        type: 'string',
-        default: 'transparent',
-        pattern: '^(transparent|#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6}))$',
-        description: '`transparent`, or a hex colour (with or without `#`) to flatten onto.',
-        examples: ['transparent', '#ffffff', '0f0'],
-      },
-      Crop: { type: 'boolean', default: API_DEFAULTS.crop, description: 'Crop to the subject\'s bounding box.' },
-      Quality: {
-        type: 'string',
-        enum: [...QUALITIES],
-        default: 'best',
-        description: 'An addition to v1: speed against quality (the model\'s input side: fast 512, balanced 768, best 1024; max is best plus a second pass on a small subject\'s box, up to twice the time). Absent means `best`.',
-      },
-      Precision: {
-        type: 'string',
-        enum: [...PRECISIONS],
-        default: 'auto',
-        description: 'An addition to v1: the model\'s number format. `fp32` or `int8` (a statically quantized copy, faster on CPUs with VNNI, its matte close to fp32\'s); `auto` runs int8 only where the server\'s CPU has AVX512-VNNI or AVX-VNNI and the int8 model passed the quality bar, else fp32. Absent means the server\'s configured default (`auto`). Another value is `invalid_request` (400).',
-      },
-      SubjectType: {
-        type: 'string',
-        enum: [...TYPES],
-        description: 'A hint only, accepted for compatibility; the subject is detected automatically.',
-      },
+      ...imageOptionSchemas,
       ImageUrl: {
         type: 'string',
         format: 'uri',

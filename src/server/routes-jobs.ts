@@ -141,13 +141,6 @@ export async function handleCreateJob(ctx: JobsContext, req: IncomingMessage, re
 
 interface ItemProblem { index: number; param: string | null; msg: string; type: string }
 
-/** Finds the parameter an error is about, for the `loc` of the 422 detail. */
-function paramOf(err: unknown): string | null {
-  const param = (err as { param?: unknown }).param;
-  if (typeof param === 'string') return param;
-  const m = /\b(image_url|image_file_b64|image_file|size|format|bg_color|crop|type)\b/.exec((err as Error).message ?? '');
-  return m ? m[1] : null;
-}
 
 /**
  * Validates a batch body. Body-level problems (not an object, no images array, 0 or more than 50
@@ -194,7 +187,7 @@ async function parseBatch(ctx: JobsContext, body: Record<string, unknown>): Prom
       return parseImageParams({ ...top, ...own });
     } catch (err) {
       const e = err instanceof CutoutError ? err : new CutoutError('invalid_request', String(err));
-      problems.push({ index, param: paramOf(err), msg: e.message, type: e.code });
+      problems.push({ index, param: e.param ?? null, msg: e.message, type: e.code });
       return null;
     }
   });

@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { API_DEFAULTS, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
+import { API_DEFAULTS, OPTION_PARAMS, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
 import { mediaType, readJsonObject, readMultipart, tooLarge } from './http.js';
 
 export type ImageSource =
@@ -19,17 +19,22 @@ export interface ImageRequest {
 }
 
 export const SOURCE_PARAMS = ['image_file', 'image_url', 'image_file_b64'] as const;
-/** The options of api-spec 2.1, plus `quality` and `precision` (additions within v1). */
-export const OPTION_PARAMS = ['size', 'format', 'bg_color', 'crop', 'type', 'quality', 'precision'] as const;
+/** The image options' parameters (api-spec 2.1 and the additions within v1), from the options table. */
+export { OPTION_PARAMS };
 const KNOWN_PARAMS = new Set<string>([...SOURCE_PARAMS, ...OPTION_PARAMS]);
 
+/** invalid_request about one parameter (a batch item's 422 names it in `loc`). */
+function invalid(param: string, message: string): CutoutError {
+  return new CutoutError('invalid_request', message, { param });
+}
+
 function decodeBase64(value: unknown): Buffer {
-  if (typeof value !== 'string') throw new CutoutError('invalid_request', 'Expected a base64 string for image_file_b64.');
+  if (typeof value !== 'string') throw invalid('image_file_b64', 'Expected a base64 string for image_file_b64.');
   // A data: URL prefix is accepted (browsers' FileReader produces one).
   const b64 = value.replace(/^data:[^,]*;base64,/i, '').replace(/\s+/g, '');
-  if (b64 === '') throw new CutoutError('invalid_request', 'image_file_b64 is empty.');
-  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(b64)) throw new CutoutError('invalid_request', 'image_file_b64 is not valid base64.');
-  if (Math.floor((b64.length * 3) / 4) > LIMITS.maxInputBytes + 2) throw tooLarge('image_file_b64');
+  if (b64 === '') throw invalid('image_file_b64', 'image_file_b64 is empty.');
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(b64)) throw invalid('image_file_b64', 'image_file_b64 is not valid base64.');
+  if (Math.floor((b64.length * 3) / 4) > LIMITS.maxInputBytes + 2) throw tooLarge('image_file_b64', 'image_file_b64');
   return Buffer.from(b64, 'base64');
 }
 
@@ -49,17 +54,18 @@ export function parseImageParams(params: Record<string, unknown>, file?: Buffer)
   for (const name of Object.keys(params)) {
     // `param` names the field for a batch item's 422 `loc`.
     if ((UNSUPPORTED_PARAMS as readonly string[]).includes(name)) {
-      throw Object.assign(new CutoutError('invalid_request', `Parameter ${name} is not supported by this service.`), { param: name });
+      throw invalid(name, `Parameter ${name} is not supported by this service.`);
     }
-    if (!KNOWN_PARAMS.has(name)) throw Object.assign(new CutoutError('invalid_request', `Unknown parameter ${name}.`), { param: name });
+    if (!KNOWN_PARAMS.has(name)) throw invalid(name, `Unknown parameter ${name}.`);
   }
   if (params.image_file !== undefined && params.image_file !== null) {
-    throw new CutoutError('invalid_request', 'image_file must be a multipart file upload; send base64 as image_file_b64.');
+    throw invalid('image_file', 'image_file must be a multipart file upload; send base64 as image_file_b64.');
   }
   const present = SOURCE_PARAMS.filter((name) => (name === 'image_file' ? file !== undefined : params[name] !== undefined && params[name] !== null));
   if (present.length !== 1) {
-    throw new CutoutError(
-      'invalid_request',
+    // Named after the first source listed (none given: image_file, the first of the three).
+    throw invalid(
+      present[0] ?? 'image_file',
       present.length === 0
         ? 'Give exactly one image source: image_file, image_url or image_file_b64.'
         : `Give exactly one image source; received ${present.join(' and ')}.`,
@@ -71,12 +77,12 @@ export function parseImageParams(params: Record<string, unknown>, file?: Buffer)
 
   let source: ImageSource;
   if (present[0] === 'image_file') {
-    if (file!.length > LIMITS.maxInputBytes) throw tooLarge('image_file');
+    if (file!.length > LIMITS.maxInputBytes) throw tooLarge('image_file', 'image_file');
     source = { kind: 'image_file', bytes: file!, description: 'upload' };
   } else if (present[0] === 'image_file_b64') {
     source = { kind: 'image_file_b64', bytes: decodeBase64(params.image_file_b64), description: 'base64' };
   } else {
-    if (typeof params.image_url !== 'string' || params.image_url.trim() === '') throw new CutoutError('invalid_request', 'Expected a URL string for image_url.');
+    if (typeof params.image_url !== 'string' || params.image_url.trim() === '') throw invalid('image_url', 'Expected a URL string for image_url.');
     source = { kind: 'image_url', url: params.image_url.trim(), description: describeUrl(params.image_url) };
   }
   return { options, source };

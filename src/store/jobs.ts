@@ -77,9 +77,29 @@ interface RawJob {
 const JOB_COLUMNS = `id, account_id, key_id, status, params, callback_url, error, credits_charged, credits_remaining, lease_until, lease_owner,
   attempts, outages, created_at, updated_at, finished_at, source_kind, source_url, input_desc, billable, batch_id`;
 
+/**
+ * The version of a job's stored `params` (its ImageOptions as JSON, with `v`). 1: before `v` was
+ * written (size, format, bgColor, crop, type, quality, precision); 2: the same fields plus mask,
+ * alpha, refine and decontaminate. A change to the meaning of a stored field bumps it, and
+ * `readJobParams` upgrades older rows, so a job queued by an older server runs as it was asked.
+ * The fields stay at the top level: an older server of a fleet reads a newer row as before.
+ */
+export const JOB_PARAMS_VERSION = 2;
+
+export function writeJobParams(options: ImageOptions): string {
+  return JSON.stringify({ ...options, v: JOB_PARAMS_VERSION });
+}
+
+export function readJobParams(text: string): ImageOptions {
+  const { v: _version, ...options } = JSON.parse(text) as ImageOptions & { v?: number };
+  // Versions 1 and 2 read alike: version 1 lacks only the fields that default when absent. (A
+  // newer row on an older server of a fleet mid-upgrade is read as is, its new fields unknown.)
+  return options;
+}
+
 function toJob(r: RawJob): JobRow {
   return {
-    id: r.id, accountId: r.account_id, keyId: r.key_id, status: r.status, options: JSON.parse(r.params) as ImageOptions,
+    id: r.id, accountId: r.account_id, keyId: r.key_id, status: r.status, options: readJobParams(r.params),
     sourceKind: r.source_kind ?? 'image_file', sourceUrl: r.source_url, inputDesc: r.input_desc ?? 'job',
     callbackUrl: r.callback_url, billable: r.billable === 1, batchId: r.batch_id,
     error: r.error === null ? null : (JSON.parse(r.error) as JobError),
@@ -111,7 +131,7 @@ export async function createJobs(
           `INSERT INTO jobs (id, account_id, key_id, status, params, callback_url, attempts, created_at, updated_at,
                              source_kind, source_url, input_desc, billable, batch_id)
            VALUES (?, ?, ?, 'queued', ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)`,
-          [j.id, j.accountId, j.keyId, JSON.stringify(j.options), j.callbackUrl, now, now,
+          [j.id, j.accountId, j.keyId, writeJobParams(j.options), j.callbackUrl, now, now,
             j.sourceKind, j.sourceUrl, j.inputDesc, j.billable ? 1 : 0, j.batchId],
         );
         const input = staged.get(j.id);
