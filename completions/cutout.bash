@@ -31,16 +31,18 @@ _cutout() {
     local global_opts='--data --config -h --help'
     local remove_opts='-o --out --size --format --bg-color --crop --crop-margin --roi --scale --position --bg-image --shadow --mask --alpha --no-refine
         --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
-        --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads'
+        --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads
+        --manifest --force --watch --exclude --dry-run'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
+        --results --results-path-style --results-redirect
         --no-exit-with-parent --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
     local model_server_opts='--host --port --model --precision --token --inference-workers --inference-threads'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=' --data --config -o --out --size --format --bg-color --crop-margin --roi --scale --position --bg-image -c --concurrency --model --key
         --quality --precision --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton
-        --inference-workers --inference-threads '
+        --inference-workers --inference-threads --manifest --exclude --results '
 
     # Values of the option before the cursor
     case $prev in
@@ -55,10 +57,10 @@ _cutout() {
         --log-level) COMPREPLY=($(compgen -W 'trace debug info warn error fatal silent' -- "$cur")); return ;;
         --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")); return ;;
         --data | --triton) _cutout_compgen_files directory; return ;;
-        --config | -o | --out | --model) _cutout_compgen_files file; return ;;
+        --config | -o | --out | --model | --manifest) _cutout_compgen_files file; return ;;
         -c | --concurrency | --key | --host | --port | --base-url | --workers | --queue-limit | \
-            --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | --store | --lease-ms | \
-            --upstream | --upstream-model | --upstream-token | --token | --inference-workers | --inference-threads)
+            --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | --store | --lease-ms | --results | \
+            --upstream | --upstream-model | --upstream-token | --token | --inference-workers | --inference-threads | --exclude)
             return ;;
     esac
 

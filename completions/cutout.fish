@@ -20,7 +20,7 @@ function __cutout_command
             case --data --config -o --out --size --format --bg-color --crop-margin --roi --scale --position --bg-image --alpha -c --concurrency --model --key --quality --precision \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
                 --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton \
-                --inference-workers --inference-threads
+                --inference-workers --inference-threads --results
                 set skip 1
             case '-*'
             case remove serve model-server keys credits account usage models openapi completion help
@@ -100,6 +100,11 @@ complete -c cutout -n $rm -l precision -x -a 'auto fp32 int8' -d 'Model number f
 complete -c cutout -n $rm -s q -l quiet -d 'No spinner or progress bar'
 complete -c cutout -n $rm -l no-progress -d 'No spinner or progress bar'
 complete -c cutout -n $rm -l recursive -d 'Descend into directories'
+complete -c cutout -n $rm -l manifest -r -F -d 'JSON-lines record; a rerun skips unchanged inputs'
+complete -c cutout -n $rm -l force -d 'With --manifest: redo every input'
+complete -c cutout -n $rm -l watch -d 'Keep watching the input folders for new images'
+complete -c cutout -n $rm -l exclude -x -d 'Leave out matching inputs (repeatable)'
+complete -c cutout -n $rm -l dry-run -d 'Print what would be processed and skipped; write nothing'
 
 # serve
 set -l serve '__cutout_is serve'
@@ -123,6 +128,9 @@ complete -c cutout -n $serve -l metrics-port -x -d 'Serve /metrics on a listener
 complete -c cutout -n $serve -l metrics-host -x -d 'Bind address of the metrics listener'
 complete -c cutout -n $serve -l log-level -x -a 'trace debug info warn error fatal silent' -d 'Request log level'
 complete -c cutout -n $serve -l lease-ms -x -d 'How long a claimed job stays with a silent server (ms)'
+complete -c cutout -n $serve -l results -x -d 'Object store for results, s3://BUCKET[/PREFIX]'
+complete -c cutout -n $serve -l results-path-style -d 'Path-style addressing for the object store'
+complete -c cutout -n $serve -l results-redirect -d 'Answer result reads with a presigned URL'
 complete -c cutout -n '__cutout_is remove serve keys credits account usage' -l store -x -d 'PostgreSQL URL shared by a fleet'
 complete -c cutout -n $serve -l model -r -F -d 'Model name or .onnx file'
 complete -c cutout -n $serve -l upstream -x -d 'Open Inference Protocol server that runs the model'

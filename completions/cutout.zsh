@@ -40,6 +40,11 @@ _cutout_remove_opts=(
   '(-q --quiet)'{-q,--quiet}'[no spinner or progress bar]'
   '--no-progress[no spinner or progress bar]'
   '--recursive[descend into directories]'
+  '--manifest=[JSON-lines record; a rerun skips unchanged inputs]:manifest:_files'
+  '--force[with --manifest: redo every input]'
+  '--watch[keep watching the input folders for new images]'
+  '*--exclude=[leave out matching inputs (repeatable)]:glob: '
+  '--dry-run[print what would be processed and skipped; write nothing]'
   '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: '
 )
 
@@ -105,6 +110,9 @@ _cutout() {
             '--log-level=[lowest level of the request log]:level:(trace debug info warn error fatal silent)' \
             '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' \
             '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' \
+            '--results=[object store for result images, s3 URL]:URL: ' \
+            '--results-path-style[path-style addressing for the object store]' \
+            '--results-redirect[answer result reads with a presigned URL of the object store]' \
             '--model=[model name or .onnx file]:model:_files' \
             '--upstream=[Open Inference Protocol server that runs the model]:URL:_urls' \
             '--upstream-model=[the model'"'"'s name on the upstream]:name: ' \

@@ -3,12 +3,13 @@
  * errors into one line on stderr and the exit code: 0 success, 1 some input failed or a runtime
  * error, 2 usage error.
  */
-import { runsRemove } from './commands/names.js';
+import { startsModelEarly } from './commands/names.js';
 
 // Cold start: a cutout's inference worker starts before the program's own modules load (awaited
 // first: started beside them it came 40 ms later), so that the thread's start and onnxruntime's
-// loading (about 100 ms) overlap them (docs/internals.md, "Cold start").
-if (runsRemove(process.argv.slice(2))) {
+// loading (about 100 ms) overlap them (docs/internals.md, "Cold start"). Not for a dry run, nor
+// for a rerun from an existing --manifest, which must not start the model when all is done.
+if (startsModelEarly(process.argv.slice(2))) {
   await import('./pipeline/inference-thread.js').then((thread) => thread.startInferenceThread(), () => undefined);
 }
 

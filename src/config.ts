@@ -65,6 +65,12 @@ export interface CutoutConfig {
   marketplaceSecret: string | null;
   /** Where state lives: a postgres:// URL shared by a fleet; null: SQLite in the data directory. */
   store: string | null;
+  /** serve: where result images live: `s3://BUCKET[/PREFIX]`; null: the store's own place (files, or PostgreSQL). */
+  results: string | null;
+  /** serve: path-style addressing for the object store of `results`. */
+  resultsPathStyle: boolean;
+  /** serve: GET /results/{id} answers 302 to a presigned URL of the object store instead of streaming it. */
+  resultsRedirect: boolean;
   /** serve: how long a claimed job stays with its server without a renewal. */
   leaseMs: number;
   /** serve: an Open Inference Protocol server that runs the model; null: the local worker thread. */
@@ -122,6 +128,9 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   callbackSecret: null,
   marketplaceSecret: null,
   store: null,
+  results: null,
+  resultsPathStyle: false,
+  resultsRedirect: false,
   leaseMs: LIMITS.jobLeaseMs,
   upstream: null,
   upstreamModel: null,
@@ -144,6 +153,7 @@ export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = O
   quality: 'CUTOUT_QUALITY',
   logLevel: 'CUTOUT_LOG_LEVEL',
   store: 'CUTOUT_STORE',
+  results: 'CUTOUT_RESULTS',
   upstream: 'CUTOUT_UPSTREAM',
   precision: 'CUTOUT_PRECISION',
   upstreamToken: 'CUTOUT_UPSTREAM_TOKEN',
@@ -218,6 +228,13 @@ const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] }
     if (s !== null && !/^postgres(ql)?:\/\/\S+$/i.test(s)) fail('store', 'a postgres:// or postgresql:// URL', redactUrl(s));
     return s;
   },
+  results: (v) => {
+    const s = nullableStr('results', v);
+    if (s !== null && !/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/\S*)?$/i.test(s)) fail('results', 's3://BUCKET[/PREFIX]', s);
+    return s;
+  },
+  resultsPathStyle: (v) => bool('resultsPathStyle', v),
+  resultsRedirect: (v) => bool('resultsRedirect', v),
   leaseMs: (v) => int('leaseMs', v, LIMITS.minJobLeaseMs, LIMITS.maxJobLeaseMs),
   upstream: (v) => {
     const s = nullableStr('upstream', v);

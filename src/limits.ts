@@ -117,6 +117,22 @@ export const LIMITS = Object.freeze({
   healthStoreTimeoutMs: 500,
   /** Retry-After of a 503 when the store did not answer in time. */
   storeRetryAfterSeconds: 5,
+  /**
+   * The object store of `--results s3://...` (src/store/results-s3.ts). Opening a connection, and
+   * a socket that stays silent mid-call, are bounded by the first two; every call as a whole
+   * (retries included; for a read, until its first byte) by the third, so nothing hangs.
+   */
+  objectStoreConnectTimeoutMs: 3_000,
+  objectStoreIdleTimeoutMs: 15_000,
+  objectStoreCallTimeoutMs: 30_000,
+  /** Retry-After of a 503 when the object store could not be reached. */
+  objectStoreRetryAfterSeconds: 5,
+  /** Expired results deleted per round of the sweeper: S3's DeleteObjects takes at most 1,000 keys. */
+  resultPurgeBatch: 1000,
+  /** The longest a presigned URL may live: SigV4's cap (7 days). */
+  presignMaxSeconds: 604_800,
+  /** A result kept in PostgreSQL is read in slices of this size, never whole. */
+  postgresResultSliceBytes: 1024 * 1024,
   /** Default `--lease-ms`: how long a claimed job stays with a silent server. */
   jobLeaseMs: 30_000,
   /**
@@ -224,6 +240,11 @@ export const LIMITS = Object.freeze({
   /** A job put back by an upstream outage waits this long, doubling per outage in a row, up to the max. */
   upstreamOutageFirstDelayMs: 1_000,
   upstreamOutageMaxDelayMs: 15_000,
+  /**
+   * `cutout remove --watch`: a new or changed file is read once its size has not changed for this
+   * long (polled every 100 ms), so a file still being copied in is not read half-way.
+   */
+  watchSettleMs: 1_000,
 });
 
 /**

@@ -74,13 +74,15 @@ t.test('bad inputs fail one by one, each named with its reason, and the others a
   const r = await runCli(['notes.txt', 'truncated.jpg', 'huge.png', 'empty.png', 'missing.jpg', 'good.jpg', '--json', '--no-progress'], { cwd: dir, env });
   t.equal(r.code, 1);
   const lines = r.stderr.trim().split('\n');
-  t.equal(lines.length, 5, r.stderr);
+  t.equal(lines.length, 6, r.stderr);
+  t.match(lines[5], /^cutout: 1 done, 0 skipped, 5 failed in [\d.]+ s/, 'a batch ends with its summary line');
   t.match(r.stderr, /notes\.txt: Not a JPEG, PNG, WebP, GIF, BMP or TIFF image/);
   t.match(r.stderr, /truncated\.jpg: Truncated JPEG file/);
   t.match(r.stderr, /huge\.png: Image is 10000x6000 \(60 MP\); the limit is 50 megapixels/);
   t.match(r.stderr, /empty\.png: Empty file/);
   t.match(r.stderr, /missing\.jpg: No such file/);
   const reports = r.stdout.toString().trim().split('\n').map((l) => JSON.parse(l));
+  t.match(reports.pop(), { summary: { done: 1, skipped: 0, failed: 5 } }, 'and with --json its summary object');
   t.equal(reports.length, 6);
   const byInput = Object.fromEntries(reports.map((x) => [x.input, x]));
   t.same(byInput['good.jpg'].error, null);

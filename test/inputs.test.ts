@@ -93,3 +93,22 @@ t.test('a glob and a folder with nothing to take are reported as unmatched', asy
   t.same(r.unmatched, [path.join(dir, 'photos', '*.gif'), empty]);
   t.same(names(r.items, dir), ['photos/b.jfif']);
 });
+
+t.test('--exclude globs and watched globs: *, **, ?, [..], {a,b}; a glob without / matches any name in the path', async (t) => {
+  const { excludeMatcher, matchesGlob } = await import('../src/commands/glob-match.js');
+  t.ok(matchesGlob('photos/a.jpg', 'photos/*.jpg'));
+  t.notOk(matchesGlob('photos/sub/a.jpg', 'photos/*.jpg'), '* stays in its folder');
+  t.ok(matchesGlob('photos/sub/deep/a.jpg', 'photos/**/*.jpg'));
+  t.ok(matchesGlob('photos/a.jpg', 'photos/**/*.jpg'), '**/ matches no folder too');
+  t.ok(matchesGlob('./photos/a1.png', 'photos/a?.{png,jpg}'));
+  t.ok(matchesGlob('photos/b.jpg', 'photos/[abc].jpg'));
+  t.notOk(matchesGlob('photos/d.jpg', 'photos/[!d].jpg'));
+  t.notOk(matchesGlob('photos/a+b.jpg', 'photos/a.b.jpg'), 'a dot is a dot');
+  const excluded = excludeMatcher(['raw', '*.png', 'shop/old/**']);
+  t.ok(excluded('photos/raw/a.jpg'), 'a folder name at any depth');
+  t.ok(excluded('photos/x.png'));
+  t.ok(excluded('shop/old/2019/a.jpg'));
+  t.notOk(excluded('shop/new/a.jpg'));
+  t.notOk(excluded('photos/rawhide.jpg'), 'a whole name, not a part');
+  t.notOk(excludeMatcher([])('anything.jpg'));
+});

@@ -132,7 +132,7 @@ t.test('operations carry their headers, responses and auth', async (t) => {
 
   const result = op('/api/v1/results/{job_id}');
   t.same(result.security, [], 'results need no auth');
-  t.same(Object.keys(result.responses).sort(), ['200', '404', '422']);
+  t.same(Object.keys(result.responses).sort(), ['200', '302', '404', '422', '503'], 'a redirect under --results-redirect; 503 when the object store is down');
   t.equal(result.parameters[0].schema.format, 'uuid');
   t.same(op('/api/v1/health').security, [], 'health needs no auth');
   t.same(op('/api/v1/errors').security, [], 'the error reference needs no auth');

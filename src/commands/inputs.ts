@@ -32,9 +32,9 @@ export interface ExpandedInputs {
   unreadable: { path: string; message: string }[];
 }
 
-const isGlob = (s: string) => /[*?[\]{}]/.test(s);
+export const isGlob = (s: string) => /[*?[\]{}]/.test(s);
 
-function isImageName(name: string): boolean {
+export function isImageName(name: string): boolean {
   const lower = name.toLowerCase();
   return IMAGE_EXTENSIONS.some((e) => lower.endsWith(e)) && !OUTPUT_MARK.test(lower);
 }
@@ -68,7 +68,7 @@ function scanDir(dir: string, recursive: boolean, out: string[], unreadable: Exp
 }
 
 /** The fixed directory part of a glob ("photos/**\/*.jpg" -> "photos"). */
-function globBase(pattern: string): string {
+export function globBase(pattern: string): string {
   const parts = pattern.split(/[\\/]/);
   const fixed: string[] = [];
   for (const p of parts) {

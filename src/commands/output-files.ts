@@ -8,26 +8,20 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { CutoutError } from '../errors.js';
 
-/** Temporary files being written: removed on Ctrl-C or SIGTERM, so a stopped run leaves none. */
+/** Temporary files being written: removed when a signal stops the run at once, so it leaves none. */
 const staged = new Set<string>();
-let handlersInstalled = false;
 
 /**
- * Installed when a run starts: on SIGINT / SIGTERM, removes the temporary files, then lets the
- * signal end the process (a shell reports 130 / 143). SIGKILL cannot be caught; what it leaves
- * is named `.cutout-<pid>-<hex>.tmp`.
+ * Removes the temporary files, then lets `signal` end the process (a shell reports 130 / 143):
+ * the second Ctrl-C of a batch (batch.ts). SIGKILL cannot be caught; what it leaves is named
+ * `.cutout-<pid>-<hex>.tmp`, never an output's own name.
  */
-export function removeStagedOnSignals(): void {
-  if (handlersInstalled) return;
-  handlersInstalled = true;
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      for (const file of staged) fs.rmSync(file, { force: true });
-      // Die of the signal itself, as if no handler were here. (process.exit() would run native
-      // teardown while an inference runs in its worker thread, and that aborts.)
-      process.kill(process.pid, signal);
-    });
-  }
+export function removeStagedAndDie(signal: NodeJS.Signals): void {
+  for (const file of staged) fs.rmSync(file, { force: true });
+  // Die of the signal itself, as if no handler were here. (process.exit() would run native
+  // teardown while an inference runs in its worker thread, and that aborts.)
+  process.removeAllListeners(signal);
+  process.kill(process.pid, signal);
 }
 
 /**

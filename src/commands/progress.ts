@@ -5,13 +5,17 @@
 import type { Ora } from 'ora';
 import { oneLine } from '../errors.js';
 import type { PreparationEvent } from '../pipeline/weights.js';
-import type { ItemReport } from './remove.js';
+import type { ItemReport } from './remove-item.js';
 
 export interface Reporter {
   start(input: string): void;
-  done(report: ItemReport): void;
-  /** The summary line on a terminal (ora's, once its spinner is loaded). */
-  finish(): Promise<void>;
+  /** `silent`: the JSON line only (a batch counts its unchanged inputs in one line instead). */
+  done(report: ItemReport, opts?: { silent?: boolean }): void;
+  /**
+   * The summary line: a batch's own (on stderr, whatever the progress display), or on a terminal the
+   * count of a single run (ora's, once its spinner is loaded).
+   */
+  finish(batchSummary?: string): Promise<void>;
   /** A model file being built on first use: one line once, and the step on the spinner. */
   preparation(event: PreparationEvent): void;
 }
@@ -51,7 +55,7 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
       active.add(input);
       if (spinner) spinner.text = label();
     },
-    done(r) {
+    done(r, doneOpts = {}) {
       active.delete(r.input);
       completed++;
       // credits_charged on every line (cli-contract): 0 for a local run, a skipped input or a failure.
@@ -59,7 +63,7 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
       if (r.error) {
         failed++;
         line(`cutout: ${r.input}: ${r.error.message}`);
-      } else if (!opts.quiet && !tty) {
+      } else if (!opts.quiet && !tty && !doneOpts.silent) {
         line(r.skipped ? `skipped ${r.input} (output exists)` : `done ${r.input} -> ${r.output ?? 'stdout'} (${r.width}x${r.height}, ${r.ms} ms)`);
       }
       if (spinner) spinner.text = label();
@@ -72,15 +76,15 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
       preparingStep = event.state === 'start' ? `preparing model ${event.model}: ${event.step}` : null;
       if (spinner) spinner.text = label();
     },
-    async finish() {
+    async finish(batchSummary) {
       await spinnerLoaded; // a spinner still loading is waited for, so the summary is its own
       const ok = completed - failed;
-      const summary = failed ? `${ok} done, ${failed} failed` : `${ok} done`;
+      const summary = batchSummary ?? (failed ? `${ok} done, ${failed} failed` : `${ok} done`);
       if (spinner) {
         if (failed) spinner.fail(summary);
         else spinner.succeed(summary);
-      } else if (tty) {
-        process.stderr.write(`${summary}\n`);
+      } else if (tty || batchSummary) {
+        process.stderr.write(`${batchSummary ? 'cutout: ' : ''}${summary}\n`);
       }
     },
   };

@@ -6,22 +6,25 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
-import { loadConfig } from '../config.js';
+import { loadConfig, type CutoutConfig } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
-import { CutoutError, fsReason, toCutoutError } from '../errors.js';
-import { formatMB, inputTooLargeMessage, LIMITS } from '../limits.js';
-import { readBgImage } from '../bg-image.js';
+import { CutoutError } from '../errors.js';
 import { forTestKey, type Format, type ImageOptions } from '../options.js';
+import { readBgImage } from '../bg-image.js';
 import { checkConfigFlags, imageOptionsFromFlags, registerImageFlags } from './image-flags.js';
-import { expandInputs, FORMAT_BY_EXTENSION, outputPathFor, planOutput, type InputItem } from './inputs.js';
-import { commitOutput, discardStaged, isInputItself, removeStagedOnSignals, stageOutput } from './output-files.js';
+import { expandInputs, FORMAT_BY_EXTENSION, isGlob, outputPathFor, planOutput, type ExpandedInputs, type InputItem, type OutputPlan } from './inputs.js';
+import { addBatchFlags, BatchRun, checkBatchFlags, Interrupt, planBatch, printDryRun, startsModelAtOnce, type BatchFlags, type BatchPlan } from './batch.js';
+import { excludeMatcher } from './glob-match.js';
+import { outputOptions } from './manifest.js';
+import type { ItemContext, PlannedItem } from './remove-item.js';
+import { RunResources, startInference } from './run-resources.js';
 import { UsageError } from './usage-error.js';
 import type { Reporter } from './progress.js';
-import type { PreparationEvent } from '../pipeline/weights.js';
 
-export interface RemoveFlags {
+export type { ItemReport } from './remove-item.js';
+
+export interface RemoveFlags extends BatchFlags {
   out?: string;
   size?: string;
   format?: string;
@@ -47,17 +50,6 @@ export interface RemoveFlags {
   data?: string;
   config?: string;
   store?: string;
-}
-
-export interface ItemReport {
-  input: string;
-  output: string | null;
-  width: number | null;
-  height: number | null;
-  ms: number;
-  credits_charged?: number;
-  skipped?: boolean;
-  error: { code: string; message: string } | null;
 }
 
 /** The defaults a new user trips over: the CLI and the API answer different sizes (issue 29). */
@@ -88,12 +80,14 @@ export function registerRemove(program: Command): void {
     .option('--no-progress', 'no spinner or progress lines')
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
-    .option('--store <url>', STORE_FLAG_HELP)
+    .option('--store <url>', STORE_FLAG_HELP);
+  addBatchFlags(command)
     .addHelpText('after', REMOVE_DEFAULTS_HELP)
     .action(async (inputs: string[], flags: RemoveFlags) => {
       process.exitCode = await runRemove(inputs, flags);
     });
 }
+
 
 /**
  * For each input whose output path (`outputs[i]`, null for stdout) an earlier input (in
@@ -118,9 +112,11 @@ function usage(message: string): never {
   throw new UsageError(message);
 }
 
-/** One line, no stack: what a person reads on stderr. */
-function describe(err: CutoutError): string {
-  return err.code === 'processing_failed' && err.cause ? `${err.message} (${String((err.cause as Error).message ?? err.cause).split('\n')[0]})` : err.message;
+function checkFlagCombinations(inputs: string[], flags: RemoveFlags): void {
+  if (!inputs.length) usage('no input given; try: cutout photo.jpg (or cutout --help)');
+  if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
+  if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
+  checkBatchFlags(inputs, flags);
 }
 
 /**
@@ -135,48 +131,24 @@ function fileFormat(options: ImageOptions, mask: boolean): Format | 'zip' {
   return opaqueColor || options.bgImage ? 'jpg' : 'png';
 }
 
-async function readInput(item: InputItem): Promise<Buffer> {
-  if (item.path === '-') {
-    const chunks: Buffer[] = [];
-    let total = 0;
-    for await (const chunk of process.stdin) {
-      total += (chunk as Buffer).length;
-      if (total > LIMITS.maxInputBytes) throw new CutoutError('image_too_large', `Input is over ${formatMB(LIMITS.maxInputBytes)}`);
-      chunks.push(chunk as Buffer);
-    }
-    return Buffer.concat(chunks);
-  }
-  let stat: fs.Stats;
+/** `--bg-image`, read once for every input; a flag that names nothing readable is a usage error. */
+async function readBackground(options: ImageOptions): Promise<Buffer | undefined> {
+  if (!options.bgImage) return undefined;
   try {
-    stat = await fs.promises.stat(item.path);
-  } catch {
-    throw new CutoutError('invalid_request', 'No such file');
-  }
-  if (!stat.isFile()) throw new CutoutError('invalid_request', 'Not a regular file');
-  // Check the size before reading: a 2 GB file must not be read to be refused.
-  if (stat.size > LIMITS.maxInputBytes) {
-    throw new CutoutError('image_too_large', inputTooLargeMessage(stat.size));
-  }
-  try {
-    return await fs.promises.readFile(item.path);
+    return await readBgImage(options.bgImage, '--bg-image');
   } catch (err) {
-    throw new CutoutError('invalid_request', `Cannot read the file: ${fsReason(err)}`);
+    return usage(err instanceof CutoutError ? err.message : String(err));
   }
 }
 
-export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<number> {
-  if (!inputs.length) usage('no input given; try: cutout photo.jpg (or cutout --help)');
-  if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
-  if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
+/** The configuration and the image options of a run, from the flags and the config file. */
+interface RemoveSettings {
+  config: CutoutConfig;
+  options: ImageOptions;
+  edges: { alpha: 'soft' | 'hard'; refine: boolean; decontaminate: boolean };
+}
 
-  // The model's worker thread is running by now (cli.ts starts it when the arguments look like a
-  // cutout); started here too for arguments that guess missed, before the configuration is read
-  // and sharp and the store load, so its start and onnxruntime's loading overlap them.
-  const pipelineModule = import('../pipeline/inference-thread.js').then((thread) => {
-    thread.startInferenceThread();
-    return import('../pipeline/index.js');
-  });
-
+async function readSettings(flags: RemoveFlags): Promise<RemoveSettings> {
   let config;
   let options;
   try {
@@ -191,183 +163,159 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     if (err instanceof CutoutError) usage(err.message);
     throw err;
   }
-  // The edge settings are part of `options` now; kept apart for the per-item call below.
-  const edges = { alpha: options.alpha, refine: options.refine, decontaminate: options.decontaminate };
+  // The edge settings are part of `options` now (the options table); kept apart for the per-item request.
+  const edges = { alpha: options.alpha ?? 'soft', refine: options.refine ?? true, decontaminate: options.decontaminate ?? true };
+  return { config, options, edges };
+}
 
-  const { items, unmatched, unreadable } = await expandInputs(inputs, { recursive: Boolean(flags.recursive) });
-  if (!items.length && !unreadable.length) usage(`nothing matched: ${unmatched.join(', ')}`);
-  const plan = planOutput(flags.out, items.length);
-  if (plan.kind === 'stdout' && items.length !== 1) usage('--out - needs exactly one input');
-  if (plan.kind === 'file' && flags.format) {
-    const extFormat = FORMAT_BY_EXTENSION[path.extname(plan.path!).toLowerCase()];
-    if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${plan.path}`);
+/** What a run works on: the inputs found, each with its output, and the arguments that failed. */
+interface RemovePlan {
+  planned: PlannedItem[];
+  unmatched: string[];
+  unreadable: ExpandedInputs['unreadable'];
+  outputPlan: OutputPlan;
+}
+
+/**
+ * With --watch a folder or glob that matches nothing yet is no failure: it is watched. A path
+ * that names nothing at all still is.
+ */
+function waitedFor(arg: string): boolean {
+  return fs.existsSync(arg) || isGlob(arg);
+}
+
+async function planItems(inputs: string[], flags: RemoveFlags, options: ImageOptions): Promise<RemovePlan> {
+  const expanded = await expandInputs(inputs, { recursive: Boolean(flags.recursive) });
+  const { unreadable } = expanded;
+  const isExcluded = excludeMatcher(flags.exclude ?? []);
+  const items = expanded.items.filter((item) => item.path === '-' || !isExcluded(item.path));
+  const unmatched = flags.watch ? expanded.unmatched.filter((arg) => !waitedFor(arg)) : expanded.unmatched;
+  const excluded = expanded.items.length - items.length;
+  if (!items.length && !unreadable.length && !flags.watch) {
+    usage(`nothing matched: ${unmatched.join(', ') || inputs.join(', ')}${excluded ? ` (${excluded} left out by --exclude)` : ''}`);
   }
-  // The background picture is read once for every input; a flag that names nothing readable is a usage error.
-  let bgImageData: Buffer | undefined;
-  if (options.bgImage) {
+  const outputPlan = planOutput(flags.out, items.length);
+  if (flags.watch && outputPlan.kind === 'file') usage('--watch writes an output per image: give --out a directory');
+  if (outputPlan.kind === 'stdout' && items.length !== 1) usage('--out - needs exactly one input');
+  if (outputPlan.kind === 'file' && flags.format) {
+    const extFormat = FORMAT_BY_EXTENSION[path.extname(outputPlan.path!).toLowerCase()];
+    if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${outputPlan.path}`);
+  }
+  const outputs = items.map((item) => outputPathFor(item, outputPlan, fileFormat(options, Boolean(flags.mask)), outputSuffix(flags)));
+  const shadowedBy = earlierWithSameOutput(items, outputs);
+  const planned = items.map((item, i) => ({ item, output: outputs[i], shadowedBy: shadowedBy.get(item) }));
+  return { planned, unmatched, unreadable, outputPlan };
+}
+
+const outputSuffix = (flags: RemoveFlags) => (flags.mask ? '.mask' : '.cutout');
+
+export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<number> {
+  checkFlagCombinations(inputs, flags);
+  const settings = await readSettingsBesideModel(flags);
+  const { config, options } = settings;
+  const plan = await planItems(inputs, flags, options);
+  const resources = new RunResources(config, settings.started);
+  try {
+    // The payer comes first: a test key makes previews, which the manifest compares.
+    const payer = flags.key ? await resources.authenticate(flags.key) : null;
+    const bgImageData = await readBackground(options);
+    const request = { ...forTestKey(options, payer?.test ?? false), ...settings.edges, mask: Boolean(flags.mask), bgImageData };
+    const outputOptionsNow = outputOptions(config.model, request);
+    const batch = await planBatch(plan.planned, flags, outputOptionsNow);
+    const existing = flags.overwrite ? 'overwrite' : flags.skipExisting ? 'skip' : 'refuse';
+    const unusable = [...plan.unmatched, ...plan.unreadable.map((u) => u.path)];
+    if (flags.dryRun) return printDryRun(batch, unusable, { json: Boolean(flags.json), existing });
+    // The session is created in the worker thread while this thread loads sharp and the store,
+    // opens the store and reads and decodes the first image (cold start, docs/internals.md). A
+    // failure here is left to the first image's run, which reports it.
+    if (batch.todo.length) (await resources.model()).loadModel({ quality: options.quality, precision: options.precision }).catch(() => undefined);
+    const context = lazily(async (): Promise<ItemContext> => ({ pipeline: await resources.model(), store: await resources.openStore(), payer, request, existing }));
+    if (batch.todo.length) context().catch(() => undefined); // the store opens beside the model's loading
+    const { createReporter } = await import('./progress.js');
+    const reporter = createReporter({ total: plan.planned.length + unusable.length, json: Boolean(flags.json), quiet: Boolean(flags.quiet) || flags.progress === false });
+    resources.attachReporter(reporter);
+    const interrupt = new Interrupt().install();
     try {
-      bgImageData = await readBgImage(options.bgImage, '--bg-image');
-    } catch (err) {
-      usage(err instanceof CutoutError ? err.message : String(err));
+      const run = new BatchRun({
+        context, reporter, manifest: batch.manifest, options: outputOptionsNow, concurrency: config.concurrency, interrupt,
+        // Once every input is past its model call, the worker thread and its sessions are let go while the last images
+        // are still matted and encoded: freeing the session's memory then overlaps that work (cold start, docs/internals.md).
+        releaseModel: flags.watch ? undefined : () => resources.releaseModel(),
+      });
+      return await driveBatch(run, { inputs, flags, plan, batch, reporter, format: fileFormat(options, Boolean(flags.mask)) });
+    } finally {
+      interrupt.uninstall();
+      batch.manifest?.close();
     }
-  }
-
-  // Preparation events that come before the progress display exists are held for it.
-  let reporterForPreparation: Reporter | null = null;
-  const earlyPreparation: PreparationEvent[] = [];
-  const { createPipeline } = await pipelineModule;
-  let pipeline: import('../pipeline/index.js').CutoutPipeline;
-  try {
-    pipeline = createPipeline({
-      model: config.model, precision: config.precision, dataDir: config.dataDir,
-      inferenceWorkers: config.inferenceWorkers, threads: config.inferenceThreads,
-      onPreparation: (event) => (reporterForPreparation ? reporterForPreparation.preparation(event) : earlyPreparation.push(event)),
-    });
-  } catch (err) {
-    usage((err as Error).message);
-  }
-  // The session is created in the worker thread while this thread loads sharp and the store,
-  // opens the store and reads and decodes the first image (cold start, docs/internals.md). A failure here
-  // is left to the first image's run, which reports it.
-  if (items.length) pipeline.loadModel({ quality: options.quality, precision: options.precision }).catch(() => undefined);
-
-  // Heavy modules load only now: --help and usage errors stay fast.
-  const [{ openStore }, { default: pLimit }, { createReporter }] = await Promise.all([
-    import('../store/db.js'),
-    import('p-limit'),
-    import('./progress.js'),
-  ]);
-  let store;
-  try {
-    store = await openStore(config.dataDir, { url: config.store });
-  } catch (err) {
-    await pipeline.close();
-    throw err;
-  }
-  // Closed on every path: an open PostgreSQL pool would keep the CLI alive after an error.
-  try {
-    let account: { accountId: string; keyId: string; test: boolean } | null = null;
-    if (flags.key) {
-      account = await store.authenticate(flags.key);
-      if (!account) usage('--key: invalid or revoked API key');
-    }
-
-    removeStagedOnSignals();
-    const reporter = createReporter({
-      total: items.length + unmatched.length + unreadable.length,
-      json: Boolean(flags.json),
-      quiet: Boolean(flags.quiet) || flags.progress === false,
-    });
-    reporterForPreparation = reporter;
-    for (const event of earlyPreparation) reporter.preparation(event);
-    let failures = 0;
-    // Set at the first failure, not at the end: a reader that closes stdout early ends the run
-    // with the exit code so far (cli.ts), which must already say 1.
-    const fail = () => {
-      failures++;
-      process.exitCode = 1;
-    };
-    for (const u of unmatched) {
-      fail();
-      reporter.done({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
-    }
-    for (const u of unreadable) {
-      fail();
-      reporter.done({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
-    }
-    const runOptions = forTestKey(options, account?.test ?? false);
-    const suffix = flags.mask ? '.mask' : '.cutout';
-    const outputs = items.map((item) => outputPathFor(item, plan, options.format, suffix));
-    const shadowedBy = earlierWithSameOutput(items, outputs);
-
-    // Once every input is past its model call, the worker thread and its sessions are let go
-    // while the last images are still matted and encoded: freeing the session's memory (about
-    // 30 ms at int8) then overlaps that work instead of delaying the exit (cold start, docs/internals.md).
-    let needingModel = items.length;
-    const doneWithModel = () => {
-      if (--needingModel === 0) pipeline.releaseModel().catch(() => undefined);
-    };
-    const limit = pLimit(config.concurrency);
-    await Promise.all(
-      items.map((item, index) =>
-        limit(async () => {
-          const started = performance.now();
-          let modelDone = false;
-          const afterModel = () => {
-            if (modelDone) return;
-            modelDone = true;
-            doneWithModel();
-          };
-          const output = outputs[index];
-          const report: ItemReport = { input: item.path, output, width: null, height: null, ms: 0, error: null };
-          reporter.start(item.path);
-          try {
-            const owner = shadowedBy.get(item);
-            if (owner) {
-              throw new CutoutError('invalid_request', `Output ${output} is also the output of ${owner.path}; rename one of them, or run them separately`);
-            }
-            if (output && isInputItself(output, item.path)) {
-              throw new CutoutError('invalid_request', `Output ${output} is the input itself; --overwrite replaces outputs, never the photo`);
-            }
-            if (output && fs.existsSync(output) && !flags.overwrite) {
-              if (flags.skipExisting) {
-                report.skipped = true;
-                return;
-              }
-              throw new CutoutError('invalid_request', `Output ${output} exists; use --overwrite or --skip-existing`);
-            }
-            const bytes = await readInput(item);
-            const wantsCharge = account && !account.test;
-            if (wantsCharge && runOptions.size === 'full' && (await store.balance(account!.accountId)) <= 0) {
-              throw new CutoutError('insufficient_credits');
-            }
-            const result = await pipeline.removeBackground(bytes, { ...runOptions, ...edges, mask: Boolean(flags.mask), bgImageData }, { afterModel });
-            const credits: 0 | 1 = wantsCharge && result.resolvedSize === 'full' ? 1 : 0;
-            const run = {
-              id: randomUUID(),
-              accountId: account?.accountId ?? null,
-              keyId: account?.keyId ?? null,
-              channel: 'cli' as const,
-              input: item.path === '-' ? 'stdin' : path.resolve(item.path),
-              size: result.resolvedSize,
-              credits,
-              ms: result.ms,
-            };
-            let charged;
-            if (output) {
-              // The output is renamed into place inside the charge's transaction: a refused charge
-              // writes nothing, and a failed write charges nothing.
-              const tmp = await stageOutput(output, result.data);
-              try {
-                charged = await store.recordRun(run, { within: () => commitOutput(tmp, output) });
-              } finally {
-                await discardStaged(tmp);
-              }
-            } else {
-              // stdout cannot be taken back: the charge commits first, so a refused one sends nothing.
-              charged = await store.recordRun(run);
-              await new Promise<void>((resolve, reject) => process.stdout.write(result.data, (err) => (err ? reject(err) : resolve())));
-            }
-            report.width = result.width;
-            report.height = result.height;
-            if (account) report.credits_charged = charged.creditsCharged;
-          } catch (err) {
-            const e = toCutoutError(err);
-            fail();
-            report.output = null; // nothing was written
-            report.error = { code: e.code, message: describe(e) };
-          } finally {
-            afterModel(); // an input that failed or was skipped before its model call
-            report.ms = Math.round(performance.now() - started);
-            reporter.done(report);
-          }
-        }),
-      ),
-    );
-    await reporter.finish();
-    return failures ? 1 : 0;
   } finally {
-    await store.close();
-    await pipeline.close();
+    await resources.close();
   }
+}
+
+/** The configuration and options, read while the model's thread starts (unless a rerun may need no model). */
+async function readSettingsBesideModel(flags: RemoveFlags): Promise<RemoveSettings & { started: ReturnType<typeof startInference> | null }> {
+  const started = startsModelAtOnce(flags) ? startInference() : null;
+  started?.catch(() => undefined);
+  return { ...(await readSettings(flags)), started };
+}
+
+interface DriveContext {
+  inputs: string[];
+  flags: RemoveFlags;
+  plan: RemovePlan;
+  batch: BatchPlan;
+  reporter: Reporter;
+  format: Format | 'zip';
+}
+
+/** The list, then with --watch the watched folders; the exit code. */
+async function driveBatch(run: BatchRun, d: DriveContext): Promise<number> {
+  const { flags, plan, batch, reporter } = d;
+  // --no-progress drops the progress lines; the batch's own lines (and the summary) only -q.
+  const quiet = Boolean(flags.quiet);
+  for (const u of plan.unmatched) run.failed({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
+  for (const u of plan.unreadable) run.failed({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
+  run.reportUnchanged(batch.unchanged, quiet);
+  if (!batch.todo.length && batch.unchanged.length && !flags.watch && !quiet) {
+    process.stderr.write('cutout: nothing to do: every input is unchanged since the manifest; the model was not loaded\n');
+  }
+  await run.drive(batch.todo);
+  if (flags.watch && !run.interrupted) {
+    const { watchInputs } = await import('./watch.js');
+    await watchInputs(run, { inputs: d.inputs, recursive: Boolean(flags.recursive), exclude: flags.exclude ?? [], outputPlan: plan.outputPlan, suffix: outputSuffix(flags), format: d.format, quiet });
+  }
+  const batchRun = isBatch(d.inputs, flags);
+  const { code, summary } = run.finish({ json: Boolean(flags.json) && batchRun, watching: Boolean(flags.watch), hint: continueHint(flags) });
+  await reporter.finish(batchRun && !quiet ? summary : undefined);
+  return code;
+}
+
+/**
+ * Whether a run is a batch, which ends with a summary line (and `{"summary"}` with --json): more
+ * than one input argument (a shell's `*.jpg`), a folder or a glob, or a batch flag. One photo
+ * named alone keeps its one line.
+ */
+function isBatch(inputs: string[], flags: RemoveFlags): boolean {
+  if (flags.manifest || flags.watch || flags.exclude?.length || inputs.length > 1) return true;
+  const [only] = inputs;
+  return only !== '-' && (isDirectory(only) || (!fs.existsSync(only) && isGlob(only)));
+}
+
+function isDirectory(p: string): boolean {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** What the interrupt line tells a person to run next. */
+function continueHint(flags: RemoveFlags): string {
+  return flags.manifest || flags.skipExisting ? 'run the same command again to continue' : 'run it again with --skip-existing (or with --manifest FILE) to continue';
+}
+
+/** `make()`, called once, on first use. */
+function lazily<T>(make: () => Promise<T>): () => Promise<T> {
+  let made: Promise<T> | null = null;
+  return () => (made ??= make());
 }

@@ -34,6 +34,9 @@ interface ServeFlags {
   data?: string;
   config?: string;
   store?: string;
+  results?: string;
+  resultsPathStyle?: boolean;
+  resultsRedirect?: boolean;
   leaseMs?: string;
   upstream?: string;
   upstreamModel?: string;
@@ -50,7 +53,8 @@ const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   syncTimeout: 'syncTimeoutMs', rateLimit: 'rateLimit', resultTtl: 'resultTtlSeconds',
   callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground', removebg: 'removebg',
   metrics: 'metrics', metricsPort: 'metricsPort', metricsHost: 'metricsHost', logLevel: 'logLevel',
-  model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs', upstream: 'upstream', upstreamModel: 'upstreamModel',
+  model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs',
+  results: 'results', resultsPathStyle: 'resultsPathStyle', resultsRedirect: 'resultsRedirect', upstream: 'upstream', upstreamModel: 'upstreamModel',
   inferenceWorkers: 'inferenceWorkers', inferenceThreads: 'inferenceThreads',
   upstreamToken: 'upstreamToken', precision: 'precision',
 };
@@ -97,6 +101,9 @@ export function registerServe(program: Command): void {
     .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .option('--store <url>', STORE_FLAG_HELP)
+    .option('--results <url>', 'keep result images in an S3-compatible object store, s3://BUCKET[/PREFIX], configured by the AWS SDK\'s variables (AWS_REGION, AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL_S3, ...) (env CUTOUT_RESULTS; default: the data directory, or PostgreSQL with --store)')
+    .option('--results-path-style', 'path-style addressing for the object store of --results (MinIO and most self-hosted stores)')
+    .option('--results-redirect', 'GET /api/v1/results/{id} answers 302 to a presigned URL of the object store (valid until the result expires, at most 7 days) instead of streaming it')
     .option('--lease-ms <ms>', 'how long a claimed job stays with its server without a renewal; a dead server\'s jobs are taken over after it (default 30000)')
     .option('--no-exit-with-parent', 'keep serving when the process that started serve exits (nohup, a shell\'s &); by default serve then stops as on SIGTERM, so that npx cutout serve cannot leave it orphaned (run it under a process manager such as systemd)')
     .addHelpText('after', SERVE_DEFAULTS_HELP)

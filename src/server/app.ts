@@ -147,7 +147,7 @@ function idempotencyTtlOf(config: Readonly<CutoutConfig>): number {
 
 /** Opens the store and announces this server in it; returns the callback signing secret too. */
 async function openServerStore(config: Readonly<CutoutConfig>): Promise<{ store: Store; callbackSecret: string }> {
-  const store = await openStore(config.dataDir, { url: config.store });
+  const store = await openStore(config.dataDir, { url: config.store, results: config.results, resultsPathStyle: config.resultsPathStyle });
   try {
     // The heartbeat tells the other servers of a fleet that this one runs (its claims stay its own).
     await store.startHeartbeat(config.leaseMs);

@@ -180,12 +180,15 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         operationId: 'getResult',
         tags: ['results'],
         summary: 'Download a stored result',
-        description: `No authentication: the UUID is the capability. Purged ${hours(LIMITS.resultTtlSeconds)} after creation.`,
+        description: `No authentication: the UUID is the capability. Purged ${hours(LIMITS.resultTtlSeconds)} after creation. ` +
+          'With `--results-redirect` and an object store, 302 to a presigned URL of the image (valid until the result expires, at most 7 days). ' +
+          'When the object store cannot be reached, 503 `gpu_unavailable` with `Retry-After`.',
         security: [],
         parameters: [jobIdPath],
         responses: {
           '200': { description: 'The result image.', content: imageContent() },
-          ...errors(404, 422),
+          '302': { description: 'Under `--results-redirect`: the image is at `Location`, a presigned URL of the object store.', headers: { Location: { description: 'The presigned URL.', schema: { type: 'string', format: 'uri' } } } },
+          ...errors(404, 422, 503),
         },
       },
     },

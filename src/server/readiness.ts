@@ -1,6 +1,7 @@
 /**
  * Readiness (`GET /readyz`, cli-contract "cutout serve"): whether this server can take work now.
- * 200 when its store answered a trivial query within LIMITS.readyStoreTimeoutMs and, with
+ * 200 when its store answered a trivial query within LIMITS.readyStoreTimeoutMs, with `--results
+ * s3://...` the object store answered a HEAD of its probe object within the same time, and, with
  * `--upstream`, the upstream is ready; else 503 with a JSON body naming what is not ready. No
  * authentication, like health. Health itself stays 200 while the process is up (api-spec 4.8):
  * load balancers and Kubernetes take servers out of rotation by this probe, not by health.
@@ -24,20 +25,22 @@ export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 
 export type StoreState = { ready: true } | { ready: false; reason: string };
 
-export class StoreReadiness {
+/**
+ * One probe shared by every caller while it waits, bounded by `timeoutMs`. `what` names the thing
+ * probed in the reasons ("the store", "the object store s3://bucket/prefix/").
+ */
+class SharedProbe {
   private probe: { started: number; outcome: Promise<StoreState> } | null = null;
-  /** The last answer (metrics read it without waiting). */
   last: StoreState | null = null;
 
-  constructor(private readonly store: Pick<Store, 'ping'>, private readonly timeoutMs: number = LIMITS.readyStoreTimeoutMs) {}
+  constructor(private readonly ping: () => Promise<void>, private readonly what: string, private readonly timeoutMs: number) {}
 
-  /** Whether the store answers now; never takes longer than the timeout. */
   async check(): Promise<StoreState> {
     if (!this.probe) {
-      const outcome: Promise<StoreState> = this.store.ping().then(
+      const outcome: Promise<StoreState> = this.ping().then(
         () => ({ ready: true }) as const,
-        // The database's own words stay in the server (they may name hosts): a fixed reason here.
-        () => ({ ready: false, reason: 'the store refused the query or could not be reached' }) as const,
+        // The store's own words stay in the server (they may name hosts): a fixed reason here.
+        () => ({ ready: false, reason: `${this.what} refused the query or could not be reached` }) as const,
       );
       const probe = { started: Date.now(), outcome };
       this.probe = probe;
@@ -45,9 +48,31 @@ export class StoreReadiness {
     }
     const { started, outcome } = this.probe;
     const left = started + this.timeoutMs - Date.now();
-    const slow: StoreState = { ready: false, reason: `the store did not answer within ${this.timeoutMs} ms` };
+    const slow: StoreState = { ready: false, reason: `${this.what} did not answer within ${this.timeoutMs} ms` };
     const state = left <= 0 ? slow : await withTimeout(outcome, left).catch(() => slow);
     this.last = state;
     return state;
   }
+}
+
+export class StoreReadiness {
+  private readonly store: SharedProbe;
+  /** Where result bytes live, when that is not the store itself (an object store); null otherwise. */
+  private readonly results: SharedProbe | null;
+
+  constructor(store: Pick<Store, 'ping'> & Partial<Pick<Store, 'pingResults' | 'resultsKind' | 'resultsDescription'>>, timeoutMs: number = LIMITS.readyStoreTimeoutMs) {
+    this.store = new SharedProbe(() => store.ping(), 'the store', timeoutMs);
+    this.results = store.resultsKind === 's3' && store.pingResults
+      ? new SharedProbe(() => store.pingResults!(), `the object store ${store.resultsDescription}`, timeoutMs)
+      : null;
+  }
+
+  /** The last answer about the store (metrics read it without waiting). */
+  get last(): StoreState | null { return this.store.last; }
+
+  /** Whether the store answers now; never takes longer than the timeout. */
+  check(): Promise<StoreState> { return this.store.check(); }
+
+  /** Whether the object store of the results answers now; null when results live in the store itself. */
+  checkResults(): Promise<StoreState> | null { return this.results?.check() ?? null; }
 }

@@ -48,18 +48,24 @@ export async function handleHealth(ctx: Pick<ServerContext, 'pool' | 'store' | '
 
 /** GET /readyz. */
 export async function handleReady(ctx: Pick<ServerContext, 'readiness' | 'upstream' | 'jobs'>, res: ServerResponse): Promise<void> {
-  const [store, upstream] = await Promise.all([
+  const [store, results, upstream] = await Promise.all([
     ctx.readiness.check(),
+    ctx.readiness.checkResults(),
     ctx.upstream ? ctx.upstream.health().then((h) => h.ready, () => false) : Promise.resolve(true),
   ]);
   const notReady: Record<string, string> = {};
   if (!store.ready) notReady.store = store.reason;
+  if (results && !results.ready) notReady.results = results.reason;
   if (!upstream) notReady.upstream = 'the upstream inference server is not ready';
   if (ctx.jobs.isStopping) notReady.server = 'the server is shutting down';
   const ready = Object.keys(notReady).length === 0;
   sendJson(res, ready ? 200 : 503, {
     status: ready ? 'ready' : 'not_ready',
-    checks: { store: store.ready ? 'ready' : 'not_ready', ...(ctx.upstream ? { upstream: upstream ? 'ready' : 'not_ready' } : {}) },
+    checks: {
+      store: store.ready ? 'ready' : 'not_ready',
+      ...(results ? { results: results.ready ? 'ready' : 'not_ready' } : {}),
+      ...(ctx.upstream ? { upstream: upstream ? 'ready' : 'not_ready' } : {}),
+    },
     ...(ready ? {} : { not_ready: notReady }),
   }, { 'Cache-Control': 'no-store' });
 }

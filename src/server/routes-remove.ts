@@ -17,6 +17,7 @@ import type { ServerContext } from './context.js';
 import { fingerprint, type Caller, type Seal } from './guards.js';
 import { sendBytes, sendJson, wantsJson } from './http.js';
 import { readImageRequest, type ImageSource } from './v1-params.js';
+import { sendStoredResult } from './routes-results.js';
 
 /** The parts of the server the sync route uses. */
 type RemoveContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'idempotency' | 'store' | 'baseUrl'>;
@@ -68,15 +69,20 @@ export function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: 
   return Promise.race([done, expired]).finally(() => clearTimeout(timer));
 }
 
-/** `seal`: marks the Idempotency-Key done with the outcome, inside the charge's transaction. */
-function removeOnce(ctx: RemoveContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>): Promise<RemoveOutcome> {
+/**
+ * `seal`: marks the Idempotency-Key done with the outcome, inside the charge's transaction.
+ * `made`: told the result's bytes once they are committed, so the answer needs no read back.
+ */
+function removeOnce(
+  ctx: RemoveContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>, made: (data: Buffer) => void,
+): Promise<RemoveOutcome> {
   const { config, pool } = ctx;
   const id = crypto.randomUUID();
   return withDeadline(config.syncTimeoutMs, async (signal, commit) => {
     let outcome!: RemoveOutcome;
     const fetching = { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) };
     const request: RemoveRequest = { ...options, maxFullPixels: LIMITS.maxSyncFullPixels };
-    await ctx.removals.removeAndRecord({
+    const { result: committed } = await ctx.removals.removeAndRecord({
       id,
       request,
       payer: payerOfCaller(caller),
@@ -111,6 +117,7 @@ function removeOnce(ctx: RemoveContext, caller: Caller, options: ImageOptions, s
         await seal(tx, outcome);
       },
     });
+    made(committed.data);
     return outcome;
   });
 }
@@ -124,9 +131,11 @@ export async function handleRemove(ctx: RemoveContext, req: IncomingMessage, res
     options: { ...options, bgColor: colorToHex(options.bgColor) },
     source: source.kind === 'image_url' ? source.url : crypto.createHash('sha256').update(source.bytes).digest('hex'),
   });
+  // The bytes just committed are answered as they are; a replay reads them back from the store.
+  let made: Buffer | null = null;
   const { value: outcome, replayed } = await ctx.idempotency.run<RemoveOutcome>(
     caller, 'remove', Array.isArray(idempotencyKey) ? idempotencyKey[0] : idempotencyKey, requestPrint,
-    (seal) => removeOnce(ctx, caller, options, source, seal),
+    (seal) => removeOnce(ctx, caller, options, source, seal, (data) => { made = data; }),
   );
 
   const headers: Record<string, string> = {
@@ -142,8 +151,7 @@ export async function handleRemove(ctx: RemoveContext, req: IncomingMessage, res
     sendJson(res, 200, metadata, headers);
     return;
   }
-  const stored = await ctx.store.getResult(outcome.id, ctx.config.resultTtlSeconds);
-  const data = stored?.data ?? null;
-  if (!data) throw new CutoutError('not_found', 'The stored result of this Idempotency-Key has expired.');
-  sendBytes(res, 200, data, outcome.content_type, headers);
+  if (made && !replayed) return sendBytes(res, 200, made, outcome.content_type, headers);
+  const row = await ctx.store.findResult(outcome.id, ctx.config.resultTtlSeconds);
+  if (!row || !(await sendStoredResult(ctx.store, row, res, headers))) throw new CutoutError('not_found', 'The stored result of this Idempotency-Key has expired.');
 }

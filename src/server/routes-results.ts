@@ -1,10 +1,18 @@
 /**
  * GET /api/v1/results/{job_id}: the stored result, without authentication. The id is a random
  * UUID v4 and acts as the capability; anything else is refused before the database is asked.
+ *
+ * The bytes are streamed from wherever the store keeps them (files, the database in slices, an
+ * object store), never held whole. With `--results-redirect` and an object store, the answer is
+ * a 302 to a presigned URL instead, valid until the result expires, but at most 7 days (SigV4's
+ * cap): each GET signs a new one, so a longer --result-ttl only means asking the API again.
+ * Where result bytes cannot be reached, 503 with Retry-After (ResultsUnavailable).
  */
 import type { ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
 import { CutoutError } from '../errors.js';
-import { errorBody, sendBytes, sendJson } from './http.js';
+import type { ResultRow, Store } from '../store/db.js';
+import { errorBody, sendJson } from './http.js';
 import type { ServerContext } from './context.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
@@ -28,9 +36,40 @@ export function sendInvalidJobId(res: ServerResponse, value: string): void {
 export async function handleResult(ctx: Pick<ServerContext, 'config' | 'store'>, jobId: string, res: ServerResponse): Promise<void> {
   if (!isUuidV4(jobId)) return sendInvalidJobId(res, jobId);
   const ttl = ctx.config.resultTtlSeconds;
-  const stored = await ctx.store.getResult(jobId.toLowerCase(), ttl);
-  const data = stored?.data ?? null;
-  if (!stored || !data) throw new CutoutError('not_found', `No result with id ${jobId}, or it has expired (results are kept ${ttl} s).`);
-  const secondsLeft = Math.max(0, Math.floor((stored.createdAt + ttl * 1000 - Date.now()) / 1000));
-  sendBytes(res, 200, data, stored.contentType, { 'Cache-Control': `private, max-age=${secondsLeft}` });
+  const notFound = () => new CutoutError('not_found', `No result with id ${jobId}, or it has expired (results are kept ${ttl} s).`);
+  const row = await ctx.store.findResult(jobId.toLowerCase(), ttl);
+  if (!row) throw notFound();
+  const secondsLeft = Math.max(0, Math.floor((row.createdAt + ttl * 1000 - Date.now()) / 1000));
+  if (ctx.config.resultsRedirect) {
+    const url = await ctx.store.presignResult(row, ttl);
+    if (url) {
+      // The signed URL itself must not be cached past its own expiry, nor shared.
+      res.writeHead(302, { Location: url, 'Cache-Control': 'private, no-store' });
+      res.end();
+      return;
+    }
+  }
+  if (!(await sendStoredResult(ctx.store, row, res, { 'Cache-Control': `private, max-age=${secondsLeft}` }))) throw notFound();
+}
+
+/**
+ * Streams a stored result as a 200 with `headers`. False when its bytes are gone (purged between
+ * the lookup and the read): nothing was sent. A failure mid-stream ends the connection (the
+ * length announced is not reached, so no client takes a cut result for a whole one).
+ */
+export async function sendStoredResult(store: Store, row: ResultRow, res: ServerResponse, headers: Record<string, string> = {}): Promise<boolean> {
+  const opened = await store.openResult(row);
+  if (!opened) return false;
+  res.writeHead(200, {
+    ...headers,
+    'Content-Type': row.contentType,
+    ...(opened.size !== null ? { 'Content-Length': String(opened.size) } : {}),
+    'X-Content-Type-Options': 'nosniff',
+  });
+  try {
+    await pipeline(opened.body, res);
+  } catch {
+    res.destroy();
+  }
+  return true;
 }

@@ -3,7 +3,10 @@
  *   - SQLite (default): `<dataDir>/cutout.db` (WAL), result and job-input files in the data directory.
  *   - PostgreSQL (`--store postgres://...`): everything, bytes included, in the database, shared by
  *     a fleet of servers.
- * Nothing above this file knows which engine it talks to; `store.kind` says it (for health).
+ * Result bytes have a placement of their own (results-bytes.ts), chosen apart from the engine:
+ * by default the engine's (files, or the row), or an object store (`results: s3://...`) beside
+ * either. Nothing above this file knows which engine or placement it talks to; `store.kind` and
+ * `store.resultsKind` say it (for health and readiness).
  *
  *   const store = await openStore(dataDir, { url? })  // creates the dir / connects, migrates; `await store.close()` at the end
  *   store.createKey({ name?, test?, accountId? })     -> { id, key, account, credits }   (new account: 10 free credits)
@@ -13,7 +16,9 @@
  *   store.recordRun({ id, accountId|null, keyId|null, channel, input, size, credits (an amount, src/billing.ts), ms, result?: { data, ext, name?, contentType, width, height } }, { within? })
  *        -> { creditsCharged, creditsRemaining|null }  charge + run + stored result (+ `within`) in ONE transaction; insufficient_credits at 0
  *   store.account(accountId|null), store.usage(accountId|null)
- *   store.getResult(id, ttlS) -> { jobId, contentType, width, height, createdAt, data } | null;  store.purgeResults(ttlS)
+ *   store.findResult(id, ttlS) -> row | null;  store.openResult(row) -> { body: Readable, size } | null;  store.presignResult(row, ttlS) -> url | null
+ *   store.getResult(id, ttlS) -> { jobId, contentType, width, height, createdAt, data } | null (read whole);  store.purgeResults(ttlS)
+ *   store.pingResults() -> one trivial call to where result bytes live (readiness)
  *   idempotency: claimIdempotencyKey / completeIdempotencyKey (throws IdempotencyClaimLost) / releaseIdempotencyKey / releaseStaleIdempotencyClaim / pendingIdempotencyClaim / resetIdempotencyKeys / purgeIdempotencyKeys
  *   rate limit: hitRateLimit(rateKey, limit, windowMs) -> RateDecision;  purgeRateWindows(windowMs)
  *   jobs: createJobs, claimNextJob, renewJobLease, markJobDoneIn, failJob, requeueJobs, requeueAfterOutage, reclaimAbandonedJobs, adoptAbandonedJob,
@@ -26,8 +31,11 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fsReason } from '../errors.js';
 import { serverIdentity } from '../identity.js';
-import { filePayloads, pidLiveness } from './engine-sqlite.js';
-import { byteaPayloads, heartbeatLiveness } from './engine-postgres.js';
+import { fileJobInputs, fileSecrets, pidLiveness } from './engine-sqlite.js';
+import { byteaJobInputs, heartbeatLiveness, tableSecrets } from './engine-postgres.js';
+import type { ResultPlacement, ResultPlacementKind, ResultRow } from './results-bytes.js';
+import { fileResults } from './results-files.js';
+import { databaseResults } from './results-postgres.js';
 import { SqliteDb } from './sqlite.js';
 import type { PostgresDb } from './postgres.js';
 import { migrate } from './migrations.js';
@@ -45,7 +53,9 @@ import type { IdempotencyRef } from './idempotency.js';
 import type { Db, Queryable, StoreKind } from './sql.js';
 
 export type { AccountInfo, AuthResult, Channel, KeyInfo, Plan, RunRecord, UsageDay } from './ledger.js';
-export type { StoredResult } from './results.js';
+export type { StoredResult, ResultRow } from './results.js';
+export { ResultsUnavailable } from './results-bytes.js';
+export type { ResultPlacementKind } from './results-bytes.js';
 export type { IdempotencyClaim, IdempotencyRef, PendingClaim } from './idempotency.js';
 export { IdempotencyClaimLost } from './idempotency.js';
 export type { JobError, JobRow, JobSourceKind, JobStatus, NewJob } from './jobs.js';
@@ -63,16 +73,26 @@ export class Store {
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private readonly heartbeatListeners = new Set<(err: unknown) => void>();
 
-  /** `owner`: the server identity its claims are made under (another one in tests of a fleet). */
-  constructor(readonly db: Db, readonly dataDir: string, now: () => number = Date.now, owner: string = serverIdentity().id) {
+  /**
+   * `owner`: the server identity its claims are made under (another one in tests of a fleet).
+   * `results`: where result bytes live; default the engine's own (files, or the row).
+   */
+  constructor(readonly db: Db, readonly dataDir: string, now: () => number = Date.now, owner: string = serverIdentity().id, results?: ResultPlacement) {
     const postgres = db.dialect.kind === 'postgres';
     this.ctx = {
       db, dataDir, now,
-      payloads: postgres ? byteaPayloads : filePayloads(dataDir),
+      inputs: postgres ? byteaJobInputs : fileJobInputs(dataDir),
+      results: results ?? (postgres ? databaseResults : fileResults(dataDir)),
+      secrets: postgres ? tableSecrets : fileSecrets(dataDir),
       liveness: postgres ? heartbeatLiveness : pidLiveness,
       owner,
     };
   }
+
+  /** Where result bytes live: `files`, `database` or `s3` (for health and readiness; nothing else may branch on it). */
+  get resultsKind(): ResultPlacementKind { return this.ctx.results.kind; }
+  /** Where result bytes live, in words without secrets (readiness, logs). */
+  get resultsDescription(): string { return this.ctx.results.description; }
 
   /** Which engine: `sqlite` or `postgres` (for health and metrics; nothing else may branch on it). */
   get kind(): StoreKind { return this.db.dialect.kind; }
@@ -90,6 +110,11 @@ export class Store {
   usage(accountId: string | null) { return ledger.usage(this.ctx, accountId); }
 
   getResult(jobId: string, ttlSeconds: number) { return results.getResult(this.ctx, jobId, ttlSeconds); }
+  findResult(jobId: string, ttlSeconds: number) { return results.findResult(this.ctx, jobId, ttlSeconds); }
+  openResult(row: ResultRow) { return results.openResult(this.ctx, row); }
+  presignResult(row: ResultRow, ttlSeconds: number) { return results.presignResult(this.ctx, row, ttlSeconds); }
+  /** One trivial call to where result bytes live (readiness); throws when it cannot be reached. */
+  pingResults(): Promise<void> { return this.ctx.results.ping(); }
   purgeResults(ttlSeconds: number) { return results.purgeResults(this.ctx, ttlSeconds); }
 
   claimIdempotencyKey(ref: IdempotencyRef, fingerprint: string, ttlSeconds: number) { return idempotency.claimIdempotencyKey(this.ctx, ref, fingerprint, ttlSeconds); }
@@ -104,9 +129,9 @@ export class Store {
   purgeRateWindows(windowMs: number) { return rateLimit.purgeRateWindows(this.ctx, windowMs); }
 
   createJobs(list: jobs.NewJob[], queueLimit: number, within?: (tx: Queryable) => Promise<void>) { return jobs.createJobs(this.ctx, list, queueLimit, within); }
-  readJobInput(jobId: string) { return this.ctx.payloads.readJobInput(this.db, jobId); }
-  removeJobInput(jobId: string) { return this.ctx.payloads.removeJobInput(this.db, jobId); }
-  removeOrphanJobInputs() { return this.ctx.payloads.removeOrphanJobInputs(this.db, this.ctx.now()); }
+  readJobInput(jobId: string) { return this.ctx.inputs.read(this.db, jobId); }
+  removeJobInput(jobId: string) { return this.ctx.inputs.remove(this.db, jobId); }
+  removeOrphanJobInputs() { return this.ctx.inputs.removeOrphans(this.db, this.ctx.now()); }
   jobCounts() { return jobs.jobCounts(this.ctx); }
   claimNextJob(leaseMs: number) { return jobs.claimNextJob(this.ctx, leaseMs); }
   renewJobLease(id: string, attempt: number, leaseMs: number) { return jobs.renewJobLease(this.ctx, id, attempt, leaseMs); }
@@ -168,8 +193,8 @@ export class Store {
     await this.db.get('SELECT 1');
   }
 
-  /** A secret shared by every server on this store, generated by `generate` the first time (see Payloads.sharedSecret). */
-  sharedSecret(name: string, generate: () => string) { return this.ctx.payloads.sharedSecret(this.db, name, generate); }
+  /** A secret shared by every server on this store, generated by `generate` the first time (see engine.ts SharedSecrets). */
+  sharedSecret(name: string, generate: () => string) { return this.ctx.secrets(this.db, name, generate); }
 
   /**
    * Calls `onQueued` when jobs are queued anywhere in the fleet (PostgreSQL's LISTEN/NOTIFY), so an
@@ -186,6 +211,7 @@ export class Store {
       this.heartbeatTimer = null;
       await servers.leave(this.ctx).catch(() => undefined);
     }
+    this.ctx.results.close();
     await this.db.close();
   }
 }
@@ -208,6 +234,13 @@ export interface OpenStoreOptions {
    * default this process's. Tests give two stores in one process two identities, as two servers.
    */
   owner?: string;
+  /**
+   * Where result bytes live: `s3://BUCKET[/PREFIX]` (an S3-compatible object store); absent or
+   * null: the engine's own place (files in the data directory, or the row for PostgreSQL).
+   */
+  results?: string | null;
+  /** Path-style addressing for the object store (MinIO and most self-hosted stores). */
+  resultsPathStyle?: boolean;
 }
 
 /**
@@ -216,7 +249,19 @@ export interface OpenStoreOptions {
  * one, is named in the error and left as it is for the operator to look at.
  */
 export async function openStore(dataDir: string, options: OpenStoreOptions = {}): Promise<Store> {
-  const dir = path.resolve(dataDir);
+  // The object store first: a start that cannot use it fails before any connection is opened.
+  const placement = options.results
+    ? await (await import('./results-s3.js')).openS3Results(options.results, { pathStyle: options.resultsPathStyle })
+    : undefined;
+  try {
+    return await openEngine(path.resolve(dataDir), options, placement);
+  } catch (err) {
+    placement?.close();
+    throw err;
+  }
+}
+
+async function openEngine(dir: string, options: OpenStoreOptions, placement: ResultPlacement | undefined): Promise<Store> {
   if (options.url) {
     if (!isPostgresUrl(options.url)) throw new Error(`Unsupported store ${redactUrl(options.url)}: expected postgres://USER[:PASS]@HOST[:PORT]/DB`);
     let db: PostgresDb | undefined;
@@ -229,7 +274,7 @@ export async function openStore(dataDir: string, options: OpenStoreOptions = {})
       await db?.close().catch(() => undefined);
       throw new Error(`Cannot open the store ${redactUrl(options.url)}: ${String((err as Error)?.message ?? err).split('\n')[0]}`);
     }
-    return new Store(db, dir, options.now, options.owner);
+    return new Store(db, dir, options.now, options.owner, placement);
   }
   const file = path.join(dir, DB_FILE);
   try {
@@ -245,5 +290,5 @@ export async function openStore(dataDir: string, options: OpenStoreOptions = {})
     await db?.close().catch(() => undefined);
     throw new Error(`Cannot open the store ${file}: ${sqliteReason(err)}`);
   }
-  return new Store(db, dir, options.now, options.owner);
+  return new Store(db, dir, options.now, options.owner, placement);
 }

@@ -1,21 +1,17 @@
 /**
- * SQLite's side of the engine seam (src/store/engine.ts): result and job-input bytes as files in
- * the data directory, `<dataDir>/results/<name>.<ext>` and `<dataDir>/jobs/<id>.input`, each
- * written to a temporary name and renamed (inputs fsynced too, so a job accepted with 202 runs
- * after a power cut), and a claim's owner judged alive by a signal-0 probe of its pid: every
- * server on one SQLite file runs on this host.
+ * SQLite's side of the engine seam (src/store/engine.ts): job-input bytes as files in the data
+ * directory, `<dataDir>/jobs/<id>.input`, written to a temporary name, fsynced (so a job accepted
+ * with 202 runs after a power cut) and renamed; shared secrets as files beside them; and a
+ * claim's owner judged alive by a signal-0 probe of its pid: every server on one SQLite file runs
+ * on this host. (Result files: results-files.ts.)
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { serverIdentity } from '../identity.js';
-import type { Liveness, Payloads, Staged, StoredResultRow } from './engine.js';
+import type { JobInputs, Liveness, SharedSecrets, Staged } from './engine.js';
 import type { Db, Queryable } from './sql.js';
-
-export function resultsDir(dataDir: string): string {
-  return path.join(dataDir, 'results');
-}
 
 export function jobInputsDir(dataDir: string): string {
   return path.join(dataDir, 'jobs');
@@ -26,7 +22,7 @@ export function jobInputsDir(dataDir: string): string {
  * exists (that one belongs to another writer, and deleting ours must not delete theirs): then a
  * unique name beside it. Returns the name written.
  */
-async function writeAtomically(file: string, data: Buffer, durable: boolean): Promise<string> {
+export async function writeAtomically(file: string, data: Buffer, durable: boolean): Promise<string> {
   await fs.mkdir(path.dirname(file), { recursive: true });
   const tmp = `${file}.${crypto.randomBytes(4).toString('hex')}.tmp`;
   const handle = await fs.open(tmp, 'w', 0o600);
@@ -52,63 +48,26 @@ async function writeAtomically(file: string, data: Buffer, durable: boolean): Pr
   return target;
 }
 
-export function filePayloads(dataDir: string): Payloads {
+export function fileJobInputs(dataDir: string): JobInputs {
   return {
-    async stageResult(name, ext, data) {
-      return { path: await writeAtomically(path.join(resultsDir(dataDir), `${name}.${ext}`), data, false), data: null };
+    async stage(jobId, data) {
+      return { path: await writeAtomically(path.join(jobInputsDir(dataDir), `${jobId}.input`), data, true), data: null };
     },
-    async insertResult(tx, staged, meta) {
-      await tx.run('INSERT INTO results (job_id, path, content_type, width, height, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
-        meta.jobId, staged.path, meta.contentType, meta.width, meta.height, meta.createdAt,
-      ]);
+    async insert(tx, jobId, staged) {
+      await tx.run('UPDATE jobs SET input_path = ? WHERE id = ?', [staged.path, jobId]);
     },
     async discard(staged: Staged) {
       if (staged.path) await fs.rm(staged.path, { force: true }).catch(() => undefined);
     },
-    async readResult(q, jobId, sinceMs): Promise<StoredResultRow | null> {
-      const row = await q.get<{ job_id: string; path: string; content_type: string; width: number; height: number; created_at: number }>(
-        'SELECT job_id, path, content_type, width, height, created_at FROM results WHERE job_id = ? AND created_at > ?', [jobId, sinceMs],
-      );
-      if (!row) return null;
-      // The purge may have removed the file between the lookup and the read: same as expired.
-      const data = await fs.readFile(row.path).catch(() => null);
-      if (!data) return null;
-      return { jobId: row.job_id, contentType: row.content_type, width: row.width, height: row.height, createdAt: row.created_at, data };
-    },
-    async purgeResults(db: Db, cutoff: number) {
-      const expired = await db.all<{ job_id: string; path: string }>('SELECT job_id, path FROM results WHERE created_at <= ?', [cutoff]);
-      let purged = 0;
-      for (const r of expired) {
-        // Row first: once the row is gone nothing serves the file, so deleting it cannot break a download midway.
-        purged += (await db.run('DELETE FROM results WHERE job_id = ?', [r.job_id])).changes;
-        await fs.rm(r.path, { force: true }).catch(() => undefined);
-      }
-      const dir = resultsDir(dataDir);
-      for (const name of await fs.readdir(dir).catch(() => [] as string[])) {
-        const file = path.join(dir, name);
-        const stat = await fs.stat(file).catch(() => null);
-        if (!stat || !stat.isFile() || stat.mtimeMs > cutoff) continue;
-        if (!(await db.get('SELECT 1 FROM results WHERE path = ?', [file]))) await fs.rm(file, { force: true }).catch(() => undefined);
-      }
-      return purged;
-    },
-
-    async stageJobInput(jobId, data) {
-      return { path: await writeAtomically(path.join(jobInputsDir(dataDir), `${jobId}.input`), data, true), data: null };
-    },
-    async insertJobInput(tx, jobId, staged) {
-      await tx.run('UPDATE jobs SET input_path = ? WHERE id = ?', [staged.path, jobId]);
-    },
-    async readJobInput(q, jobId) {
+    async read(q, jobId) {
       const row = await q.get<{ input_path: string | null }>('SELECT input_path FROM jobs WHERE id = ?', [jobId]);
       return row?.input_path ? fs.readFile(row.input_path).catch(() => null) : null;
     },
-    async removeJobInput(q, jobId) {
+    async remove(q, jobId) {
       const row = await q.get<{ input_path: string | null }>('SELECT input_path FROM jobs WHERE id = ?', [jobId]);
       if (row?.input_path) await fs.rm(row.input_path, { force: true }).catch(() => undefined);
     },
-    sharedSecret: (_db, name, generate) => fileSecret(dataDir, name, generate),
-    async removeOrphanJobInputs(db, now) {
+    async removeOrphans(db, now) {
       const dir = jobInputsDir(dataDir);
       const names = await fs.readdir(dir).catch(() => [] as string[]);
       if (names.length === 0) return 0;
@@ -127,6 +86,11 @@ export function filePayloads(dataDir: string): Payloads {
       return removed;
     },
   };
+}
+
+/** Secrets as files in the data directory (every server on one SQLite file shares it). */
+export function fileSecrets(dataDir: string): SharedSecrets {
+  return (_db, name, generate) => fileSecret(dataDir, name, generate);
 }
 
 /**

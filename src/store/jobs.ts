@@ -121,7 +121,7 @@ export async function createJobs(
 ): Promise<{ created: boolean; queued: number }> {
   const staged = new Map<string, Staged>();
   try {
-    for (const j of jobs) if (j.input) staged.set(j.id, await ctx.payloads.stageJobInput(j.id, j.input));
+    for (const j of jobs) if (j.input) staged.set(j.id, await ctx.inputs.stage(j.id, j.input));
     const outcome = await ctx.db.transaction(async (tx) => {
       const queued = await countStatus(tx, 'queued');
       if (queued + jobs.length > queueLimit) return { created: false, queued };
@@ -135,16 +135,16 @@ export async function createJobs(
             j.sourceKind, j.sourceUrl, j.inputDesc, j.billable ? 1 : 0, j.batchId],
         );
         const input = staged.get(j.id);
-        if (input) await ctx.payloads.insertJobInput(tx, j.id, input);
+        if (input) await ctx.inputs.insert(tx, j.id, input);
       }
       if (within) await within(tx);
       return { created: true, queued: queued + jobs.length };
     });
-    if (!outcome.created) await Promise.all([...staged.values()].map((s) => ctx.payloads.discard(s)));
+    if (!outcome.created) await Promise.all([...staged.values()].map((s) => ctx.inputs.discard(s)));
     else await ctx.db.notify(JOBS_QUEUED_CHANNEL);
     return outcome;
   } catch (err) {
-    await Promise.all([...staged.values()].map((s) => ctx.payloads.discard(s)));
+    await Promise.all([...staged.values()].map((s) => ctx.inputs.discard(s)));
     throw err;
   }
 }

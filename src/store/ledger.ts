@@ -7,7 +7,9 @@
 import crypto from 'node:crypto';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import type { Liveness, Payloads } from './engine.js';
+import type { JobInputs, Liveness, SharedSecrets } from './engine.js';
+import type { ResultPlacement } from './results-bytes.js';
+import { insertResultIn } from './results-row.js';
 import type { Db, Queryable } from './sql.js';
 
 export interface StoreContext {
@@ -15,8 +17,12 @@ export interface StoreContext {
   dataDir: string;
   /** Milliseconds since the epoch; injectable so tests can place runs on other days. */
   now: () => number;
-  /** Where result and job-input bytes live (files for SQLite, BYTEA for PostgreSQL). */
-  payloads: Payloads;
+  /** Where job-input bytes live (files for SQLite, BYTEA for PostgreSQL). */
+  inputs: JobInputs;
+  /** Where result bytes live (results-bytes.ts): chosen apart from the engine. */
+  results: ResultPlacement;
+  /** The secrets every server of the store shares. */
+  secrets: SharedSecrets;
   /** Whether the server holding a claim still runs. */
   liveness: Liveness;
   /** This server's identity, the owner of its claims. */
@@ -215,7 +221,10 @@ export interface RunCharge {
 export async function recordRun(ctx: StoreContext, run: RunRecord, options: RecordRunOptions = {}): Promise<RunCharge> {
   if (!Number.isInteger(run.credits) || run.credits < 0) throw new Error(`recordRun: a charge is a whole number of credits, not ${run.credits}`);
   if (run.credits > 0 && run.accountId === null) throw new Error('recordRun: a charge needs an account');
-  const staged = run.result ? await ctx.payloads.stageResult(run.result.name ?? run.id, run.result.ext, run.result.data) : null;
+  // The bytes are written whole before the transaction (a slow upload holds no lock), the row
+  // inside it: a result that cannot be written fails the run before anything is charged
+  // (ResultsUnavailable), and a transaction that fails removes the bytes it would have recorded.
+  const staged = run.result ? await ctx.results.put(run.result.name ?? run.id, run.result.ext, run.result.data, run.result.contentType) : null;
   try {
     return await ctx.db.transaction(async (tx) => {
       const now = ctx.now();
@@ -226,7 +235,7 @@ export async function recordRun(ctx: StoreContext, run: RunRecord, options: Reco
       ]);
       if (run.result && staged) {
         const r = run.result;
-        await ctx.payloads.insertResult(tx, staged, { jobId: run.id, contentType: r.contentType, width: r.width, height: r.height, createdAt: now });
+        await insertResultIn(tx, staged, { jobId: run.id, contentType: r.contentType, width: r.width, height: r.height, createdAt: now });
       }
       if (run.credits > 0) {
         // The account row's lock serialises charges of one account across servers (PostgreSQL;
@@ -241,7 +250,7 @@ export async function recordRun(ctx: StoreContext, run: RunRecord, options: Reco
       return outcome;
     });
   } catch (err) {
-    if (staged) await ctx.payloads.discard(staged);
+    if (staged?.location) await ctx.results.remove([staged.location]).catch(() => undefined);
     throw err;
   }
 }

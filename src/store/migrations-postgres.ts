@@ -166,6 +166,11 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE jobs ADD COLUMN outages INTEGER NOT NULL DEFAULT 0;
   `,
+  // 3: results whose bytes live in an object store (--results s3://...): the row holds the
+  // object's key in \`path\` and no bytes.
+  `
+  ALTER TABLE results ALTER COLUMN data DROP NOT NULL;
+  `,
 ];
 
 /** Brings the schema up to date under the advisory lock. Returns the version. */

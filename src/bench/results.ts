@@ -1,0 +1,176 @@
+/**
+ * `npm run bench:results -- [--mb 10] [--repeat 5] [--count 1000] [--result-kb 512]`
+ *
+ * Where result bytes live, measured in one run: PostgreSQL (the results row, the default of a
+ * fleet) against an S3 API (`--results s3://...`; s3rver in this process, over a local folder).
+ * 1. The time to store a `--mb` MB result (incompressible bytes, like a PNG): recordRun, which
+ *    writes the bytes and then commits the run, the charge and the row (`--repeat` times, median).
+ * 2. The time to serve it: the results route's own streaming (sendStoredResult) behind a local
+ *    HTTP server, fetched to the last byte; for S3 also the presigned URL (--results-redirect)
+ *    fetched from the object store itself.
+ * 3. PostgreSQL's growth per 1,000 results (`--count` results of `--result-kb` KB, each with its
+ *    run and its charge): the database's size and the WAL written, and the bucket's folder.
+ * Both on one embedded PostgreSQL with durable commits. Prints a table, then one JSON line.
+ * s3rver is a test double (a Koa app writing files): its times say little about a real object
+ * store's; PostgreSQL's growth is the figure that carries over.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { openStore, type Store } from '../store/db.js';
+import { sendStoredResult } from '../server/routes-results.js';
+import { folderBytes, freePort, machine, startPostgres } from './fleet-parts.js';
+
+const args = process.argv.slice(2);
+const value = (name: string, dflt: string) => {
+  const i = args.indexOf(name);
+  return i >= 0 && args[i + 1] ? args[i + 1] : dflt;
+};
+const megabytes = Number(value('--mb', '10'));
+const repeat = Number(value('--repeat', '5'));
+const count = Number(value('--count', '1000'));
+const resultKb = Number(value('--result-kb', '512'));
+const BUCKET = 'cutout-bench';
+
+const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-bench-results-'));
+
+/** s3rver in this process (a dev dependency: the bench runs in a clone, like the tests). */
+async function startS3(): Promise<{ endpoint: string; dir: string; close(): Promise<void> }> {
+  const S3rver = createRequire(import.meta.url)('s3rver') as new (o: Record<string, unknown>) => { run(): Promise<unknown>; close(): Promise<void> };
+  const dir = path.join(workDir, 's3');
+  const port = await freePort();
+  const server = new S3rver({ address: '127.0.0.1', port, silent: true, directory: dir, configureBuckets: [{ name: BUCKET }] });
+  await server.run();
+  return { endpoint: `http://127.0.0.1:${port}`, dir, close: () => server.close() };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+function run(accountId: string, data: Buffer) {
+  return {
+    id: crypto.randomUUID(), accountId, keyId: null, channel: 'api' as const, input: 'bench', size: 'full' as const, credits: 1 as const, ms: 1,
+    result: { data, ext: 'png', contentType: 'image/png', width: 1, height: 1 },
+  };
+}
+
+/** Serves stored results by id through the route's streaming, as `cutout serve` does. */
+async function resultServer(store: Store): Promise<{ url: string; close(): void }> {
+  const server = http.createServer((req, res) => {
+    void (async () => {
+      const row = await store.findResult(req.url!.slice(1), 3600);
+      if (!row || !(await sendStoredResult(store, row, res))) res.writeHead(404).end();
+    })().catch(() => res.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => { server.closeAllConnections(); server.close(); } };
+}
+
+/** Fetches `url` to its last byte; ms. */
+async function timedFetch(url: string, expectBytes: number): Promise<number> {
+  const started = performance.now();
+  const res = await fetch(url);
+  const body = Buffer.from(await res.arrayBuffer());
+  if (res.status !== 200 || body.length !== expectBytes) throw new Error(`${url}: ${res.status}, ${body.length} bytes`);
+  return performance.now() - started;
+}
+
+interface PlacementResult {
+  placement: 'postgres' | 's3';
+  storeMs: number;
+  serveMs: number;
+  presignedMs: number | null;
+  per1000: { dbBytes: number; walBytes: number; objectBytes: number };
+}
+
+async function measure(placement: 'postgres' | 's3', pg: Awaited<ReturnType<typeof startPostgres>>, s3Dir: string): Promise<PlacementResult> {
+  const database = `bench_${placement}`;
+  await pg.createDatabase(database);
+  const store = await openStore(path.join(workDir, placement), {
+    url: pg.urlFor(database), results: placement === 's3' ? `s3://${BUCKET}/${placement}` : null, resultsPathStyle: true,
+  });
+  const served = await resultServer(store);
+  try {
+    const { account } = await store.createKey({});
+    await store.addCredits(account, count + repeat + 10);
+    const big = crypto.randomBytes(megabytes * 1024 * 1024);
+    const storeMs: number[] = [];
+    const serveMs: number[] = [];
+    const presignedMs: number[] = [];
+    for (let i = 0; i < repeat; i++) {
+      const r = run(account, big);
+      const started = performance.now();
+      await store.recordRun(r);
+      storeMs.push(performance.now() - started);
+      serveMs.push(await timedFetch(`${served.url}/${r.id}`, big.length));
+      const row = await store.findResult(r.id, 3600);
+      const url = await store.presignResult(row!, 3600);
+      if (url) presignedMs.push(await timedFetch(url, big.length));
+    }
+
+    const before = await pg.stats(database);
+    const objectsBefore = fs.existsSync(s3Dir) ? folderBytes(s3Dir) : 0;
+    const small = crypto.randomBytes(resultKb * 1024);
+    // Eight at a time, as a few servers' workers would store them.
+    let next = 0;
+    await Promise.all(Array.from({ length: 8 }, async () => {
+      while (next < count) {
+        next++;
+        // Distinct bytes per result (a store could deduplicate or compress repeats; PNGs do not repeat).
+        const data = Buffer.from(small);
+        data.writeUInt32BE(next, 0);
+        await store.recordRun(run(account, data));
+      }
+    }));
+    const after = await pg.stats(database);
+    const objectsAfter = fs.existsSync(s3Dir) ? folderBytes(s3Dir) : 0;
+    const scale = 1000 / count;
+    return {
+      placement,
+      storeMs: median(storeMs),
+      serveMs: median(serveMs),
+      presignedMs: presignedMs.length ? median(presignedMs) : null,
+      per1000: {
+        dbBytes: (after.dbBytes - before.dbBytes) * scale,
+        walBytes: (after.walBytes - before.walBytes) * scale,
+        objectBytes: (objectsAfter - objectsBefore) * scale,
+      },
+    };
+  } finally {
+    served.close();
+    await store.close();
+  }
+}
+
+const mb = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MB`;
+
+const pg = await startPostgres();
+const s3 = await startS3();
+Object.assign(process.env, {
+  AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1', AWS_ENDPOINT_URL_S3: s3.endpoint,
+  AWS_REQUEST_CHECKSUM_CALCULATION: 'WHEN_REQUIRED', AWS_RESPONSE_CHECKSUM_VALIDATION: 'WHEN_REQUIRED', AWS_EC2_METADATA_DISABLED: 'true',
+});
+try {
+  const results: PlacementResult[] = [];
+  for (const placement of ['postgres', 's3'] as const) results.push(await measure(placement, pg, s3.dir));
+  console.log(`cutout bench:results, ${machine()}`);
+  console.log(`${megabytes} MB result (median of ${repeat}); growth per 1,000 results of ${resultKb} KB (${count} stored)\n`);
+  console.log('where        store   serve (route)   serve (presigned)   PostgreSQL size   WAL written   bucket');
+  for (const r of results) {
+    console.log(
+      `${r.placement.padEnd(10)} ${`${Math.round(r.storeMs)} ms`.padStart(7)}   ${`${Math.round(r.serveMs)} ms`.padStart(13)}   ${(r.presignedMs === null ? '-' : `${Math.round(r.presignedMs)} ms`).padStart(17)}` +
+      `   ${mb(r.per1000.dbBytes).padStart(15)}   ${mb(r.per1000.walBytes).padStart(11)}   ${mb(r.per1000.objectBytes).padStart(6)}`,
+    );
+  }
+  console.log(JSON.stringify({ bench: 'results', machine: machine(), megabytes, repeat, count, resultKb, results }));
+} finally {
+  await s3.close().catch(() => undefined);
+  await pg.stop();
+  fs.rmSync(workDir, { recursive: true, force: true });
+}

@@ -1,0 +1,295 @@
+/**
+ * The batch processor of `cutout remove` (cli-contract, "The batch processor"): the drivers that
+ * feed the per-item unit (remove-item.ts) from the list of inputs and, with --watch, from a
+ * watched folder (watch.ts); the manifest's decisions before a run; the interrupt (SIGINT or
+ * SIGTERM: no new input starts, those in flight finish, exit 130); and the summary line.
+ */
+import fs from 'node:fs';
+import type { Command } from 'commander';
+import { oneLine } from '../errors.js';
+import { Manifest, type OutputOptions } from './manifest.js';
+import { processItem, sha256Of, type ItemContext, type ItemReport, type PlannedItem } from './remove-item.js';
+import { removeStagedAndDie } from './output-files.js';
+import type { Reporter } from './progress.js';
+import { UsageError } from './usage-error.js';
+
+export interface BatchFlags {
+  manifest?: string;
+  force?: boolean;
+  watch?: boolean;
+  exclude?: string[];
+  dryRun?: boolean;
+}
+
+export function addBatchFlags(command: Command): Command {
+  return command
+    .option('--manifest <file>', 'a JSON-lines record of each input handled; a rerun skips inputs whose bytes, options and output are unchanged since it')
+    .option('--force', 'with --manifest: redo every input')
+    .option('--watch', 'after the inputs, keep watching the input folders and process each new or changed image once completely written, until Ctrl-C')
+    .option('--exclude <glob>', 'leave out matching inputs (repeatable); a glob without / matches any name in the path', (value: string, previous: string[] = []) => [...previous, value])
+    .option('--dry-run', 'print what would be processed and what skipped, with counts; write nothing')
+    .addHelpText('after', BATCH_HELP);
+}
+
+const BATCH_HELP = `
+Batches: Ctrl-C (or SIGTERM) starts no new image and lets those in flight finish (press again to
+stop at once), then says what is done and left and exits with 130; with --manifest the same
+command continues. A batch ends with a summary line (done, skipped, failed, time, images/s).`;
+
+/**
+ * Whether the model may start before the inputs are planned (cold start): not for a dry run,
+ * and not when a manifest exists without --force, where every input may be done already and a
+ * rerun must not load the model at all. names.ts decides the same from the raw arguments for cli.ts.
+ */
+export function startsModelAtOnce(flags: BatchFlags): boolean {
+  return !flags.dryRun && !(flags.manifest && !flags.force && fs.existsSync(flags.manifest));
+}
+
+/** The inputs of a run split by the manifest: those to process, and those done already. */
+export interface BatchPlan {
+  todo: PlannedItem[];
+  unchanged: PlannedItem[];
+  manifest: Manifest | null;
+}
+
+/**
+ * Splits the inputs by the manifest. Only inputs whose last line could match are read and hashed
+ * (a first run hashes nothing here; the unit hashes the bytes it processes).
+ */
+export async function planBatch(planned: PlannedItem[], flags: BatchFlags, options: OutputOptions): Promise<BatchPlan> {
+  if (!flags.manifest) return { todo: planned, unchanged: [], manifest: null };
+  const manifest = Manifest.load(flags.manifest);
+  if (flags.force || !manifest.size) return { todo: planned, unchanged: [], manifest };
+  const todo: PlannedItem[] = [];
+  const unchanged: PlannedItem[] = [];
+  const { default: pLimit } = await import('p-limit');
+  const limit = pLimit(8);
+  const verdicts = await Promise.all(
+    planned.map((p) =>
+      limit(async () => {
+        const line = p.shadowedBy ? null : manifest.candidate(p.item.path, p.output, options);
+        if (!line) return false;
+        const bytes = await fs.promises.readFile(p.item.path).catch(() => null);
+        return bytes !== null && sha256Of(bytes) === line.sha256;
+      }),
+    ),
+  );
+  planned.forEach((p, i) => (verdicts[i] ? unchanged : todo).push(p));
+  return { todo, unchanged, manifest };
+}
+
+/** Refusals of flags that a batch cannot honour. */
+export function checkBatchFlags(inputs: string[], flags: BatchFlags & { out?: string }): void {
+  const stdin = inputs.includes('-') || flags.out === '-';
+  if (flags.manifest && stdin) throw new UsageError('--manifest records files: it cannot be combined with - (stdin or stdout)');
+  if (flags.watch && stdin) throw new UsageError('--watch watches folders: it cannot be combined with - (stdin or stdout)');
+  if (flags.force && !flags.manifest) throw new UsageError('--force redoes what a manifest records: give --manifest FILE');
+}
+
+/**
+ * The interrupt: the first SIGINT or SIGTERM lets the images in flight finish and starts no
+ * other; a second stops at once (temporary files removed, the process ended by the signal).
+ */
+export class Interrupt {
+  signal: NodeJS.Signals | null = null;
+  private readonly listeners: (() => void)[] = [];
+  private readonly handler = (signal: NodeJS.Signals) => {
+    if (this.signal) return removeStagedAndDie(signal);
+    this.signal = signal;
+    for (const listener of this.listeners) listener();
+  };
+
+  install(): this {
+    process.on('SIGINT', this.handler);
+    process.on('SIGTERM', this.handler);
+    return this;
+  }
+
+  onSignal(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
+  uninstall(): void {
+    process.off('SIGINT', this.handler);
+    process.off('SIGTERM', this.handler);
+  }
+}
+
+export interface BatchTally {
+  done: number;
+  skipped: number;
+  failed: number;
+  /** Inputs not started because of an interrupt. */
+  left: number;
+}
+
+export interface BatchRunOptions {
+  /** The items' shared context, made on the first item that needs it (an unchanged rerun makes none). */
+  context: () => Promise<ItemContext>;
+  reporter: Reporter;
+  manifest: Manifest | null;
+  options: OutputOptions;
+  concurrency: number;
+  interrupt: Interrupt;
+  /** Called once every item of the list is past its model call (not when watching: more may come). */
+  releaseModel?: () => void;
+}
+
+/** Feeds items to the per-item unit, `concurrency` at a time, and counts what became of them. */
+export class BatchRun {
+  readonly tally: BatchTally = { done: 0, skipped: 0, failed: 0, left: 0 };
+  /** Outputs written by this run: a changed photo seen again by the watcher may replace its own. */
+  private readonly written = new Set<string>();
+  private limit: ((task: () => Promise<void>) => Promise<void>) | null = null;
+
+  constructor(private readonly opts: BatchRunOptions) {}
+
+  get interrupted(): boolean {
+    return this.opts.interrupt.signal !== null;
+  }
+
+  fail(): void {
+    this.tally.failed++;
+    // Set at the first failure, not at the end: a reader that closes stdout early ends the run
+    // with the exit code so far (cli.ts), which must already say 1.
+    process.exitCode = 1;
+  }
+
+  /** A line for an input that failed before it could be an item (nothing matched, an unreadable folder). */
+  failed(report: ItemReport): void {
+    this.fail();
+    this.opts.reporter.done(report);
+  }
+
+  /** Inputs the manifest says are done: one JSON line each with --json, one count line on stderr. */
+  reportUnchanged(items: PlannedItem[], quiet: boolean): void {
+    for (const p of items) {
+      this.tally.skipped++;
+      this.opts.reporter.done({ input: p.item.path, output: p.output, width: null, height: null, ms: 0, skipped: true, error: null }, { silent: true });
+    }
+    if (items.length && !quiet) process.stderr.write(`cutout: ${items.length} unchanged since ${this.opts.manifest!.file}, skipped\n`);
+  }
+
+  private async slot(task: () => Promise<void>): Promise<void> {
+    if (!this.limit) {
+      const { default: pLimit } = await import('p-limit');
+      this.limit ??= pLimit(this.opts.concurrency);
+    }
+    return this.limit(task);
+  }
+
+  /** Whether the manifest says this input is done with these bytes, options and output (the watcher's check). */
+  async isUnchanged(planned: PlannedItem): Promise<boolean> {
+    const { manifest, options } = this.opts;
+    const line = manifest?.candidate(planned.item.path, planned.output, options);
+    if (!line) return false;
+    const bytes = await fs.promises.readFile(planned.item.path).catch(() => null);
+    return bytes !== null && sha256Of(bytes) === line.sha256;
+  }
+
+  /** Resolves at the first SIGINT or SIGTERM (the end of a watch). */
+  untilInterrupted(): Promise<void> {
+    return new Promise((resolve) => (this.interrupted ? resolve() : this.opts.interrupt.onSignal(resolve)));
+  }
+
+  /** Runs one item when a slot is free, unless an interrupt came first (then it is left). */
+  process(planned: PlannedItem, afterModel?: () => void): Promise<void> {
+    return this.slot(async () => {
+      if (this.interrupted) {
+        this.tally.left++;
+        afterModel?.();
+        return;
+      }
+      const { reporter, manifest, options } = this.opts;
+      reporter.start(planned.item.path);
+      const ctx = await this.opts.context();
+      const replaceOutput = manifest?.records(planned.output) || (planned.output !== null && this.written.has(planned.output));
+      // A done line is written the moment its output is in place (a kill -9 cannot come between);
+      // a failure's line after the item.
+      let recorded = false;
+      const onOutputInPlace = manifest ? (line: ItemReport, sha256: string) => {
+        manifest.append(line, sha256, options);
+        recorded = true;
+      } : undefined;
+      const { report, sha256 } = await processItem(ctx, planned, { afterModel, replaceOutput, onOutputInPlace });
+      if (report.error) this.fail();
+      else if (report.skipped) this.tally.skipped++;
+      else {
+        this.tally.done++;
+        if (report.output) this.written.add(report.output);
+      }
+      if (manifest && !report.skipped && (report.error || !recorded)) manifest.append(report, sha256, options);
+      reporter.done(report);
+    });
+  }
+
+  /** Drives a list of items; the model is let go once every one of them is past its model call. */
+  async drive(items: PlannedItem[]): Promise<void> {
+    let needingModel = items.length;
+    const doneWithModel = () => {
+      if (--needingModel === 0) this.opts.releaseModel?.();
+    };
+    await Promise.all(items.map((p) => this.process(p, once(doneWithModel))));
+  }
+
+  /** The summary line (and with --json its object); the exit code of the batch. */
+  finish(opts: { json: boolean; watching: boolean; hint: string }): { code: number; summary: string } {
+    const { done, skipped, failed, left } = this.tally;
+    // The whole command's time, from the process's start: planning and hashing included.
+    const seconds = performance.now() / 1000;
+    const perSecond = seconds > 0 ? done / seconds : 0;
+    const parts = [`${done} done`, `${skipped} skipped`, `${failed} failed`];
+    if (left) parts.push(`${left} left`);
+    const summary = `${parts.join(', ')} in ${seconds.toFixed(1)} s (${perSecond.toFixed(2)} images/s)`;
+    if (opts.json) {
+      const body = { done, skipped, failed, left, seconds: Number(seconds.toFixed(3)), images_per_second: Number(perSecond.toFixed(3)), interrupted: this.interrupted };
+      process.stdout.write(JSON.stringify({ summary: body }) + '\n');
+    }
+    if (this.interrupted && !opts.watching) {
+      process.stderr.write(oneLine(`cutout: interrupted (${this.opts.interrupt.signal}): ${done} done, ${left} left; ${opts.hint}`) + '\n');
+      return { code: 130, summary };
+    }
+    return { code: failed ? 1 : 0, summary };
+  }
+}
+
+/** `fn`, called at most once. */
+export function once(fn: () => void): () => void {
+  let called = false;
+  return () => {
+    if (called) return;
+    called = true;
+    fn();
+  };
+}
+
+/** `--dry-run`: each input and what a run would do with it, then the counts; nothing is written. */
+export function printDryRun(batch: BatchPlan, unusable: string[], opts: { json: boolean; existing: 'refuse' | 'skip' | 'overwrite' }): number {
+  const counts = { process: 0, skip: 0, fail: unusable.length };
+  const say = (input: string, output: string | null, action: 'process' | 'skip' | 'fail', reason: string | null) => {
+    if (opts.json) process.stdout.write(JSON.stringify({ input, output, action, reason }) + '\n');
+    else process.stdout.write(oneLine(`${action} ${input}${output && action === 'process' ? ` -> ${output}` : ''}${reason ? ` (${reason})` : ''}`) + '\n');
+  };
+  for (const input of unusable) say(input, null, 'fail', 'nothing matched, or not readable');
+  for (const p of batch.unchanged) {
+    counts.skip++;
+    say(p.item.path, p.output, 'skip', 'unchanged since the manifest');
+  }
+  for (const p of batch.todo) {
+    const verdict = dryVerdict(p, batch.manifest, opts.existing);
+    counts[verdict.action]++;
+    say(p.item.path, p.output, verdict.action, verdict.reason);
+  }
+  const line = `dry run: ${counts.process} to process, ${counts.skip} to skip, ${counts.fail} would fail; nothing was written`;
+  if (opts.json) process.stdout.write(JSON.stringify({ summary: { dry_run: true, ...counts } }) + '\n');
+  process.stderr.write(`cutout: ${line}\n`);
+  return 0;
+}
+
+function dryVerdict(p: PlannedItem, manifest: Manifest | null, existing: 'refuse' | 'skip' | 'overwrite'): { action: 'process' | 'skip' | 'fail'; reason: string | null } {
+  if (p.shadowedBy) return { action: 'fail', reason: `same output as ${p.shadowedBy.path}` };
+  if (p.output && existing !== 'overwrite' && !manifest?.records(p.output) && fs.existsSync(p.output)) {
+    return existing === 'skip' ? { action: 'skip', reason: 'output exists' } : { action: 'fail', reason: 'output exists; use --overwrite or --skip-existing' };
+  }
+  return { action: 'process', reason: null };
+}

@@ -1,0 +1,168 @@
+/**
+ * `--manifest FILE`: the JSON-lines record of a batch, one line per input handled (cli-contract,
+ * "The batch processor"). The last line for an input decides whether a rerun skips it: done (no
+ * error), the same sha256 of its bytes, the same options, the same output, and that output still
+ * there. Paths are written relative to the manifest's folder, so a CI cache that restores the
+ * manifest with the outputs under another checkout path still matches.
+ *
+ * A line is appended (one write of one line, in append mode) the moment its output is renamed
+ * into place (remove-item.ts, onOutputInPlace): a line never names an output that is not
+ * complete, and the gap in which a kill could leave an output without its line is one event-loop
+ * turn (not the ledger's commit). A line cut short by a kill is ignored when read.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fsReason } from '../errors.js';
+import { lengthsToText } from '../layout-options.js';
+import { colorToHex } from '../options.js';
+import type { RemoveRequest } from '../pipeline/index.js';
+import type { ItemReport } from './remove-item.js';
+import { UsageError } from './usage-error.js';
+
+/** The options that change an output (not concurrency, threads, or where the output goes). */
+export type OutputOptions = Record<string, string | boolean | null>;
+
+export interface ManifestLine {
+  input: string;
+  sha256: string | null;
+  output: string | null;
+  options: OutputOptions;
+  ms: number;
+  credits_charged: number;
+  error: { code: string; message: string } | null;
+  at: string;
+}
+
+export function outputOptions(model: string, request: RemoveRequest): OutputOptions {
+  return {
+    model,
+    size: request.size,
+    format: request.format,
+    bg_color: request.bgColor ? colorToHex(request.bgColor) : null,
+    crop: request.crop,
+    mask: Boolean(request.mask),
+    alpha: request.alpha ?? 'soft',
+    refine: request.refine !== false,
+    decontaminate: request.decontaminate !== false,
+    quality: request.quality ?? 'best',
+    precision: request.precision ?? 'auto',
+    // remove.bg's layout options and the background picture, only when given: a manifest written
+    // before they existed still matches a run that does not use them.
+    ...(request.cropMargin ? { crop_margin: lengthsToText([request.cropMargin.top, request.cropMargin.right, request.cropMargin.bottom, request.cropMargin.left]) } : {}),
+    ...(request.roi ? { roi: lengthsToText([request.roi.x1, request.roi.y1, request.roi.x2, request.roi.y2]) } : {}),
+    ...(request.scale !== undefined ? { scale: `${Math.round(request.scale * 100)}%` } : {}),
+    ...(request.position !== undefined ? { position: typeof request.position === 'string' ? request.position : `${request.position.x * 100}% ${request.position.y * 100}%` } : {}),
+    // The picture's bytes, not its name: a changed picture redoes the outputs.
+    ...(request.bgImageData ? { bg_image_sha256: crypto.createHash('sha256').update(request.bgImageData).digest('hex') } : {}),
+  };
+}
+
+/** Keys sorted, so that a line written by another version in another key order still compares equal. */
+function canonical(options: OutputOptions): string {
+  return JSON.stringify(Object.keys(options).sort().map((k) => [k, options[k]]));
+}
+
+export class Manifest {
+  /** The last line for each input, by absolute path. */
+  private readonly last = new Map<string, ManifestLine>();
+  /** Outputs (absolute) that a done line recorded: a redo may replace them without --overwrite. */
+  private readonly recorded = new Set<string>();
+  private fd: number | null = null;
+  /** The file ends in a line cut short (a kill): the next line starts on a line of its own. */
+  private torn = false;
+  private readonly dir: string;
+
+  constructor(readonly file: string) {
+    this.dir = path.dirname(path.resolve(file));
+  }
+
+  /** Reads FILE if it exists (a missing one is an empty manifest). */
+  static load(file: string): Manifest {
+    const manifest = new Manifest(file);
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return manifest;
+      throw new UsageError(`--manifest ${file}: cannot read it: ${fsReason(err)}`);
+    }
+    manifest.torn = text.length > 0 && !text.endsWith('\n');
+    for (const raw of text.split('\n')) {
+      if (!raw.trim()) continue;
+      let line: ManifestLine;
+      try {
+        line = JSON.parse(raw) as ManifestLine;
+      } catch {
+        continue; // a line cut short by a kill: that input is simply not recorded
+      }
+      if (typeof line?.input !== 'string') continue;
+      manifest.remember(line);
+    }
+    return manifest;
+  }
+
+  private abs(p: string): string {
+    return path.resolve(this.dir, p);
+  }
+
+  private rel(p: string): string {
+    return path.relative(this.dir, path.resolve(p)).split(path.sep).join('/') || '.';
+  }
+
+  private remember(line: ManifestLine): void {
+    this.last.set(this.abs(line.input), line);
+    if (!line.error && line.output) this.recorded.add(this.abs(line.output));
+  }
+
+  get size(): number {
+    return this.last.size;
+  }
+
+  /**
+   * Whether the last line for `input` could let it be skipped, before its bytes are hashed: done,
+   * the same options, the same output, and that output present. Then `unchanged` decides on the hash.
+   */
+  candidate(input: string, output: string | null, options: OutputOptions): ManifestLine | null {
+    const line = this.last.get(path.resolve(input));
+    if (!line || line.error || !line.output || !line.sha256 || output === null) return null;
+    if (this.abs(line.output) !== path.resolve(output) || canonical(line.options ?? {}) !== canonical(options)) return null;
+    return fs.existsSync(output) ? line : null;
+  }
+
+  /** Whether `output` is one the manifest recorded (a redo may replace it). */
+  records(output: string | null): boolean {
+    return output !== null && this.recorded.has(path.resolve(output));
+  }
+
+  /** Appends the line of a handled input (after its output is in place). */
+  append(report: ItemReport, sha256: string | null, options: OutputOptions): void {
+    const line: ManifestLine = {
+      input: this.rel(report.input),
+      sha256,
+      output: report.output === null ? null : this.rel(report.output),
+      options,
+      ms: report.ms,
+      credits_charged: report.credits_charged ?? 0,
+      error: report.error,
+      at: new Date().toISOString(),
+    };
+    try {
+      if (this.fd === null) {
+        fs.mkdirSync(this.dir, { recursive: true });
+        this.fd = fs.openSync(this.file, 'a');
+      }
+      // One write per line: a line is whole, or cut short only by a kill in the middle of it.
+      fs.writeSync(this.fd, (this.torn ? '\n' : '') + JSON.stringify(line) + '\n');
+      this.torn = false;
+    } catch (err) {
+      throw new Error(`--manifest ${this.file}: cannot write it: ${fsReason(err)}`);
+    }
+    this.remember(line);
+  }
+
+  close(): void {
+    if (this.fd !== null) fs.closeSync(this.fd);
+    this.fd = null;
+  }
+}

@@ -1,0 +1,194 @@
+/**
+ * One input of `cutout remove`: the per-item unit that each driver calls (the list of inputs in
+ * remove.ts; the manifest and the watched folder in batch.ts). It checks where the output goes,
+ * reads the input, runs the pipeline, charges and records the run with the output put in place,
+ * and answers the item's report. It never throws: a failure is the report's `error`.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { createHash, randomUUID } from 'node:crypto';
+import { CutoutError, fsReason, toCutoutError } from '../errors.js';
+import { formatMB, inputTooLargeMessage, LIMITS } from '../limits.js';
+import { commitOutput, discardStaged, isInputItself, stageOutput } from './output-files.js';
+import type { InputItem } from './inputs.js';
+import type { CutoutPipeline, RemoveRequest, RemoveResult } from '../pipeline/index.js';
+import type { Store } from '../store/db.js';
+
+export interface ItemReport {
+  input: string;
+  output: string | null;
+  width: number | null;
+  height: number | null;
+  ms: number;
+  credits_charged?: number;
+  skipped?: boolean;
+  error: { code: string; message: string } | null;
+}
+
+/** Who pays for a run: the account of `--key`, or nobody (a local run, recorded but free). */
+export interface Payer {
+  accountId: string;
+  keyId: string;
+  test: boolean;
+}
+
+/** What every item of one run shares. */
+export interface ItemContext {
+  pipeline: CutoutPipeline;
+  store: Store;
+  payer: Payer | null;
+  request: RemoveRequest;
+  /** What to do when the output exists (and the manifest does not say it is ours to replace). */
+  existing: 'refuse' | 'skip' | 'overwrite';
+}
+
+/** An input and where its output goes (null: stdout). */
+export interface PlannedItem {
+  item: InputItem;
+  output: string | null;
+  /** An earlier input with the same output name: this one is refused. */
+  shadowedBy?: InputItem;
+}
+
+export interface ItemHooks {
+  /** Called once the item needs the model no more (also when it failed or was skipped before it). */
+  afterModel?: () => void;
+  /** The existing output is this input's own earlier result (the manifest says so): replace it. */
+  replaceOutput?: boolean;
+  /**
+   * Called the moment the output is renamed into place, before the run's record commits (the
+   * manifest's line): nothing can come between the output and its line. When the record then
+   * fails, the item's report says so, and the driver records that too.
+   */
+  onOutputInPlace?: (report: ItemReport, sha256: string) => void;
+}
+
+export interface ItemOutcome {
+  report: ItemReport;
+  /** sha256 of the bytes that were processed (null when the input was not read). */
+  sha256: string | null;
+}
+
+/** One line, no stack: what a person reads on stderr. */
+function describe(err: CutoutError): string {
+  return err.code === 'processing_failed' && err.cause ? `${err.message} (${String((err.cause as Error).message ?? err.cause).split('\n')[0]})` : err.message;
+}
+
+async function readInput(item: InputItem): Promise<Buffer> {
+  if (item.path === '-') {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for await (const chunk of process.stdin) {
+      total += (chunk as Buffer).length;
+      if (total > LIMITS.maxInputBytes) throw new CutoutError('image_too_large', `Input is over ${formatMB(LIMITS.maxInputBytes)}`);
+      chunks.push(chunk as Buffer);
+    }
+    return Buffer.concat(chunks);
+  }
+  let stat: fs.Stats;
+  try {
+    stat = await fs.promises.stat(item.path);
+  } catch {
+    throw new CutoutError('invalid_request', 'No such file');
+  }
+  if (!stat.isFile()) throw new CutoutError('invalid_request', 'Not a regular file');
+  // Check the size before reading: a 2 GB file must not be read to be refused.
+  if (stat.size > LIMITS.maxInputBytes) {
+    throw new CutoutError('image_too_large', inputTooLargeMessage(stat.size));
+  }
+  try {
+    return await fs.promises.readFile(item.path);
+  } catch (err) {
+    throw new CutoutError('invalid_request', `Cannot read the file: ${fsReason(err)}`);
+  }
+}
+
+export function sha256Of(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** Whether the item may write its output: 'write', 'skip' (--skip-existing), or a refusal thrown. */
+function outputDecision(ctx: ItemContext, planned: PlannedItem, hooks: ItemHooks): 'write' | 'skip' {
+  const { item, output, shadowedBy } = planned;
+  if (shadowedBy) {
+    throw new CutoutError('invalid_request', `Output ${output} is also the output of ${shadowedBy.path}; rename one of them, or run them separately`);
+  }
+  if (output && isInputItself(output, item.path)) {
+    throw new CutoutError('invalid_request', `Output ${output} is the input itself; --overwrite replaces outputs, never the photo`);
+  }
+  if (output && fs.existsSync(output) && ctx.existing !== 'overwrite' && !hooks.replaceOutput) {
+    if (ctx.existing === 'skip') return 'skip';
+    throw new CutoutError('invalid_request', `Output ${output} exists; use --overwrite or --skip-existing`);
+  }
+  return 'write';
+}
+
+/**
+ * Charges and records one run, and puts its output in place inside the same transaction: a
+ * refused charge writes nothing, and a failed write charges nothing. The one place the CLI
+ * charges and records; the credits charged.
+ */
+async function recordAndWrite(ctx: ItemContext, planned: PlannedItem, result: RemoveResult, inPlace?: (credits: number) => void): Promise<number> {
+  const { payer } = ctx;
+  const credits: 0 | 1 = payer && !payer.test && result.resolvedSize === 'full' ? 1 : 0;
+  const run = {
+    id: randomUUID(),
+    accountId: payer?.accountId ?? null,
+    keyId: payer?.keyId ?? null,
+    channel: 'cli' as const,
+    input: planned.item.path === '-' ? 'stdin' : path.resolve(planned.item.path),
+    size: result.resolvedSize,
+    credits,
+    ms: result.ms,
+  };
+  const { output } = planned;
+  if (!output) {
+    // stdout cannot be taken back: the charge commits first, so a refused one sends nothing.
+    const charged = await ctx.store.recordRun(run);
+    await new Promise<void>((resolve, reject) => process.stdout.write(result.data, (err) => (err ? reject(err) : resolve())));
+    return charged.creditsCharged;
+  }
+  const tmp = await stageOutput(output, result.data);
+  try {
+    const within = async (_tx: unknown, outcome: { creditsCharged: number }) => {
+      await commitOutput(tmp, output);
+      inPlace?.(outcome.creditsCharged);
+    };
+    return (await ctx.store.recordRun(run, { within })).creditsCharged;
+  } finally {
+    await discardStaged(tmp);
+  }
+}
+
+/** Processes one input and answers its report; never throws. */
+export async function processItem(ctx: ItemContext, planned: PlannedItem, hooks: ItemHooks = {}): Promise<ItemOutcome> {
+  const started = performance.now();
+  const report: ItemReport = { input: planned.item.path, output: planned.output, width: null, height: null, ms: 0, error: null };
+  let sha256: string | null = null;
+  try {
+    if (outputDecision(ctx, planned, hooks) === 'skip') {
+      report.skipped = true;
+      return { report, sha256 };
+    }
+    const bytes = await readInput(planned.item);
+    sha256 = sha256Of(bytes);
+    const { payer } = ctx;
+    if (payer && !payer.test && ctx.request.size === 'full' && (await ctx.store.balance(payer.accountId)) <= 0) {
+      throw new CutoutError('insufficient_credits');
+    }
+    const result = await ctx.pipeline.removeBackground(bytes, ctx.request, { afterModel: hooks.afterModel });
+    report.width = result.width;
+    report.height = result.height;
+    const inPlace = hooks.onOutputInPlace && ((credits: number) => hooks.onOutputInPlace!({ ...report, ms: Math.round(performance.now() - started), credits_charged: credits }, sha256!));
+    const charged = await recordAndWrite(ctx, planned, result, inPlace);
+    if (payer) report.credits_charged = charged;
+  } catch (err) {
+    const e = toCutoutError(err);
+    report.output = null; // nothing was written
+    report.error = { code: e.code, message: describe(e) };
+  } finally {
+    hooks.afterModel?.(); // an input that failed or was skipped before its model call
+    report.ms = Math.round(performance.now() - started);
+  }
+  return { report, sha256 };
+}
