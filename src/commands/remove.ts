@@ -162,14 +162,6 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
   if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
 
-  // The model's worker thread is running by now (cli.ts starts it when the arguments look like a
-  // cutout); started here too for arguments that guess missed, before the configuration is read
-  // and sharp and the store load, so its start and onnxruntime's loading overlap them.
-  const pipelineModule = import('../pipeline/inference-thread.js').then((thread) => {
-    thread.startInferenceThread();
-    return import('../pipeline/index.js');
-  });
-
   let config;
   let options;
   try {
@@ -188,6 +180,14 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     if (err instanceof CutoutError) usage(err.message);
     throw err;
   }
+  // The model's worker thread is running by now (cli.ts starts it when the arguments look like a
+  // cutout); started here too, once the flags and the configuration are valid (a usage error
+  // starts nothing native), for arguments that guess missed, so that its start and onnxruntime's
+  // loading overlap sharp's and the store's.
+  const pipelineModule = import('../pipeline/inference-thread.js').then((thread) => {
+    thread.startInferenceThread();
+    return import('../pipeline/index.js');
+  });
   const edges = {
     alpha: (flags.alpha?.trim().toLowerCase() ?? 'soft') as 'soft' | 'hard',
     refine: flags.refine !== false,

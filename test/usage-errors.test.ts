@@ -1,0 +1,49 @@
+/**
+ * Usage errors exit with 2 and their message, every time (issue 37): the CLI starts the model's
+ * worker thread early when the arguments ask for a cutout, and a process that exited while that
+ * thread was still loading onnxruntime aborted natively (exit 134, "terminate called after
+ * throwing an instance of 'Napi::Error'") in about 1 run in 20. Each usage error runs several
+ * times, two at a time (the abort came from a race, so one run proves little).
+ */
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FIXTURES, runCli } from './helpers/cli.js';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-usage-errors-'));
+t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+// Without tap's process instrumentation (NODE_OPTIONS): each run starts as a user's does, and faster.
+const env = { CUTOUT_HOME: path.join(dir, 'home'), NODE_OPTIONS: '' };
+const photo = path.join(FIXTURES, 'astronaut.jpg');
+const badValue = path.join(dir, 'bad-value.json');
+fs.writeFileSync(badValue, JSON.stringify({ quality: 'quick' }));
+fs.mkdirSync(path.join(dir, 'project'));
+const trailingComma = path.join(dir, 'project', '.cutoutrc.json');
+fs.writeFileSync(trailingComma, '{\n  "quality": "fast",\n}\n');
+
+const RUNS_EACH = 6;
+const cases: { name: string; args: string[]; message: RegExp }[] = [
+  { name: 'a bad --quality', args: [photo, '--quality', 'quick'], message: /--quality but received "quick"/ },
+  { name: 'a bad --format', args: [photo, '--format', 'gif'], message: /--format/ },
+  { name: 'a bad --bg-color', args: [photo, '--bg-color', 'notacolour'], message: /--bg-color/ },
+  { name: 'a bad --alpha', args: [photo, '--alpha', 'medium'], message: /--alpha/ },
+  { name: 'a bad --size', args: [photo, '--size', 'huge'], message: /--size/ },
+  { name: '--concurrency 0', args: [photo, '--concurrency', '0'], message: /concurrency/ },
+  { name: 'a non-number --inference-workers', args: [photo, '--inference-workers', 'two'], message: /inference-workers|inferenceWorkers/ },
+  { name: 'a bad value in the config file', args: [photo, '--config', badValue], message: /quality.*quick|quick.*quality/ },
+];
+
+for (const c of cases) {
+  t.test(`${c.name}: exit 2 and its message, ${RUNS_EACH} runs, never a native abort`, async (t) => {
+    for (let i = 0; i < RUNS_EACH; i += 2) {
+      const pair = await Promise.all([runCli(c.args, { cwd: dir, env }), runCli(c.args, { cwd: dir, env })]);
+      for (const r of pair) {
+        t.notMatch(r.stderr, /terminate called|Napi::Error|Aborted/, 'no native abort');
+        t.equal(r.code, 2, `exit 2 (stderr: ${r.stderr.trim()})`);
+        t.match(r.stderr, c.message);
+        t.equal(r.stderr.trim().split('\n').length, 1, 'one line on stderr');
+      }
+    }
+  });
+}
