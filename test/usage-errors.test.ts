@@ -47,3 +47,34 @@ for (const c of cases) {
     }
   });
 }
+
+t.test('a mistyped command stops everything: exit 2, a suggestion when one is close, nothing written', async (t) => {
+  const photos = path.join(dir, 'photos');
+  fs.mkdirSync(photos);
+  fs.copyFileSync(path.join(FIXTURES, 'coffee.jpg'), path.join(photos, 'coffee.jpg'));
+  const [watch, serv, flagsFirst] = await Promise.all([
+    runCli(['watch', 'photos/'], { cwd: dir, env }),
+    runCli(['serv', 'photos', '--quality', 'fast'], { cwd: dir, env }),
+    runCli(['--quality', 'fast', 'wacth', 'photos'], { cwd: dir, env }),
+  ]);
+  t.equal(watch.code, 2, watch.stderr);
+  t.match(watch.stderr, /^cutout: unknown command 'watch', and no file or folder of that name; see cutout --help\n$/);
+  t.equal(serv.code, 2, serv.stderr);
+  t.match(serv.stderr, /unknown command 'serv' \(did you mean serve\?\)/);
+  t.equal(flagsFirst.code, 2, flagsFirst.stderr);
+  t.match(flagsFirst.stderr, /unknown command 'wacth'/);
+  t.same(fs.readdirSync(photos), ['coffee.jpg'], 'no cutout written');
+});
+
+t.test('a missing file that reads as a path is still "No such file"; after `remove`, any word is an input', async (t) => {
+  const [dotted, slashed, afterRemove] = await Promise.all([
+    runCli(['nophoto.jpg'], { cwd: dir, env }),
+    runCli(['./nophoto'], { cwd: dir, env }),
+    runCli(['remove', 'watch'], { cwd: dir, env }),
+  ]);
+  for (const [r, name] of [[dotted, 'nophoto.jpg'], [slashed, './nophoto'], [afterRemove, 'watch']] as const) {
+    t.notMatch(r.stderr, /unknown command/, name);
+    t.match(r.stderr, new RegExp(`${name.replace('.', '\\.')}: No such file`), name);
+    t.equal(r.code, 1, `${name}: an input that failed`);
+  }
+});
