@@ -32,6 +32,7 @@ const cases: { name: string; args: string[]; message: RegExp }[] = [
   { name: '--concurrency 0', args: [photo, '--concurrency', '0'], message: /concurrency/ },
   { name: 'a non-number --inference-workers', args: [photo, '--inference-workers', 'two'], message: /inference-workers|inferenceWorkers/ },
   { name: 'a bad value in the config file', args: [photo, '--config', badValue], message: /quality.*quick|quick.*quality/ },
+  { name: 'a syntax error in the config file', args: [photo, '--config', trailingComma], message: /\.cutoutrc\.json: Expected double-quoted property name at line 3, column 1/ },
 ];
 
 for (const c of cases) {

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
-import { loadConfig } from '../config.js';
+import { loadConfig, withRemoveDefaults } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
 import { CutoutError, fsReason, toCutoutError } from '../errors.js';
 import { formatMB, inputTooLargeMessage, LIMITS } from '../limits.js';
@@ -157,10 +157,10 @@ async function readInput(item: InputItem): Promise<Buffer> {
   }
 }
 
-export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<number> {
+export async function runRemove(inputs: string[], givenFlags: RemoveFlags): Promise<number> {
   if (!inputs.length) usage('no input given; try: cutout photo.jpg (or cutout --help)');
-  if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
-  if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
+  if (givenFlags.skipExisting && givenFlags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
+  let flags = givenFlags;
 
   let config;
   let options;
@@ -169,6 +169,9 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
     if (flags.quality !== undefined) parseEnum('quality', QUALITIES, flags.quality, 'cli');
     if (flags.precision !== undefined) parseEnum('precision', PRECISIONS, flags.precision, 'cli');
     config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, inferenceWorkers: flags.inferenceWorkers, inferenceThreads: flags.inferenceThreads, quality: flags.quality, precision: flags.precision, store: flags.store }, { configFile: flags.config });
+    // The config file's output defaults (format, bgColor, out, ...) under the flags given.
+    flags = withRemoveDefaults(givenFlags, config.remove);
+    if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
     options = parseImageOptions(
       { size: flags.size, format: flags.format, bg_color: flags.bgColor, crop: flags.crop, quality: config.quality, precision: config.precision },
