@@ -3,13 +3,14 @@
  * cosmiconfig under the module name `cutout`, or given with --config) > built-in default.
  * Validated here, then frozen; nothing else reads process.env for settings.
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { requireCjs } from './cjs.js';
 import { CutoutError, isPermissionError } from './errors.js';
 import { LIMITS } from './limits.js';
 import { redactUrl } from './store/url.js';
-import { parseEnum, PRECISIONS, QUALITIES, type Precision, type Quality } from './options.js';
+import { parseColor, parseEnum, parseFormat, PRECISIONS, QUALITIES, SIZES, type Format, type Precision, type Quality, type Size } from './options.js';
 import { inferenceSplit } from './pipeline/inference-split.js';
 
 export interface CutoutConfig {
@@ -85,6 +86,72 @@ export interface CutoutConfig {
   modelServerPort: number;
   /** model-server: the bearer token every endpoint but /v2/health/* requires; null: none. */
   modelServerToken: string | null;
+  /** `cutout remove`'s output defaults from the config file (REMOVE_DEFAULT_KEYS); its flags override them. */
+  remove: Readonly<RemoveDefaults>;
+}
+
+/**
+ * The `cutout remove` flags a project may set in its config file, under the flag's camelCase
+ * name (`bgColor` for `--bg-color`, `skipExisting` for `--skip-existing`); a flag given overrides
+ * the file. The other remove flags are settings of their own above (`model`, `quality`,
+ * `precision`, `concurrency`, `inferenceWorkers`, `inferenceThreads`, `dataDir`, `store`), or are
+ * left out on purpose: `key` (a secret, not for a file a project commits), `json`, `quiet`,
+ * `progress` (how one call reports, a script's choice) and `config`. Listed here until the option
+ * table (options.ts) can give this list; each value is checked as the flag's would be.
+ */
+export interface RemoveDefaults {
+  /** Resolved against the config file's folder (not the working directory), so it means the same from any subfolder. */
+  out?: string;
+  size?: Size;
+  format?: Format;
+  /** As written (`#fff`, `transparent`): parsed with the flag's value. */
+  bgColor?: string;
+  crop?: boolean;
+  mask?: boolean;
+  alpha?: 'soft' | 'hard';
+  refine?: boolean;
+  decontaminate?: boolean;
+  recursive?: boolean;
+  skipExisting?: boolean;
+  overwrite?: boolean;
+}
+
+const REMOVE_VALIDATORS: { [K in keyof RemoveDefaults]-?: (v: unknown) => NonNullable<RemoveDefaults[K]> } = {
+  out: (v) => str('out', v),
+  size: (v) => parseEnum('size', SIZES, v, 'api'),
+  format: (v) => parseFormat(v, 'api'),
+  bgColor: (v) => (parseColor(v, 'api', 'bgColor'), String(v)),
+  crop: (v) => bool('crop', v),
+  mask: (v) => bool('mask', v),
+  alpha: (v) => parseEnum('alpha', ['soft', 'hard'] as const, v, 'api'),
+  refine: (v) => bool('refine', v),
+  decontaminate: (v) => bool('decontaminate', v),
+  recursive: (v) => bool('recursive', v),
+  skipExisting: (v) => bool('skipExisting', v),
+  overwrite: (v) => bool('overwrite', v),
+};
+
+export const REMOVE_DEFAULT_KEYS = Object.freeze(Object.keys(REMOVE_VALIDATORS) as (keyof RemoveDefaults)[]);
+
+/** Flags that commander sets to true when their `--no-` form is absent: given only when false. */
+const NEGATABLE: readonly (keyof RemoveDefaults)[] = ['refine', 'decontaminate'];
+
+/**
+ * `cutout remove`'s flags with the config file's defaults under them: a flag given wins. The two
+ * answers to an existing output (`skipExisting`, `overwrite`) are one choice: a flag of either
+ * sets aside the file's; so is the format, which `--out FILE.png` gives by its extension.
+ */
+export function withRemoveDefaults<F extends { [K in keyof RemoveDefaults]?: unknown }>(flags: F, defaults: Readonly<RemoveDefaults>): F {
+  const merged = { ...flags } as Record<string, unknown>;
+  const given = (k: keyof RemoveDefaults) => (NEGATABLE.includes(k) ? flags[k] === false : flags[k] !== undefined);
+  const flagOutIsFile = typeof flags.out === 'string' && /\.(png|webp|jpe?g)$/i.test(flags.out);
+  for (const k of REMOVE_DEFAULT_KEYS) {
+    if (given(k) || defaults[k] === undefined) continue;
+    if ((k === 'skipExisting' || k === 'overwrite') && (given('skipExisting') || given('overwrite'))) continue;
+    if (k === 'format' && flagOutIsFile) continue;
+    merged[k] = defaults[k];
+  }
+  return merged as F;
 }
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -139,6 +206,7 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   // Triton's HTTP port.
   modelServerPort: 8000,
   modelServerToken: null,
+  remove: Object.freeze({}),
 });
 
 /** Environment variables of cli-contract.md, mapped to config fields. */
@@ -188,7 +256,7 @@ function nullableStr(field: string, v: unknown): string | null {
   return v === null ? null : str(field, v);
 }
 
-const VALIDATORS: { [K in keyof CutoutConfig]: (v: unknown) => CutoutConfig[K] } = {
+const VALIDATORS: { [K in Exclude<keyof CutoutConfig, 'remove'>]: (v: unknown) => CutoutConfig[K] } = {
   dataDir: (v) => path.resolve(expandHome(str('dataDir', v))),
   model: (v) => str('model', v),
   concurrency: (v) => int('concurrency', v, 1, 64),
@@ -282,11 +350,39 @@ async function readConfigFile(configFile?: string): Promise<{ config: Record<str
     // A folder on the search path that this user may not read (a HOME of another user) holds no
     // config for them: the search goes on without it, as git does. A file given is another matter.
     if (!configFile && isPermissionError(err)) return null;
-    // One line: a parser's message can carry a header ("JSON Error in <file>:") and a code frame.
-    const lines = String((err as Error).message).split('\n').map((l) => l.trim()).filter(Boolean);
-    const reason = lines[0]?.endsWith(':') && lines[1] ? lines[1] : (lines[0] ?? 'unknown error');
-    throw new CutoutError('invalid_request', `Cannot read config file${configFile ? ' ' + configFile : ''}: ${reason}`);
+    const filepath = configFile ?? (err as { filepath?: string }).filepath;
+    throw new CutoutError('invalid_request', `Cannot read config file${filepath ? ' ' + filepath : ''}: ${parseErrorReason(err, filepath)}`);
   }
+}
+
+/**
+ * What a config file's parse error says, in one line, with where: `Expected double-quoted property
+ * name at line 3, column 1 (a trailing comma before it?)`. cosmiconfig's JSON errors carry a
+ * header ("JSON Error in <file>:"), a code frame and the offset ("at position 23"), from which the
+ * line and column are counted in the file; YAML's (`.cutoutrc`) carry a mark.
+ */
+function parseErrorReason(err: unknown, filepath: string | undefined): string {
+  const e = err as { name?: string; message?: unknown; reason?: string; mark?: { line: number; column: number } };
+  if (e.name === 'YAMLException' && e.reason && e.mark) return `${e.reason} at line ${e.mark.line + 1}, column ${e.mark.column + 1}`;
+  // One line: the first after a header that ends in ':', without the code frame.
+  const lines = String(e.message).split('\n').map((l) => l.trim()).filter((l) => l && !/^(>?\s*\d+\s*\||\|)/.test(l));
+  let reason = lines[0]?.endsWith(':') && lines[1] ? lines[1] : (lines[0] ?? 'unknown error');
+  if (e.name !== 'JSONError' || !filepath) return reason;
+  let text: string;
+  try {
+    text = fs.readFileSync(filepath, 'utf8');
+  } catch {
+    return reason;
+  }
+  const position = /at position (\d+)/.exec(reason);
+  const offset = position ? Number(position[1]) : /end of JSON input/.test(reason) ? text.length : null;
+  reason = reason.replace(/ in JSON at position \d+.*$| while parsing .*$/, '');
+  if (offset === null || offset > text.length) return reason;
+  const before = text.slice(0, offset);
+  const line = before.split('\n').length;
+  const column = offset - before.lastIndexOf('\n');
+  const trailingComma = /,\s*$/.test(before) && /^[\]}]/.test(text.slice(offset)) ? ' (a trailing comma before it?)' : '';
+  return `${reason} at line ${line}, column ${column}${trailingComma}`;
 }
 
 /**
@@ -300,12 +396,26 @@ export async function loadConfig(
   const env = options.env ?? process.env;
   const file = await readConfigFile(options.configFile);
   const merged: Record<string, unknown> = { ...DEFAULTS };
+  const remove: Record<string, unknown> = {};
   if (file) {
     for (const [k, v] of Object.entries(file.config)) {
-      if (!(k in VALIDATORS)) {
-        throw new CutoutError('invalid_request', `Unknown setting "${k}" in ${file.filepath}; known: ${Object.keys(VALIDATORS).join(', ')}`);
+      if (k in REMOVE_VALIDATORS) {
+        try {
+          remove[k] = REMOVE_VALIDATORS[k as keyof RemoveDefaults](v);
+        } catch (err) {
+          throw new CutoutError('invalid_request', `${(err as Error).message} in ${file.filepath}`);
+        }
+        if (k === 'out' && v !== '-') remove[k] = path.resolve(path.dirname(file.filepath), expandHome(v as string));
+        continue;
+      }
+      if (!(k in VALIDATORS) || k === 'remove') {
+        const known = [...Object.keys(VALIDATORS), ...REMOVE_DEFAULT_KEYS].join(', ');
+        throw new CutoutError('invalid_request', `Unknown setting "${k}" in ${file.filepath}; known: ${known}`);
       }
       merged[k] = v;
+    }
+    if (remove.skipExisting && remove.overwrite) {
+      throw new CutoutError('invalid_request', `skipExisting and overwrite cannot both be true in ${file.filepath}`);
     }
   }
   for (const [k, name] of Object.entries(ENV_VARS)) {
@@ -315,5 +425,6 @@ export async function loadConfig(
   for (const [k, v] of Object.entries(flags)) if (v !== undefined) merged[k] = v;
   const out = {} as Record<string, unknown>;
   for (const [k, validate] of Object.entries(VALIDATORS)) out[k] = (validate as (v: unknown) => unknown)(merged[k]);
+  out.remove = Object.freeze(remove);
   return Object.freeze(out as unknown as CutoutConfig);
 }

@@ -15,6 +15,8 @@ import { registerCredits } from './commands/credits.js';
 import { registerAccount } from './commands/account.js';
 import { registerOpenapi } from './commands/openapi.js';
 import { registerCompletion } from './commands/completion.js';
+import { closestName, COMMAND_NAMES, isCommandWord } from './commands/names.js';
+import { UsageError } from './commands/usage-error.js';
 
 const commander = requireCjs('commander') as typeof import('commander');
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -38,8 +40,33 @@ export function buildProgram(): Command {
   registerAccount(program);
   registerOpenapi(program);
   registerCompletion(program);
+  refuseUnknownCommands(program);
   // `cutout --help` shows the main command's flags too, from that command's own help (no copy to drift).
   const remove = program.commands.find((c) => c.name() === 'remove')!;
   program.addHelpText('after', () => `\nThe main command, cutout [remove] <inputs...> ("remove" may be left out):\n\n${remove.helpInformation().trimEnd()}\n${REMOVE_DEFAULTS_HELP}\n`);
   return program;
+}
+
+/**
+ * `cutout watch photos/`: "remove" may be left out, so commander hands a first word that names no
+ * command to it as an input, and the rest ran. Such a word (names.ts, isCommandWord: a bare word
+ * that is no file) where the command is expected is an unknown command: exit 2, nothing written.
+ * After `remove` itself, a word is an input like any other (`cutout remove watch`: no such file).
+ */
+function refuseUnknownCommands(program: Command): void {
+  let removeNamed = false;
+  program.hook('preSubcommand', (root, sub) => {
+    removeNamed = sub.name() === 'remove' && root.args[0] === 'remove';
+  });
+  program.hook('preAction', (_root, action) => {
+    if (action.name() !== 'remove' || removeNamed) return;
+    const first = (action.processedArgs[0] as string[] | undefined)?.[0];
+    if (first === undefined || !isCommandWord(first)) return;
+    if ((COMMAND_NAMES as readonly string[]).includes(first)) {
+      throw new UsageError(`'${first}' is a command: write it before the flags (cutout ${first} ...)`);
+    }
+    const names = program.commands.map((c) => c.name());
+    const suggestion = closestName(first, names);
+    throw new UsageError(`unknown command '${first}'${suggestion ? ` (did you mean ${suggestion}?)` : ''}, and no file or folder of that name; see cutout --help`);
+  });
 }

@@ -147,7 +147,8 @@ t.test('the command names read before the program loads (cli.ts starts the model
   t.ok(runsRemove(['-q', '--out', 'dir', 'a.jpg']));
   t.ok(runsRemove(['-']), 'stdin');
   t.ok(runsRemove(['remove', 'a.jpg']));
-  for (const args of [['serve'], ['models', 'list'], ['--json', 'usage'], ['--help'], [], ['model-server', '--port', '0'], ['help']]) {
+  t.ok(runsRemove(['package.json']), 'an existing file');
+  for (const args of [['serve'], ['models', 'list'], ['--json', 'usage'], ['--help'], [], ['model-server', '--port', '0'], ['help'], ['watch', 'photos/']]) {
     t.notOk(runsRemove(args), args.join(' ') || '(no arguments)');
   }
 });

@@ -66,3 +66,61 @@ t.test('redactUrl: the password is never shown, URL or not', async (t) => {
   ];
   for (const [url, shown] of cases) t.equal(redactUrl(url), shown, url);
 });
+
+t.test('cutout remove\'s output defaults in the file: checked, out resolved from the file\'s folder, flags win', async (t) => {
+  const { withRemoveDefaults } = await import('../src/config.js');
+  const file = configFile(t, { format: 'webp', bgColor: '#fff', size: 'preview', crop: true, mask: false, alpha: 'hard', refine: false, decontaminate: false, recursive: true, skipExisting: true, out: 'cutouts' });
+  const c = await loadConfig({}, { configFile: file, env: {} });
+  t.same(c.remove, { format: 'webp', bgColor: '#fff', size: 'preview', crop: true, mask: false, alpha: 'hard', refine: false, decontaminate: false, recursive: true, skipExisting: true, out: path.join(path.dirname(file), 'cutouts') });
+  t.ok(Object.isFrozen(c.remove));
+  t.same((await loadConfig({}, { env: {} })).remove, {}, 'none without a file');
+
+  // commander gives refine: true when --no-refine is absent: that is no flag given.
+  const none = withRemoveDefaults({ refine: true, decontaminate: true }, c.remove);
+  t.match(none, { format: 'webp', bgColor: '#fff', refine: false, decontaminate: false, skipExisting: true, out: c.remove.out });
+  const flagged = withRemoveDefaults({ format: 'jpg', bgColor: 'transparent', refine: false, decontaminate: true, overwrite: true, out: 'x' }, c.remove);
+  t.match(flagged, { format: 'jpg', bgColor: 'transparent', refine: false, decontaminate: false, overwrite: true, out: 'x' });
+  t.equal(flagged.skipExisting, undefined, '--overwrite sets aside the file\'s skipExisting');
+  t.equal(withRemoveDefaults({ out: 'one.png' }, c.remove).format, undefined, '--out FILE.png gives the format by its extension');
+
+  await t.rejects(loadConfig({}, { configFile: configFile(t, { format: 'gif' }), env: {} }), /Expected one of png, webp, jpg for format but received "gif" in .*\.cutoutrc\.json/);
+  await t.rejects(loadConfig({}, { configFile: configFile(t, { bgColor: 'notacolour' }), env: {} }), /a hex colour such as #ffffff or 0f0 for bgColor/);
+  await t.rejects(loadConfig({}, { configFile: configFile(t, { crop: 'yes' }), env: {} }), /true or false for crop/);
+  await t.rejects(loadConfig({}, { configFile: configFile(t, { skipExisting: true, overwrite: true }), env: {} }), /skipExisting and overwrite cannot both be true/);
+  await t.rejects(loadConfig({}, { configFile: configFile(t, { key: 'sk_x' }), env: {} }), /Unknown setting "key"/, 'a key is a secret, not a project setting');
+});
+
+t.test('a syntax error says what and where: file, line, column', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-config-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const json = path.join(dir, '.cutoutrc.json');
+  fs.writeFileSync(json, '{\n  "format": "webp",\n  "crop": true,\n}\n');
+  await t.rejects(loadConfig({}, { configFile: json, env: {} }), {
+    message: `Cannot read config file ${json}: Expected double-quoted property name at line 4, column 1 (a trailing comma before it?)`,
+  });
+  const yaml = path.join(dir, '.cutoutrc');
+  fs.writeFileSync(yaml, 'format: webp\n  crop: [\n');
+  await t.rejects(loadConfig({}, { configFile: yaml, env: {} }), /Cannot read config file .*\.cutoutrc: bad indentation of a mapping entry at line 2, column \d+$/);
+});
+
+t.test('through the CLI: the file\'s defaults apply from a subfolder, a flag overrides them', async (t) => {
+  const { runCli, FIXTURES } = await import('./helpers/cli.js');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-config-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  fs.mkdirSync(path.join(dir, 'photos'));
+  fs.copyFileSync(path.join(FIXTURES, 'coffee.jpg'), path.join(dir, 'photos', 'coffee.jpg'));
+  fs.writeFileSync(path.join(dir, '.cutoutrc.json'), JSON.stringify({ format: 'webp', bgColor: '#ffffff', size: 'preview', quality: 'fast', out: 'cutouts' }));
+  const env = { CUTOUT_HOME: path.join(dir, 'home'), HOME: dir };
+  const cwd = path.join(dir, 'photos');
+  const [fromFile, overridden] = await Promise.all([
+    runCli(['coffee.jpg', '--json', '--no-progress'], { cwd, env }),
+    runCli(['coffee.jpg', '--json', '--no-progress', '--format', 'jpg', '--out', 'here'], { cwd, env }),
+  ]);
+  t.equal(fromFile.code, 0, fromFile.stderr);
+  t.equal(JSON.parse(fromFile.stdout.toString()).output, path.join(dir, 'cutouts', 'coffee.cutout.webp'), 'webp, in the file\'s out folder');
+  t.equal(overridden.code, 0, overridden.stderr);
+  t.equal(JSON.parse(overridden.stdout.toString()).output, path.join('here', 'coffee.cutout.jpg'), 'the flags win');
+  const sharp = (await import('sharp')).default;
+  const meta = await sharp(path.join(dir, 'cutouts', 'coffee.cutout.webp')).metadata();
+  t.equal(meta.hasAlpha, false, 'bgColor #ffffff: an opaque background');
+});

@@ -216,6 +216,9 @@ t.test('callback secret: generated once with mode 0600 in the SQLite data direct
   const reopened = await openStore(dir);
   t.teardown(() => reopened.close());
   t.equal(await callbackSecretOf(reopened, null), first, 'kept across starts');
+  t.equal(await fs.readFile(path.join(dir, 'callback-secret'), 'utf8'), first, 'the file holds the key alone, no trailing newline');
+  await fs.writeFile(path.join(dir, 'callback-secret'), `${first}\n`);
+  t.equal(await callbackSecretOf(await openStore(dir).then((s) => (t.teardown(() => s.close()), s)), null), first, 'a newline added by an editor is not part of the key');
   t.equal(await callbackSecretOf(store, 'from-env'), 'from-env');
   const body = '{"job_id":"1"}';
   t.equal(signBody(body, 'k'), `sha256=${crypto.createHmac('sha256', 'k').update(body).digest('hex')}`);

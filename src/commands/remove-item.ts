@@ -1,8 +1,8 @@
 /**
  * One input of `cutout remove`: the per-item unit that each driver calls (the list of inputs in
  * remove.ts; the manifest and the watched folder in batch.ts). It checks where the output goes,
- * reads the input, runs the pipeline, charges and records the run with the output put in place,
- * and answers the item's report. It never throws: a failure is the report's `error`.
+ * reads the input, and through the one remove-and-record service runs the pipeline, charges and
+ * records the run with the output put in place, and answers the item's report. It never throws: a failure is the report's `error`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,6 +12,8 @@ import { formatMB, inputTooLargeMessage, LIMITS } from '../limits.js';
 import { commitOutput, discardStaged, isInputItself, stageOutput } from './output-files.js';
 import type { InputItem } from './inputs.js';
 import type { CutoutPipeline, RemoveRequest, RemoveResult } from '../pipeline/index.js';
+import { payerOfKey } from '../billing.js';
+import { RemovalService } from '../service/removal.js';
 import type { Store } from '../store/db.js';
 
 export interface ItemReport {
@@ -124,39 +126,38 @@ function outputDecision(ctx: ItemContext, planned: PlannedItem, hooks: ItemHooks
 }
 
 /**
- * Charges and records one run, and puts its output in place inside the same transaction: a
- * refused charge writes nothing, and a failed write charges nothing. The one place the CLI
- * charges and records; the credits charged.
+ * Removes, charges and records one input through the service every door calls (service/removal.ts:
+ * billing.ts's pre-check and price, one recordRun transaction), with the output put in place
+ * inside that transaction: a refused charge writes nothing, and a failed write charges nothing.
  */
-async function recordAndWrite(ctx: ItemContext, planned: PlannedItem, result: RemoveResult, inPlace?: (credits: number) => void): Promise<number> {
-  const { payer } = ctx;
-  const credits: 0 | 1 = payer && !payer.test && result.resolvedSize === 'full' ? 1 : 0;
-  const run = {
-    id: randomUUID(),
-    accountId: payer?.accountId ?? null,
-    keyId: payer?.keyId ?? null,
-    channel: 'cli' as const,
-    input: planned.item.path === '-' ? 'stdin' : path.resolve(planned.item.path),
-    size: result.resolvedSize,
-    credits,
-    ms: result.ms,
-  };
+async function removeAndWrite(
+  ctx: ItemContext, planned: PlannedItem, bytes: Buffer, afterModel: (() => void) | undefined,
+  inPlace: (result: RemoveResult, credits: number) => void,
+): Promise<{ result: RemoveResult; credits: number }> {
   const { output } = planned;
-  if (!output) {
-    // stdout cannot be taken back: the charge commits first, so a refused one sends nothing.
-    const charged = await ctx.store.recordRun(run);
-    await new Promise<void>((resolve, reject) => process.stdout.write(result.data, (err) => (err ? reject(err) : resolve())));
-    return charged.creditsCharged;
-  }
-  const tmp = await stageOutput(output, result.data);
+  let staged: string | null = null;
   try {
-    const within = async (_tx: unknown, outcome: { creditsCharged: number }) => {
-      await commitOutput(tmp, output);
-      inPlace?.(outcome.creditsCharged);
-    };
-    return (await ctx.store.recordRun(run, { within })).creditsCharged;
+    const { result, charged } = await new RemovalService({ pipeline: ctx.pipeline, store: ctx.store }).removeAndRecord({
+      id: randomUUID(),
+      request: ctx.request,
+      payer: payerOfKey(ctx.payer),
+      input: bytes,
+      channel: 'cli',
+      description: planned.item.path === '-' ? 'stdin' : path.resolve(planned.item.path),
+      afterModel,
+      beforeRecord: output ? async (r) => { staged = await stageOutput(output, r.data); } : undefined,
+      within: output
+        ? async (_tx, outcome, r) => {
+          await commitOutput(staged!, output);
+          inPlace(r, outcome.creditsCharged);
+        }
+        : undefined,
+    });
+    // stdout cannot be taken back: the charge commits first, so a refused one sends nothing.
+    if (!output) await new Promise<void>((resolve, reject) => process.stdout.write(result.data, (err) => (err ? reject(err) : resolve())));
+    return { result, credits: charged.creditsCharged };
   } finally {
-    await discardStaged(tmp);
+    if (staged) await discardStaged(staged);
   }
 }
 
@@ -172,16 +173,15 @@ export async function processItem(ctx: ItemContext, planned: PlannedItem, hooks:
     }
     const bytes = await readInput(planned.item);
     sha256 = sha256Of(bytes);
-    const { payer } = ctx;
-    if (payer && !payer.test && ctx.request.size === 'full' && (await ctx.store.balance(payer.accountId)) <= 0) {
-      throw new CutoutError('insufficient_credits');
-    }
-    const result = await ctx.pipeline.removeBackground(bytes, ctx.request, { afterModel: hooks.afterModel });
+    const inPlace = (result: RemoveResult, credits: number) => {
+      report.width = result.width;
+      report.height = result.height;
+      hooks.onOutputInPlace?.({ ...report, ms: Math.round(performance.now() - started), credits_charged: credits }, sha256!);
+    };
+    const { result, credits } = await removeAndWrite(ctx, planned, bytes, hooks.afterModel, inPlace);
     report.width = result.width;
     report.height = result.height;
-    const inPlace = hooks.onOutputInPlace && ((credits: number) => hooks.onOutputInPlace!({ ...report, ms: Math.round(performance.now() - started), credits_charged: credits }, sha256!));
-    const charged = await recordAndWrite(ctx, planned, result, inPlace);
-    if (payer) report.credits_charged = charged;
+    if (ctx.payer) report.credits_charged = credits;
   } catch (err) {
     const e = toCutoutError(err);
     report.output = null; // nothing was written

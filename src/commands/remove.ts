@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { loadConfig, type CutoutConfig } from '../config.js';
+import { loadConfig, withRemoveDefaults, type CutoutConfig } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
 import { CutoutError } from '../errors.js';
 import { forTestKey, type Format, type ImageOptions } from '../options.js';
@@ -112,8 +112,8 @@ function usage(message: string): never {
   throw new UsageError(message);
 }
 
+/** Checked on the flags given over the config file's defaults (a config may set `overwrite`). */
 function checkFlagCombinations(inputs: string[], flags: RemoveFlags): void {
-  if (!inputs.length) usage('no input given; try: cutout photo.jpg (or cutout --help)');
   if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
   if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
   checkBatchFlags(inputs, flags);
@@ -143,18 +143,23 @@ async function readBackground(options: ImageOptions): Promise<Buffer | undefined
 
 /** The configuration and the image options of a run, from the flags and the config file. */
 interface RemoveSettings {
+  /** The flags given over the config file's output defaults (format, bgColor, out, ...). */
+  flags: RemoveFlags;
   config: CutoutConfig;
   options: ImageOptions;
   edges: { alpha: 'soft' | 'hard'; refine: boolean; decontaminate: boolean };
 }
 
-async function readSettings(flags: RemoveFlags): Promise<RemoveSettings> {
+async function readSettings(givenFlags: RemoveFlags): Promise<RemoveSettings> {
+  let flags = givenFlags;
   let config;
   let options;
   try {
     // Checked here first so that the message names the flag, not the config key.
     checkConfigFlags(flags as Record<string, unknown>);
     config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, inferenceWorkers: flags.inferenceWorkers, inferenceThreads: flags.inferenceThreads, quality: flags.quality, precision: flags.precision, store: flags.store }, { configFile: flags.config });
+    // The config file's output defaults (format, bgColor, out, ...) under the flags given.
+    flags = withRemoveDefaults(givenFlags, config.remove);
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
     const asked = imageOptionsFromFlags(flags as Record<string, unknown>, { quality: config.quality, precision: config.precision, format: fromOut });
     options = { ...asked, format: fileFormat(asked, Boolean(flags.mask)) };
@@ -165,7 +170,7 @@ async function readSettings(flags: RemoveFlags): Promise<RemoveSettings> {
   }
   // The edge settings are part of `options` now (the options table); kept apart for the per-item request.
   const edges = { alpha: options.alpha ?? 'soft', refine: options.refine ?? true, decontaminate: options.decontaminate ?? true };
-  return { config, options, edges };
+  return { flags, config, options, edges };
 }
 
 /** What a run works on: the inputs found, each with its output, and the arguments that failed. */
@@ -209,12 +214,19 @@ async function planItems(inputs: string[], flags: RemoveFlags, options: ImageOpt
 
 const outputSuffix = (flags: RemoveFlags) => (flags.mask ? '.mask' : '.cutout');
 
-export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<number> {
+export async function runRemove(inputs: string[], givenFlags: RemoveFlags): Promise<number> {
+  if (!inputs.length) usage('no input given; try: cutout photo.jpg (or cutout --help)');
+  const settings = await readSettings(givenFlags);
+  const { flags, config, options } = settings;
   checkFlagCombinations(inputs, flags);
-  const settings = await readSettingsBesideModel(flags);
-  const { config, options } = settings;
+  // The model's worker thread is running by now when cli.ts guessed a cutout (names.ts
+  // startsModelEarly); started here too for arguments that guess missed, once the flags and the
+  // configuration are valid (a usage error starts nothing native), unless a rerun from a manifest
+  // may need no model at all. Its start and onnxruntime's loading overlap sharp's and the store's.
+  const started = startsModelAtOnce(flags) ? startInference() : null;
+  started?.catch(() => undefined);
   const plan = await planItems(inputs, flags, options);
-  const resources = new RunResources(config, settings.started);
+  const resources = new RunResources(config, started);
   try {
     // The payer comes first: a test key makes previews, which the manifest compares.
     const payer = flags.key ? await resources.authenticate(flags.key) : null;
@@ -250,13 +262,6 @@ export async function runRemove(inputs: string[], flags: RemoveFlags): Promise<n
   } finally {
     await resources.close();
   }
-}
-
-/** The configuration and options, read while the model's thread starts (unless a rerun may need no model). */
-async function readSettingsBesideModel(flags: RemoveFlags): Promise<RemoveSettings & { started: ReturnType<typeof startInference> | null }> {
-  const started = startsModelAtOnce(flags) ? startInference() : null;
-  started?.catch(() => undefined);
-  return { ...(await readSettings(flags)), started };
 }
 
 interface DriveContext {

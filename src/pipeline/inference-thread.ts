@@ -14,7 +14,7 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { CutoutError } from '../errors.js';
-import type { InferenceReply, InferenceRequest } from './inference-worker.js';
+import type { InferenceReply, InferenceRequest, WorkerReady } from './inference-worker.js';
 
 /** Intra-op threads: every core (measured fastest on two cores). Override with CUTOUT_THREADS. */
 export function defaultThreadCount(): number {
@@ -37,6 +37,8 @@ async function settled(inFlight: () => number, until: number): Promise<void> {
 /** One worker thread and the requests in flight in it. */
 class InferenceThread {
   private worker: Worker | null = null;
+  /** Resolves once the worker has loaded onnxruntime (or failed to, or stopped): see start(). */
+  private loaded: Promise<void> = Promise.resolve();
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   /** Set by drain: the process is about to exit, no new model call starts. */
@@ -52,26 +54,46 @@ class InferenceThread {
     return this.worker !== null;
   }
 
+  /**
+   * Starts the worker, which loads onnxruntime at once. Until it has (about 100 ms), the worker
+   * keeps the process alive and stop() waits: a process that exits, or a terminate(), while the
+   * worker is inside the native addon's registration (napi_register_module_v1) makes a N-API call
+   * fail there, and the C++ exception it throws ends in std::terminate: the whole process aborts
+   * (exit 134, "terminate called after throwing an instance of 'Napi::Error'"). That was issue 37:
+   * a usage error found while the early-started worker was still loading onnxruntime.
+   */
   start(): Worker {
     if (this.worker) return this.worker;
     const w = new Worker(new URL('./inference-worker.js', import.meta.url));
-    w.on('message', (reply: InferenceReply) => {
+    let ready = false;
+    let markLoaded!: () => void;
+    this.loaded = new Promise((resolve) => (markLoaded = resolve));
+    // An idle worker must not keep a process alive (a CLI, a library user's script), a loading one must.
+    const unrefIfIdle = () => {
+      if (ready && this.pending.size === 0) w.unref();
+    };
+    w.on('message', (reply: InferenceReply | WorkerReady) => {
+      if ('ready' in reply) {
+        ready = true;
+        markLoaded();
+        unrefIfIdle();
+        return;
+      }
       const p = this.pending.get(reply.id);
       if (!p) return;
       this.pending.delete(reply.id);
-      if (this.pending.size === 0) w.unref();
+      unrefIfIdle();
       if (reply.ok) p.resolve(reply);
       else p.reject(new CutoutError('processing_failed', `Model error: ${reply.message}`));
     });
     const failAll = (err: Error) => {
       if (this.worker === w) this.worker = null;
+      markLoaded();
       for (const p of this.pending.values()) p.reject(new CutoutError('processing_failed', `Inference worker stopped: ${err.message}`));
       this.pending.clear();
     };
     w.on('error', failAll);
     w.on('exit', (code) => failAll(new Error(`exit code ${code}`)));
-    // An idle worker must not keep a process alive (a CLI, a library user's script).
-    w.unref();
     this.worker = w;
     return w;
   }
@@ -91,6 +113,7 @@ class InferenceThread {
   /** Refuses new calls and resolves once none is in flight. */
   async drain(): Promise<void> {
     this.draining = true;
+    await this.loaded;
     await settled(() => (this.worker ? this.pending.size : 0), Infinity);
   }
 
@@ -99,6 +122,7 @@ class InferenceThread {
    * session run aborts the whole process (onnxruntime's native teardown).
    */
   async stop(): Promise<void> {
+    await this.loaded;
     await settled(() => (this.worker ? this.pending.size : 0), Date.now() + STOP_WAIT_MS);
     const w = this.worker;
     this.worker = null;
@@ -202,10 +226,11 @@ export function startInferenceThread(): void {
 }
 
 /**
- * Refuses new model calls in every thread and resolves once none is in flight (at once if none).
- * For a process that must exit early (the CLI when its reader closes stdout): process.exit()
- * while a worker is inside onnxruntime aborts the whole process (exit 134, "terminate called
- * after throwing an instance of 'Napi::Error'"), so the exit waits for the call to return.
+ * Refuses new model calls in every thread and resolves once every thread has loaded onnxruntime
+ * and none has a call in flight. For a process that must exit early (the CLI when its reader
+ * closes stdout): process.exit() while a worker is loading or running onnxruntime aborts the whole
+ * process (exit 134, "terminate called after throwing an instance of 'Napi::Error'"), so the exit
+ * waits for both.
  */
 export async function drainInferenceThreads(): Promise<void> {
   await Promise.all([...threads.values()].map((shared) => shared.thread.drain()));

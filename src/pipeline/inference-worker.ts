@@ -24,6 +24,11 @@ export interface InferenceRequest {
   arena: boolean;
 }
 
+/** Sent once by the worker when onnxruntime has loaded (or failed to). */
+export interface WorkerReady {
+  ready: true;
+}
+
 export type InferenceReply =
   | { id: number; ok: true; data?: Float32Array; dims?: number[]; ms: number }
   | { id: number; ok: false; message: string };
@@ -35,7 +40,13 @@ type Ort = typeof import('onnxruntime-node');
 // cjs.ts says why: 11-12 ms against 17-20 ms by import() here. A failure to load is reported by
 // the first request, which awaits the same promise.
 const ortPromise = new Promise<Ort>((resolve) => resolve(requireCjs('onnxruntime-node') as Ort));
-ortPromise.catch(() => undefined);
+// Told once onnxruntime's native addon is registered (or failed to load): until then the thread
+// must neither be terminated nor left behind by an exiting process, since a worker stopped inside
+// the addon's registration aborts the whole process (inference-thread.ts, InferenceThread.start).
+ortPromise.then(
+  () => parentPort!.postMessage({ ready: true } satisfies WorkerReady),
+  () => parentPort!.postMessage({ ready: true } satisfies WorkerReady),
+);
 
 /**
  * One session per model file, with the arena setting it was made with. A request that wants the

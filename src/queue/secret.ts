@@ -4,6 +4,8 @@
  * restarts and are the same from every server of a fleet: `<dataDir>/callback-secret` (mode 0600)
  * for SQLite, a row of the database for PostgreSQL. `cutout` never prints it; an operator shares
  * it with a receiver by reading that file (or row), or sets CUTOUT_CALLBACK_SECRET everywhere.
+ * The file holds the key alone, without a trailing newline (a receiver reading it as is agrees);
+ * whitespace around it, as an editor may add, is not part of the key (docs/http-api.md, Callbacks).
  */
 import crypto from 'node:crypto';
 import type { Store } from '../store/db.js';

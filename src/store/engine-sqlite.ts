@@ -103,13 +103,15 @@ async function fileSecret(dataDir: string, name: string, generate: () => string)
   try {
     // 'wx': of two processes starting at once, exactly one creates the file; the other reads it.
     const secret = generate();
-    await fs.writeFile(file, `${secret}\n`, { mode: 0o600, flag: 'wx' });
+    // No trailing newline: the file's bytes are the key, so a receiver that reads it as is agrees.
+    await fs.writeFile(file, secret, { mode: 0o600, flag: 'wx' });
     return secret;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
   const stat = await fs.stat(file);
   if ((stat.mode & 0o077) !== 0) await fs.chmod(file, 0o600).catch(() => undefined);
+  // Surrounding whitespace is not part of the key: a newline an operator's editor added is tolerated.
   const secret = (await fs.readFile(file, 'utf8')).trim();
   if (secret === '') throw new Error(`${file} is empty; delete it to generate a new secret`);
   return secret;
