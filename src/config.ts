@@ -10,7 +10,7 @@ import { requireCjs } from './cjs.js';
 import { CutoutError, isPermissionError } from './errors.js';
 import { LIMITS } from './limits.js';
 import { redactUrl } from './store/url.js';
-import { parseColor, parseEnum, parseFormat, PRECISIONS, QUALITIES, SIZES, type Format, type Precision, type Quality, type Size } from './options.js';
+import { parseColor, parseEnum, parseFormat, PRECISIONS, QUALITIES, SIZES, type ImageFormat, type Precision, type Quality, type Size } from './options.js';
 import { inferenceSplit } from './pipeline/inference-split.js';
 
 export interface CutoutConfig {
@@ -103,7 +103,7 @@ export interface RemoveDefaults {
   /** Resolved against the config file's folder (not the working directory), so it means the same from any subfolder. */
   out?: string;
   size?: Size;
-  format?: Format;
+  format?: ImageFormat;
   /** As written (`#fff`, `transparent`): parsed with the flag's value. */
   bgColor?: string;
   crop?: boolean;
