@@ -29,17 +29,17 @@ _cutout() {
 
     local commands='remove serve model-server keys credits account usage models openapi completion help'
     local global_opts='--data --config -h --help'
-    local remove_opts='-o --out --size --format --bg-color --crop --mask --alpha --no-refine
+    local remove_opts='-o --out --size --format --bg-color --crop --crop-margin --roi --scale --position --bg-image --shadow --mask --alpha --no-refine
         --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
         --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads
         --manifest --force --watch --exclude --dry-run'
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --allow-private-network --no-playground --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
+        --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
         --results --results-path-style --results-redirect
         --no-exit-with-parent --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
     local model_server_opts='--host --port --model --precision --token --inference-workers --inference-threads'
     # Options that take a value, so the word after them is not a command or an input
-    local value_opts=' --data --config -o --out --size --format --bg-color -c --concurrency --model --key
+    local value_opts=' --data --config -o --out --size --format --bg-color --crop-margin --roi --scale --position --bg-image -c --concurrency --model --key
         --quality --precision --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton
         --inference-workers --inference-threads --manifest --exclude --results '
@@ -47,7 +47,10 @@ _cutout() {
     # Values of the option before the cursor
     case $prev in
         --size) COMPREPLY=($(compgen -W 'preview full auto' -- "$cur")); return ;;
-        --format) COMPREPLY=($(compgen -W 'png webp jpg' -- "$cur")); return ;;
+        --format) COMPREPLY=($(compgen -W 'png webp jpg auto zip' -- "$cur")); return ;;
+        --bg-image) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --position) COMPREPLY=($(compgen -W 'original center' -- "$cur")); return ;;
+        --scale) COMPREPLY=($(compgen -W 'original' -- "$cur")); return ;;
         --quality) COMPREPLY=($(compgen -W 'fast balanced best max' -- "$cur")); return ;;
         --precision) COMPREPLY=($(compgen -W 'auto fp32 int8' -- "$cur")); return ;;
         --alpha) COMPREPLY=($(compgen -W 'soft hard' -- "$cur")); return ;;

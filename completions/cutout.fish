@@ -17,7 +17,7 @@ function __cutout_command
             continue
         end
         switch $word
-            case --data --config -o --out --size --format --bg-color --alpha -c --concurrency --model --key --quality --precision \
+            case --data --config -o --out --size --format --bg-color --crop-margin --roi --scale --position --bg-image --alpha -c --concurrency --model --key --quality --precision \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
                 --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton \
                 --inference-workers --inference-threads --results
@@ -74,7 +74,13 @@ complete -c cutout -n __cutout_no_command -a help -d 'Show help for a command'
 set -l rm __cutout_removing
 complete -c cutout -n $rm -s o -l out -r -F -d 'Output directory or file; - for stdout'
 complete -c cutout -n $rm -l size -x -a 'preview full auto' -d 'Output size'
-complete -c cutout -n $rm -l format -x -a 'png webp jpg' -d 'Output encoding'
+complete -c cutout -n $rm -l format -x -a 'png webp jpg auto zip' -d 'Output encoding'
+complete -c cutout -n $rm -l crop-margin -x -d 'Margin around the crop, px or %'
+complete -c cutout -n $rm -l roi -x -d 'Only this rectangle may hold the subject: x1 y1 x2 y2'
+complete -c cutout -n $rm -l scale -x -a 'original' -d 'Share of the canvas the subject fills'
+complete -c cutout -n $rm -l position -x -a 'original center' -d 'Where the subject goes'
+complete -c cutout -n $rm -l bg-image -r -F -d 'Background picture: a file or URL'
+complete -c cutout -n $rm -l shadow -d 'Accepted for remove.bg compatibility; no shadow is drawn'
 complete -c cutout -n $rm -l bg-color -x -a transparent -d 'Background: transparent or hex colour'
 complete -c cutout -n $rm -l crop -d "Crop to the subject's bounding box"
 complete -c cutout -n $rm -l mask -d 'Write the alpha matte alone'
@@ -115,6 +121,7 @@ complete -c cutout -n $serve -l result-ttl -x -d 'Result retention (seconds)'
 complete -c cutout -n $serve -l callback-backoff -x -d 'First callback retry delay (ms)'
 complete -c cutout -n $serve -l allow-private-network -d 'Let URLs reach private addresses'
 complete -c cutout -n $serve -l no-playground -d 'Do not serve the playground page'
+complete -c cutout -n $serve -l no-removebg -d "Do not answer remove.bg's and rembg's APIs"
 complete -c cutout -n $serve -l no-metrics -d 'Do not serve /metrics'
 complete -c cutout -n $serve -l no-exit-with-parent -d 'Keep serving when the parent process exits'
 complete -c cutout -n $serve -l metrics-port -x -d 'Serve /metrics on a listener of its own'

@@ -14,9 +14,15 @@ _cutout_global_opts=(
 _cutout_remove_opts=(
   '(-o --out)'{-o+,--out=}'[output directory or file; - for stdout]:output:_files'
   '--size=[output size]:size:(preview full auto)'
-  '--format=[output encoding]:format:(png webp jpg)'
+  '--format=[output encoding]:format:(png webp jpg auto zip)'
   '--bg-color=[background: transparent or hex colour]:colour:(transparent)'
   '--crop[crop to the subject'"'"'s bounding box]'
+  '--crop-margin=[margin around the crop, px or %]:margin: '
+  '--roi=[only this rectangle may hold the subject: x1 y1 x2 y2]:rect: '
+  '--scale=[share of the canvas the subject fills]:scale:(original)'
+  '--position=[where the subject goes]:position:(original center)'
+  '--bg-image=[background picture: a file or URL]:picture:_files'
+  '--shadow[accepted for remove.bg compatibility; no shadow is drawn]'
   '--mask[write the alpha matte alone]'
   '--alpha=[soft matte, or hard (thresholded) for stickers and icons]:alpha:(soft hard)'
   '--no-refine[plain bilinear matte, no guided refinement]'
@@ -96,6 +102,7 @@ _cutout() {
             '--callback-backoff=[first callback retry delay]:milliseconds: ' \
             '--allow-private-network[let URLs reach private addresses]' \
             '--no-playground[do not serve the playground page]' \
+            "--no-removebg[do not answer remove.bg's and rembg's APIs]" \
             '--no-metrics[do not serve /metrics]' \
             '--no-exit-with-parent[keep serving when the parent process exits]' \
             '--metrics-port=[serve /metrics on a listener of its own]:port: ' \

@@ -10,7 +10,7 @@ import { requireCjs } from './cjs.js';
 import { CutoutError, isPermissionError } from './errors.js';
 import { LIMITS } from './limits.js';
 import { redactUrl } from './store/url.js';
-import { parseColor, parseEnum, parseFormat, PRECISIONS, QUALITIES, SIZES, type Format, type Precision, type Quality, type Size } from './options.js';
+import { parseColor, parseEnum, parseFormat, PRECISIONS, QUALITIES, SIZES, type ImageFormat, type Precision, type Quality, type Size } from './options.js';
 import { inferenceSplit } from './pipeline/inference-split.js';
 
 export interface CutoutConfig {
@@ -50,6 +50,8 @@ export interface CutoutConfig {
   allowPrivateNetwork: boolean;
   /** serve: serve the playground page at `/`. */
   playground: boolean;
+  /** serve: answer remove.bg's API v1.0 (`/v1.0/removebg`, `/v1.0/account`) and rembg's (`/api/remove`). */
+  removebg: boolean;
   /** serve: serve Prometheus metrics at `/metrics`. */
   metrics: boolean;
   /** serve: serve `/metrics` on a listener of its own on this port (0 picks a free one); null: on the API's port. */
@@ -101,7 +103,7 @@ export interface RemoveDefaults {
   /** Resolved against the config file's folder (not the working directory), so it means the same from any subfolder. */
   out?: string;
   size?: Size;
-  format?: Format;
+  format?: ImageFormat;
   /** As written (`#fff`, `transparent`): parsed with the flag's value. */
   bgColor?: string;
   crop?: boolean;
@@ -185,6 +187,7 @@ export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
   callbackBackoffMs: 2000,
   allowPrivateNetwork: false,
   playground: true,
+  removebg: true,
   metrics: true,
   metricsPort: null,
   metricsHost: null,
@@ -277,6 +280,7 @@ const VALIDATORS: { [K in Exclude<keyof CutoutConfig, 'remove'>]: (v: unknown) =
   callbackBackoffMs: (v) => int('callbackBackoffMs', v, 1, 3_600_000),
   allowPrivateNetwork: (v) => bool('allowPrivateNetwork', v),
   playground: (v) => bool('playground', v),
+  removebg: (v) => bool('removebg', v),
   metrics: (v) => bool('metrics', v),
   metricsPort: (v) => (v === null ? null : int('metricsPort', v, 0, 65535)),
   metricsHost: (v) => nullableStr('metricsHost', v),

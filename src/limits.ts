@@ -44,6 +44,19 @@ export const LIMITS = Object.freeze({
   autoFullMaxPixels: 4_000_000,
   /** Longest side of a preview. */
   previewMaxSide: 800,
+  /** `crop_margin`, per side: at most this many pixels, or this share of the subject's size (remove.bg's bounds). */
+  cropMarginMaxPx: 500,
+  cropMarginMaxPercent: 50,
+  /** remove.bg's dialect: a preview's area (0.25 MP, e.g. 625x400), and `full`/`auto`'s (25 MP). */
+  removebgPreviewPixels: 250_000,
+  removebgFullPixels: 25_000_000,
+  /**
+   * remove.bg's dialect answers every size synchronously (up to 50 MP) through the job pool: its
+   * hard timeout, longer than the native sync route's 4 MP one. Nothing is charged past it.
+   */
+  removebgTimeoutMs: 180_000,
+  /** `scale`: the smallest share of the canvas a subject may be scaled to (remove.bg's 10 %). */
+  scaleMinPercent: 10,
   /** Sync hard timeout in ms. */
   syncTimeoutMs: 30_000,
   /** Images per batch request. */

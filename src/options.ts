@@ -7,11 +7,19 @@
  * "Expected X for Y but received Z", naming the option as the door spells it.
  * docs/internals.md ("Adding an image option") says how to add a row.
  */
+import { colorFromText, colorToText } from './colors.js';
 import { CutoutError } from './errors.js';
+import { parseCropMargin, parsePosition, parseRoi, parseScale, type Margin, type Position, type Roi } from './layout-options.js';
+import { OptionError, type OptionSource } from './option-error.js';
 import { LIMITS } from './limits.js';
 
 export const SIZES = ['preview', 'full', 'auto'] as const;
 export const FORMATS = ['png', 'webp', 'jpg'] as const;
+/**
+ * What a request may ask for: an encoding, or remove.bg's `auto` (PNG when the result has
+ * transparency, else JPEG) and `zip` (color.jpg + alpha.png, stored).
+ */
+export const IMAGE_FORMATS = [...FORMATS, 'auto', 'zip'] as const;
 export const TYPES = ['auto', 'person', 'product'] as const;
 /** Speed against quality: the model's input side (src/pipeline/variants.ts maps names to sides). */
 export const QUALITIES = ['fast', 'balanced', 'best', 'max'] as const;
@@ -23,10 +31,11 @@ export const PRECISIONS = ['auto', 'fp32', 'int8'] as const;
 /** `hard`: the matte thresholded at 50 % (stickers, icons). */
 export const ALPHAS = ['soft', 'hard'] as const;
 /** Parameters of remove.bg that api-spec 2.1 rule 3 names as unsupported. */
-export const UNSUPPORTED_PARAMS = ['channels', 'roi', 'scale', 'position', 'bg_image_url'] as const;
+export const UNSUPPORTED_PARAMS = ['channels'] as const;
 
 export type Size = (typeof SIZES)[number];
 export type Format = (typeof FORMATS)[number];
+export type ImageFormat = (typeof IMAGE_FORMATS)[number];
 export type SubjectType = (typeof TYPES)[number];
 export type Quality = (typeof QUALITIES)[number];
 export type Precision = (typeof PRECISIONS)[number];
@@ -44,11 +53,12 @@ export function assertPrecisionServed(precision: Precision | undefined, inferenc
     throw new CutoutError('invalid_request', 'precision=int8 is not available when inference runs on an upstream server; use auto or fp32');
   }
 }
-export interface Rgb { r: number; g: number; b: number }
+/** 8-bit channels; `a`, when present, is the colour's alpha (0..255; absent: opaque). */
+export interface Rgb { r: number; g: number; b: number; a?: number }
 
 export interface ImageOptions {
   size: Size;
-  format: Format;
+  format: ImageFormat;
   /** null means transparent. */
   bgColor: Rgb | null;
   crop: boolean;
@@ -66,18 +76,24 @@ export interface ImageOptions {
   refine?: boolean;
   /** Foreground colour estimation at soft edges; absent means on. */
   decontaminate?: boolean;
+  /** With `crop`: a margin around the subject (remove.bg's `crop_margin`); the canvas may grow past the image. */
+  cropMargin?: Margin;
+  /** Only this rectangle of the input may hold foreground (remove.bg's `roi`). */
+  roi?: Roi;
+  /** The subject's box fills this share (0.1 .. 1) of the canvas; absent: its own size. */
+  scale?: number;
+  /** Where the subject goes on the canvas; `center` when only `scale` is given. */
+  position?: Position;
+  /**
+   * A background picture: an http(s) URL (fetched through the SSRF guard of `image_url`), or at
+   * the CLI and in the library a file path too. The door reads it into the request's `bgImageData`.
+   */
+  bgImage?: string;
+  /** A shadow under the subject: accepted and ignored (docs/removebg.md says why). */
+  shadow?: boolean;
 }
 
-/** Where a value came from, for messages: a CLI flag (`--bg-color`) or an API parameter (`bg_color`). */
-export type OptionSource = 'cli' | 'api';
-
-export class OptionError extends CutoutError {
-  /** Parameter name as the user wrote it. */
-  declare readonly param: string;
-  constructor(param: string, message: string) {
-    super('invalid_request', message, { param });
-  }
-}
+export { OptionError, type OptionSource } from './option-error.js';
 
 function label(param: string, source: OptionSource): string {
   return source === 'cli' ? `--${param.replace(/_/g, '-')}` : param;
@@ -93,16 +109,15 @@ export function parseEnum<T extends string>(param: string, allowed: readonly T[]
   throw expected(param, source, `one of ${allowed.join(', ')}`, value);
 }
 
-/** `transparent` or a hex colour of 3 or 6 digits, with or without `#`. */
+/**
+ * `transparent`, a hex colour of 3, 4, 6 or 8 digits with or without `#` (4 and 8 carry an
+ * alpha), or a CSS colour name (src/colors.ts). A colour whose alpha is 0 is `transparent`.
+ */
 export function parseColor(value: unknown, source: OptionSource, param = 'bg_color'): Rgb | null {
   if (typeof value !== 'string') throw expected(param, source, 'transparent or a hex colour', value);
-  const v = value.trim().toLowerCase();
-  if (v === 'transparent' || v === '') return null;
-  const m = /^#?([0-9a-f]{3}|[0-9a-f]{6})$/.exec(v);
-  if (!m) throw expected(param, source, 'transparent or a hex colour such as #ffffff or 0f0', value);
-  let hex = m[1];
-  if (hex.length === 3) hex = hex.split('').map((c) => c + c).join('');
-  return { r: parseInt(hex.slice(0, 2), 16), g: parseInt(hex.slice(2, 4), 16), b: parseInt(hex.slice(4, 6), 16) };
+  const color = colorFromText(value);
+  if (color === undefined) throw expected(param, source, 'transparent, a hex colour such as #ffffff, 0f0 or 81d4fa77, or a CSS colour name', value);
+  return color;
 }
 
 export function parseBoolean(param: string, value: unknown, source: OptionSource): boolean {
@@ -115,15 +130,15 @@ export function parseBoolean(param: string, value: unknown, source: OptionSource
   throw expected(param, source, 'true or false', value);
 }
 
+/** `#rrggbb` (`#rrggbbaa` when translucent) or `transparent`. */
 export function colorToHex(c: Rgb | null): string {
-  if (!c) return 'transparent';
-  return '#' + [c.r, c.g, c.b].map((n) => n.toString(16).padStart(2, '0')).join('');
+  return colorToText(c);
 }
 
 /** `jpeg` is accepted as a spelling of `jpg`. */
-export function parseFormat(value: unknown, source: OptionSource): Format {
+export function parseFormat(value: unknown, source: OptionSource): ImageFormat {
   const v = typeof value === 'string' && value.trim().toLowerCase() === 'jpeg' ? 'jpg' : value;
-  return parseEnum('format', FORMATS, v, source);
+  return parseEnum('format', IMAGE_FORMATS, v, source);
 }
 
 /**
@@ -191,20 +206,27 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     },
   }),
   row({
-    key: 'format', api: 'format', flag: '--format <format>', help: 'png | webp | jpg (default: png, or from --out FILE)',
+    key: 'format', api: 'format', flag: '--format <format>', help: 'png | webp | jpg | auto | zip: auto is PNG with transparency, else JPEG; zip holds color.jpg and alpha.png (default: png, or from --out FILE)',
     // The library also gives `raw` (8-bit pixels for a sharp chain): RemoveRequest's format.
-    library: { parse: (value, name) => (value === 'jpeg' ? 'jpg' : parseEnum(name, [...FORMATS, 'raw'] as const, value, 'api') as Format) },
+    library: { parse: (value, name) => (value === 'jpeg' ? 'jpg' : parseEnum(name, [...IMAGE_FORMATS, 'raw'] as const, value, 'api') as ImageFormat) },
     parse: (value, _param, source) => parseFormat(value, source), defaults: { api: 'png', cli: 'png', library: 'png' }, changesOutput: true,
-    openapi: { name: 'Format', schema: { type: 'string', enum: [...FORMATS], description: 'Output encoding. `jpg` has no alpha: combine it with `bg_color`.' } },
+    openapi: {
+      name: 'Format',
+      schema: {
+        type: 'string', enum: [...IMAGE_FORMATS],
+        description: 'Output encoding. `jpg` has no alpha: combine it with `bg_color`. `auto`: PNG when the result has transparency, else JPEG (the matte alone: PNG). `zip`: an archive of `color.jpg` (RGB JPEG) and `alpha.png` (8-bit greyscale), stored, as remove.bg\'s.',
+      },
+    },
   }),
   row({
-    key: 'bgColor', api: 'bg_color', flag: '--bg-color <color>', help: 'transparent or a hex colour such as #ffffff (default: transparent)',
+    key: 'bgColor', api: 'bg_color', flag: '--bg-color <color>', help: 'transparent, a hex colour such as #ffffff or 81d4fa77 (with alpha), or a CSS name such as green (default: transparent)',
     library: {}, parse: (value, param, source) => parseColor(value, source, param), defaults: { api: null, cli: null, library: null }, changesOutput: true,
     openapi: {
       name: 'BgColor',
       schema: {
-        type: 'string', default: 'transparent', pattern: '^(transparent|#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6}))$',
-        description: '`transparent`, or a hex colour (with or without `#`) to flatten onto.', examples: ['transparent', '#ffffff', '0f0'],
+        type: 'string', default: 'transparent',
+        description: '`transparent`, a hex colour of 3, 4, 6 or 8 digits with or without `#` (4 and 8 carry an alpha: a translucent background), or a CSS colour name.',
+        examples: ['transparent', '#ffffff', '0f0', '81d4fa77', 'green'],
       },
     },
   }),
@@ -263,7 +285,46 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     library: {}, parse: booleanOf, defaults: { cli: true, library: true }, changesOutput: true,
     openapi: { name: 'Decontaminate', schema: { type: 'boolean', default: true, description: 'An addition to v1: foreground colour estimation at soft edges; `false` keeps the original colours there.' } },
   }),
+  // remove.bg's image options (docs/removebg.md has their full meaning).
+  row({
+    key: 'cropMargin', api: 'crop_margin', flag: '--crop-margin <margin>', help: 'with --crop: a margin of 1, 2 or 4 lengths in px or % of the subject, e.g. 20px, 10% or "10px 20px"; at most 500px or 50% per side; the canvas may grow past the photo',
+    library: {}, parse: (value, param, source) => parseCropMargin(value, source), defaults: {}, changesOutput: true,
+    openapi: { name: 'CropMargin', schema: { type: 'string', examples: ['20px', '10%', '10px 20px', '0 5% 10px 5%'], description: 'With `crop`: a margin around the subject, 1, 2 or 4 lengths (CSS order) in `px` (the result\'s pixels) or `%` (of the subject\'s height, top and bottom, or width, left and right); at most 500px or 50% per side. The canvas may grow past the photo: the part outside it is transparent (or the background).' } },
+  }),
+  row({
+    key: 'roi', api: 'roi', flag: '--roi <rect>', help: 'only this rectangle "x1 y1 x2 y2" (px or % of the photo) may hold the subject',
+    library: {}, parse: (value, param, source) => parseRoi(value, source), defaults: {}, changesOutput: true,
+    openapi: { name: 'Roi', schema: { type: 'string', examples: ['0% 0% 100% 100%', '10px 20px 400px 300px'], description: 'Region of interest `x1 y1 x2 y2`, each in `px` of the input or `%` of its size: only this rectangle may hold foreground. Outside the image or empty: `invalid_request`.' } },
+  }),
+  row({
+    key: 'scale', api: 'scale', flag: '--scale <percent>', help: 'the subject fills this share of the canvas, 10% to 100%, or original (default); implies --position center',
+    library: {}, parse: (value, param, source) => parseScale(value, source), defaults: {}, changesOutput: true,
+    openapi: { name: 'Scale', schema: { type: 'string', examples: ['80%', 'original'], description: 'The subject\'s box is resized to fill this share of the canvas (10% to 100%, aspect kept), or `original`. Implies `position=center`.' } },
+  }),
+  row({
+    key: 'position', api: 'position', flag: '--position <where>', help: 'original (default), center, or 1-2 percentages "X% Y%" (0% left/top, 100% right/bottom)',
+    library: {}, parse: (value, param, source) => parsePosition(value, source), defaults: {}, changesOutput: true,
+    openapi: { name: 'Position', schema: { type: 'string', examples: ['center', '50% 100%', 'original'], description: 'Where the subject\'s box goes on the canvas: `original`, `center`, or one (both axes) or two (horizontal, vertical) percentages of the free space.' } },
+  }),
+  row({
+    key: 'bgImage', api: 'bg_image_url', flag: '--bg-image <file|url>', help: 'a background picture (a file or an http(s) URL), centred and resized to cover the canvas',
+    library: {}, parse: (value, param, source) => parseBgImage(value, param, source), defaults: {}, changesOutput: true,
+    openapi: { name: 'BgImageUrl', schema: { type: 'string', format: 'uri', description: 'A background picture by URL, fetched under the same rules as `image_url`, centred and resized to cover the result (aspect kept). Not with `bg_color`.' } },
+  }),
+  row({
+    key: 'shadow', api: 'add_shadow', flag: '--shadow', help: 'accepted for remove.bg compatibility; no shadow is drawn (docs/removebg.md)',
+    library: {}, parse: booleanOf, defaults: {}, changesOutput: false,
+    openapi: { name: 'AddShadow', schema: { type: 'boolean', default: false, description: 'Accepted for compatibility with remove.bg and ignored: no shadow is drawn (docs/removebg.md says why).' } },
+  }),
 ]);
+
+/** A background picture's place: a non-empty string (a URL, or at the CLI and in the library a file path). */
+function parseBgImage(value: unknown, param: string, source: OptionSource): string {
+  if (typeof value !== 'string' || value.trim() === '') {
+    throw new OptionError(param, `Expected ${source === 'api' ? 'an http(s) URL' : 'a file or an http(s) URL'} for ${source === 'cli' ? '--bg-image' : param} but received ${JSON.stringify(value)}`);
+  }
+  return value.trim();
+}
 
 /** The API parameters of the image options, in table order. */
 export const OPTION_PARAMS: readonly string[] = Object.freeze(OPTION_TABLE.flatMap((r) => (r.api ? [r.api] : [])));

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { registerCompletion, SHELLS } from '../src/commands/completion.js';
-import { FORMATS, QUALITIES, SIZES } from '../src/options.js';
+import { IMAGE_FORMATS as FORMATS, QUALITIES, SIZES } from '../src/options.js';
 import { buildProgram } from '../src/program.js';
 
 const scriptPath = (shell: string) => fileURLToPath(new URL(`../completions/cutout.${shell}`, import.meta.url));

@@ -114,7 +114,7 @@ t.test('bad input and bad options reject with the API codes', async (t) => {
     ['a number', () => r.remove(42 as never), 'invalid_request', /Expected a file path/],
     ['raw of the wrong length', () => r.remove({ data: new Uint8Array(10), width: 4, height: 4, channels: 3 }), 'invalid_request', /needs 48 bytes/],
     ['raw over 50 MP', () => r.remove({ data: new Uint8Array(3), width: 10_000, height: 5_001, channels: 3 }), 'image_too_large', /megapixels/],
-    ['format gif', () => r.remove(coffee, { format: 'gif' as never }), 'invalid_request', /png, webp, jpg, raw for format/],
+    ['format gif', () => r.remove(coffee, { format: 'gif' as never }), 'invalid_request', /png, webp, jpg, auto, zip, raw for format/],
     ['an unknown option', () => r.remove(coffee, { colour: 'red' } as never), 'invalid_request', /Unknown remove option colour/],
     ['a bad colour', () => r.remove(coffee, { bgColor: 'reddish' }), 'invalid_request', /bgColor/],
   ];

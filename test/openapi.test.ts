@@ -4,7 +4,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { openapiDocument } from '../src/server/openapi.js';
 import { ERROR_TABLE } from '../src/errors.js';
 import { LIMITS } from '../src/limits.js';
-import { FORMATS, SIZES, TYPES } from '../src/options.js';
+import { IMAGE_FORMATS as FORMATS, SIZES, TYPES } from '../src/options.js';
 
 /** A fresh copy: the parser dereferences in place, and the served document must keep its $refs. */
 const copy = (): any => structuredClone(openapiDocument);

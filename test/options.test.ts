@@ -5,7 +5,14 @@ t.test('parseColor', async (t) => {
   t.equal(parseColor('transparent', 'api'), null);
   t.same(parseColor('#ff8000', 'api'), { r: 255, g: 128, b: 0 });
   t.same(parseColor('0F0', 'api'), { r: 0, g: 255, b: 0 });
-  t.throws(() => parseColor('red', 'api'), /Expected transparent or a hex colour .* for bg_color but received "red"/);
+  t.throws(() => parseColor('reddish', 'api'), /Expected transparent, a hex colour .* for bg_color but received "reddish"/);
+  t.same(parseColor('red', 'api'), { r: 255, g: 0, b: 0 });
+  t.same(parseColor('Green', 'api'), { r: 0, g: 128, b: 0 });
+  t.same(parseColor('81d4fa77', 'api'), { r: 0x81, g: 0xd4, b: 0xfa, a: 0x77 });
+  t.same(parseColor('#f008', 'api'), { r: 255, g: 0, b: 0, a: 0x88 });
+  t.same(parseColor('ffffffff', 'api'), { r: 255, g: 255, b: 255 }, 'an opaque alpha is no alpha');
+  t.equal(parseColor('00000000', 'api'), null, 'alpha 0 is transparent (removd sends it)');
+  t.equal(colorToHex({ r: 1, g: 2, b: 255, a: 0x80 }), '#0102ff80');
   t.throws(() => parseColor('#12345', 'cli'), /for --bg-color/);
   t.equal(colorToHex({ r: 1, g: 2, b: 255 }), '#0102ff');
 });
@@ -33,11 +40,13 @@ t.test('the options table: every door reads it; errors name the parameter as the
   );
   const api = t.throws(() => parseImageOptions({ alpha: 'x' }, 'api', API_DEFAULTS)) as unknown as OptionError;
   t.same([api.param, api.message], ['alpha', 'Expected one of soft, hard for alpha but received "x"']);
-  const cli = t.throws(() => imageOptionsFromFlags({ bgColor: 'red' }, {})) as unknown as OptionError;
-  t.same([cli.param, cli.message], ['bg_color', 'Expected transparent or a hex colour such as #ffffff or 0f0 for --bg-color but received "red"']);
+  const cli = t.throws(() => imageOptionsFromFlags({ bgColor: 'reddish' }, {})) as unknown as OptionError;
+  t.same([cli.param, cli.message], ['bg_color', 'Expected transparent, a hex colour such as #ffffff, 0f0 or 81d4fa77, or a CSS colour name for --bg-color but received "reddish"']);
   t.match(imageOptionsFromFlags({ refine: false, alpha: 'hard' }, { quality: 'fast', format: 'webp' }), { size: 'full', format: 'webp', quality: 'fast', refine: false, alpha: 'hard', decontaminate: true, mask: false });
   t.same(removeRequest({}), { ...LIBRARY_DEFAULTS });
-  t.throws(() => removeRequest({ bgColor: 'red' }), /for bgColor but received "red"/);
+  t.throws(() => removeRequest({ bgColor: 'reddish' }), /for bgColor but received "reddish"/);
+  t.match(removeRequest({ cropMargin: '10px 5%', scale: '80%', position: 'center', roi: '0 0 50% 50%', format: 'zip' }), { cropMargin: { top: { value: 10, unit: 'px' } }, scale: 0.8, position: 'center', roi: { x2: { value: 50, unit: '%' } }, format: 'zip' });
+  t.throws(() => removeRequest({ scale: '5%' }), /10% to 100%/);
   t.equal(removeRequest({ format: 'raw' }).format, 'raw', 'the library alone gives raw pixels');
 });
 

@@ -32,7 +32,7 @@ const args = process.argv.slice(2);
 const flag = (name: string) => args.includes(name);
 // --help says the usage instead of being ignored: the whole bench takes minutes of every core.
 if (flag('--help') || flag('-h')) {
-  process.stdout.write('npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best] [--model NAME] [--upstream URL]\n'
+  process.stdout.write('npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best] [--model NAME] [--upstream URL] [--removebg]\n'
     + '  [--precision fp32|int8] [--no-precision] [--no-cold] [--folder-defaults] [--cold-start] [--large-only] [--split]   (see the header of src/bench/speed.ts and docs/benchmarks.md, "Benchmarks")\n');
   process.exit(0);
 }
@@ -180,6 +180,8 @@ async function main(): Promise<void> {
   if (args[0] === '--one') return single(args[1]);
   // `--upstream URL`: the model over the Open Inference Protocol, binary against JSON (upstream.ts).
   if (flag('--upstream')) return (await import('./upstream.js')).benchUpstream(args);
+  // `--removebg`: remove.bg's dialect against the native /remove on one server (removebg.ts).
+  if (flag('--removebg')) return (await import('./removebg.js')).benchRemoveBg(args);
   if (args[0] === '--raw-runs') return rawRuns(modelName, Number(args[1]));
   if (args[0] === '--split-memory-child') return (await import('./split.js')).memoryChild(args[1], Number(args[2]), modelName);
   const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities', '--precision'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');

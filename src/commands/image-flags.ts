@@ -34,7 +34,7 @@ export function checkConfigFlags(flags: Readonly<Record<string, unknown>>): void
  */
 export function imageOptionsFromFlags(
   flags: Readonly<Record<string, unknown>>,
-  base: { quality?: ImageOptions['quality']; precision?: ImageOptions['precision']; format?: Format },
+  base: { quality?: ImageOptions['quality']; precision?: ImageOptions['precision']; format?: ImageOptions['format'] },
 ): ImageOptions {
   const out: Record<string, unknown> = { ...CLI_DEFAULTS, format: base.format ?? CLI_DEFAULTS.format };
   for (const r of FLAG_ROWS) {

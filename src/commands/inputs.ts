@@ -129,7 +129,7 @@ export async function expandInputs(args: string[], opts: { recursive: boolean })
   return { items, unmatched, unreadable };
 }
 
-export const FORMAT_BY_EXTENSION: Readonly<Record<string, Format>> = { '.png': 'png', '.webp': 'webp', '.jpg': 'jpg', '.jpeg': 'jpg' };
+export const FORMAT_BY_EXTENSION: Readonly<Record<string, Format | 'zip'>> = { '.png': 'png', '.webp': 'webp', '.jpg': 'jpg', '.jpeg': 'jpg', '.zip': 'zip' };
 
 export interface OutputPlan {
   /** '-' means stdout. */
@@ -157,7 +157,7 @@ export function planOutput(out: string | undefined, inputCount: number): OutputP
 }
 
 /** The output path of one input (null for stdout). */
-export function outputPathFor(item: InputItem, plan: OutputPlan, format: Format, suffix = '.cutout'): string | null {
+export function outputPathFor(item: InputItem, plan: OutputPlan, format: Format | 'zip', suffix = '.cutout'): string | null {
   const ext = `.${format}`;
   if (plan.kind === 'stdout') return null;
   if (plan.kind === 'file') return plan.path;

@@ -10,9 +10,11 @@
  * complete, and the gap in which a kill could leave an output without its line is one event-loop
  * turn (not the ledger's commit). A line cut short by a kill is ignored when read.
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fsReason } from '../errors.js';
+import { lengthsToText } from '../layout-options.js';
 import { colorToHex } from '../options.js';
 import type { RemoveRequest } from '../pipeline/index.js';
 import type { ItemReport } from './remove-item.js';
@@ -45,6 +47,14 @@ export function outputOptions(model: string, request: RemoveRequest): OutputOpti
     decontaminate: request.decontaminate !== false,
     quality: request.quality ?? 'best',
     precision: request.precision ?? 'auto',
+    // remove.bg's layout options and the background picture, only when given: a manifest written
+    // before they existed still matches a run that does not use them.
+    ...(request.cropMargin ? { crop_margin: lengthsToText([request.cropMargin.top, request.cropMargin.right, request.cropMargin.bottom, request.cropMargin.left]) } : {}),
+    ...(request.roi ? { roi: lengthsToText([request.roi.x1, request.roi.y1, request.roi.x2, request.roi.y2]) } : {}),
+    ...(request.scale !== undefined ? { scale: `${Math.round(request.scale * 100)}%` } : {}),
+    ...(request.position !== undefined ? { position: typeof request.position === 'string' ? request.position : `${request.position.x * 100}% ${request.position.y * 100}%` } : {}),
+    // The picture's bytes, not its name: a changed picture redoes the outputs.
+    ...(request.bgImageData ? { bg_image_sha256: crypto.createHash('sha256').update(request.bgImageData).digest('hex') } : {}),
   };
 }
 

@@ -10,7 +10,8 @@ import type { Command } from 'commander';
 import { loadConfig, withRemoveDefaults, type CutoutConfig } from '../config.js';
 import { STORE_FLAG_HELP } from './keys.js';
 import { CutoutError } from '../errors.js';
-import { forTestKey, type ImageOptions } from '../options.js';
+import { forTestKey, type Format, type ImageOptions } from '../options.js';
+import { readBgImage } from '../bg-image.js';
 import { checkConfigFlags, imageOptionsFromFlags, registerImageFlags } from './image-flags.js';
 import { expandInputs, FORMAT_BY_EXTENSION, isGlob, outputPathFor, planOutput, type ExpandedInputs, type InputItem, type OutputPlan } from './inputs.js';
 import { addBatchFlags, BatchRun, checkBatchFlags, Interrupt, planBatch, printDryRun, startsModelAtOnce, type BatchFlags, type BatchPlan } from './batch.js';
@@ -118,6 +119,28 @@ function checkFlagCombinations(inputs: string[], flags: RemoveFlags): void {
   checkBatchFlags(inputs, flags);
 }
 
+/**
+ * `--format auto` at the CLI is decided from the options, so that each output's extension is known
+ * before its run and matches its bytes: JPEG over an opaque background (a colour or a picture),
+ * else PNG (the matte alone too).
+ */
+function fileFormat(options: ImageOptions, mask: boolean): Format | 'zip' {
+  if (options.format !== 'auto') return options.format;
+  if (mask) return 'png';
+  const opaqueColor = options.bgColor !== null && (options.bgColor.a === undefined || options.bgColor.a === 255);
+  return opaqueColor || options.bgImage ? 'jpg' : 'png';
+}
+
+/** `--bg-image`, read once for every input; a flag that names nothing readable is a usage error. */
+async function readBackground(options: ImageOptions): Promise<Buffer | undefined> {
+  if (!options.bgImage) return undefined;
+  try {
+    return await readBgImage(options.bgImage, '--bg-image');
+  } catch (err) {
+    return usage(err instanceof CutoutError ? err.message : String(err));
+  }
+}
+
 /** The configuration and the image options of a run, from the flags and the config file. */
 interface RemoveSettings {
   /** The flags given over the config file's output defaults (format, bgColor, out, ...). */
@@ -138,7 +161,9 @@ async function readSettings(givenFlags: RemoveFlags): Promise<RemoveSettings> {
     // The config file's output defaults (format, bgColor, out, ...) under the flags given.
     flags = withRemoveDefaults(givenFlags, config.remove);
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;
-    options = imageOptionsFromFlags(flags as Record<string, unknown>, { quality: config.quality, precision: config.precision, format: fromOut });
+    const asked = imageOptionsFromFlags(flags as Record<string, unknown>, { quality: config.quality, precision: config.precision, format: fromOut });
+    options = { ...asked, format: fileFormat(asked, Boolean(flags.mask)) };
+    if (options.format === 'zip' && flags.mask) usage('--format zip already holds the matte (alpha.png); it cannot be combined with --mask');
   } catch (err) {
     if (err instanceof CutoutError) usage(err.message);
     throw err;
@@ -181,7 +206,7 @@ async function planItems(inputs: string[], flags: RemoveFlags, options: ImageOpt
     const extFormat = FORMAT_BY_EXTENSION[path.extname(outputPlan.path!).toLowerCase()];
     if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${outputPlan.path}`);
   }
-  const outputs = items.map((item) => outputPathFor(item, outputPlan, options.format, outputSuffix(flags)));
+  const outputs = items.map((item) => outputPathFor(item, outputPlan, fileFormat(options, Boolean(flags.mask)), outputSuffix(flags)));
   const shadowedBy = earlierWithSameOutput(items, outputs);
   const planned = items.map((item, i) => ({ item, output: outputs[i], shadowedBy: shadowedBy.get(item) }));
   return { planned, unmatched, unreadable, outputPlan };
@@ -205,7 +230,8 @@ export async function runRemove(inputs: string[], givenFlags: RemoveFlags): Prom
   try {
     // The payer comes first: a test key makes previews, which the manifest compares.
     const payer = flags.key ? await resources.authenticate(flags.key) : null;
-    const request = { ...forTestKey(options, payer?.test ?? false), ...settings.edges, mask: Boolean(flags.mask) };
+    const bgImageData = await readBackground(options);
+    const request = { ...forTestKey(options, payer?.test ?? false), ...settings.edges, mask: Boolean(flags.mask), bgImageData };
     const outputOptionsNow = outputOptions(config.model, request);
     const batch = await planBatch(plan.planned, flags, outputOptionsNow);
     const existing = flags.overwrite ? 'overwrite' : flags.skipExisting ? 'skip' : 'refuse';
@@ -228,7 +254,7 @@ export async function runRemove(inputs: string[], givenFlags: RemoveFlags): Prom
         // are still matted and encoded: freeing the session's memory then overlaps that work (cold start, docs/internals.md).
         releaseModel: flags.watch ? undefined : () => resources.releaseModel(),
       });
-      return await driveBatch(run, { inputs, flags, plan, batch, reporter, format: options.format });
+      return await driveBatch(run, { inputs, flags, plan, batch, reporter, format: fileFormat(options, Boolean(flags.mask)) });
     } finally {
       interrupt.uninstall();
       batch.manifest?.close();
@@ -244,7 +270,7 @@ interface DriveContext {
   plan: RemovePlan;
   batch: BatchPlan;
   reporter: Reporter;
-  format: ImageOptions['format'];
+  format: Format | 'zip';
 }
 
 /** The list, then with --watch the watched folders; the exit code. */

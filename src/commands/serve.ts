@@ -25,6 +25,7 @@ interface ServeFlags {
   callbackBackoff?: string;
   allowPrivateNetwork?: boolean;
   playground?: boolean;
+  removebg?: boolean;
   metrics?: boolean;
   metricsPort?: string;
   metricsHost?: string;
@@ -50,7 +51,7 @@ interface ServeFlags {
 const FLAG_TO_CONFIG: Record<string, keyof ConfigInput> = {
   host: 'host', port: 'port', baseUrl: 'baseUrl', workers: 'workers', queueLimit: 'queueLimit',
   syncTimeout: 'syncTimeoutMs', rateLimit: 'rateLimit', resultTtl: 'resultTtlSeconds',
-  callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground',
+  callbackBackoff: 'callbackBackoffMs', allowPrivateNetwork: 'allowPrivateNetwork', playground: 'playground', removebg: 'removebg',
   metrics: 'metrics', metricsPort: 'metricsPort', metricsHost: 'metricsHost', logLevel: 'logLevel',
   model: 'model', data: 'dataDir', store: 'store', leaseMs: 'leaseMs',
   results: 'results', resultsPathStyle: 'resultsPathStyle', resultsRedirect: 'resultsRedirect', upstream: 'upstream', upstreamModel: 'upstreamModel',
@@ -87,6 +88,7 @@ export function registerServe(program: Command): void {
     .option('--callback-backoff <ms>', 'first callback retry delay, doubling each retry (default 2000); callbacks are signed with $CUTOUT_CALLBACK_SECRET or a secret kept in the data directory')
     .option('--allow-private-network', 'let image_url and callback URLs reach loopback and private addresses (development and tests only)')
     .option('--no-playground', 'do not serve the web playground page at /')
+    .option('--no-removebg', "do not answer remove.bg's API (POST /v1.0/removebg, GET /v1.0/account) nor rembg's (/api/remove)")
     .option('--no-metrics', 'do not serve Prometheus metrics at /metrics')
     .option('--metrics-port <port>', 'serve /metrics on a listener of its own on this port, not on the API port (recommended: a port only the scraper reaches, as Triton uses 8002); 0 picks a free one')
     .option('--metrics-host <host>', 'bind address of the --metrics-port listener (default: --host)')

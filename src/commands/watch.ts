@@ -20,7 +20,7 @@ export interface WatchOptions {
   exclude: string[];
   outputPlan: OutputPlan;
   suffix: string;
-  format: Format;
+  format: Format | 'zip';
   quiet: boolean;
 }
 

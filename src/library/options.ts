@@ -30,8 +30,12 @@ void MIRRORED;
 
 /** Options of one call; all optional, with the CLI's defaults. */
 export interface RemoveOptions {
-  /** `png` (default), `webp`, `jpg`, or `raw`: 8-bit RGBA pixels (1 channel with `mask`), for a sharp chain. */
-  format?: OutputFormat;
+  /**
+   * `png` (default), `webp`, `jpg`, `raw`: 8-bit RGBA pixels (1 channel with `mask`), for a sharp
+   * chain; `auto`: PNG when the result has transparency, else JPEG; `zip`: remove.bg's archive of
+   * `color.jpg` and `alpha.png`.
+   */
+  format?: OutputFormat | 'auto' | 'zip';
   /** `full` (default: native resolution), `preview` (longest side at most 800 px) or `auto` (full up to 4 MP). */
   size?: Size;
   /** `transparent` (default) or a hex colour such as `#ffffff` or `0f0`. */
@@ -48,6 +52,18 @@ export interface RemoveOptions {
   refine?: boolean;
   /** Foreground colour estimation at soft edges (default on). */
   decontaminate?: boolean;
+  /** With `crop`: a margin of 1, 2 or 4 lengths in px or % of the subject (`20px`, `10%`, `10px 20px`); the canvas may grow past the photo. */
+  cropMargin?: string;
+  /** Only this rectangle `x1 y1 x2 y2` (px or % of the photo) may hold the subject. */
+  roi?: string;
+  /** The subject fills this share of the canvas, `10%` to `100%`, or `original` (default); implies `position: 'center'`. */
+  scale?: string;
+  /** `original` (default), `center`, or 1 or 2 percentages (`50% 100%`). */
+  position?: string;
+  /** A background picture: a file path or an http(s) URL, centred and resized to cover the result. */
+  bgImage?: string;
+  /** Accepted for remove.bg compatibility; no shadow is drawn. */
+  shadow?: boolean;
   /** Aborts the call: it rejects with an AbortError; a model run in flight finishes and its result is dropped. */
   signal?: AbortSignal;
 }

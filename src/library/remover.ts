@@ -5,6 +5,7 @@
  */
 import pLimit from 'p-limit';
 import { DEFAULTS } from '../config.js';
+import { readBgImage } from '../bg-image.js';
 import { CutoutError, abortError } from '../errors.js';
 import { unlessAborted } from '../pipeline/abort.js';
 import { createPipeline, type CutoutPipeline } from '../pipeline/index.js';
@@ -24,7 +25,8 @@ export interface CutoutResult {
   data: Buffer;
   width: number;
   height: number;
-  format: OutputFormat;
+  /** The encoding written (`auto` resolved to `png` or `jpg`). */
+  format: OutputFormat | 'zip';
   /** Channels of `data`: with `raw`, 4 (RGBA) or 1 (a mask); else those of the encoded image. */
   channels: 1 | 3 | 4;
   /** `image/png`, `image/webp`, `image/jpeg`, or `application/octet-stream` for raw pixels. */
@@ -76,7 +78,8 @@ class PipelineRemover implements Remover {
   private async run(input: ImageInput, request: ReturnType<typeof removeRequest>, signal?: AbortSignal): Promise<CutoutResult> {
     if (signal?.aborted) throw abortError(signal);
     const bytes = await readImageInput(input, signal);
-    const r = await this.pipeline.removeBackground(bytes, request, { signal });
+    const bgImageData = request.bgImage ? await readBgImage(request.bgImage) : undefined;
+    const r = await this.pipeline.removeBackground(bytes, { ...request, bgImageData }, { signal });
     return { data: r.data, width: r.width, height: r.height, format: r.format, channels: r.channels, contentType: r.contentType, input: r.input };
   }
 

@@ -239,6 +239,8 @@ export interface FetchImageOptions {
   timeoutMs?: number;
   /** Redirects followed; one more is refused. Default LIMITS.maxRedirects. */
   maxRedirects?: number;
+  /** Names the URL in messages: `image_url` (default), `bg_image_url`. */
+  label?: string;
 }
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -251,7 +253,7 @@ const USER_AGENT = 'cutout (+https://github.com/cutout/cutout)';
  * timeout, network error) with a one-line message.
  */
 export async function fetchImageUrl(rawUrl: string, opts: FetchImageOptions, seams: NetworkSeams = {}): Promise<Buffer> {
-  const label = 'image_url';
+  const label = opts.label ?? 'image_url';
   const maxBytes = opts.maxBytes ?? LIMITS.maxInputBytes;
   const maxRedirects = opts.maxRedirects ?? LIMITS.maxRedirects;
   const deadline = new Deadline(opts.timeoutMs ?? LIMITS.fetchTimeoutMs, label);

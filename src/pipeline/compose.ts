@@ -1,14 +1,22 @@
 /**
- * Matte + pixels -> the encoded result: attach the alpha (or write the matte alone), flatten onto
- * a colour, crop to the subject's box, encode png/webp/jpg with settings chosen for speed at
- * large sizes (a default-level PNG of 12 MP takes about a second).
+ * Matte + pixels -> the encoded result: keep the foreground inside the roi, lay the subject out
+ * on its canvas (crop with a margin, scale, position: layout.ts), write the matte alone or put
+ * the subject over its background (a colour, translucent or not, or a picture: background.ts),
+ * then encode png/webp/jpg, `auto` (PNG when the result has transparency, else JPG) or `zip`
+ * (remove.bg's color.jpg + alpha.png), with settings chosen for speed at large sizes (a
+ * default-level PNG of 12 MP takes about a second).
  */
 import type sharpModule from 'sharp';
 import type { Sharp } from 'sharp';
 import { requireCjs } from '../cjs.js';
-import type { Rgb } from '../options.js';
-import type { OutputFormat } from './types.js';
+import { CutoutError } from '../errors.js';
+import type { Margin, Position } from '../layout-options.js';
+import { OptionError, type Rgb } from '../options.js';
+import { coverPicture, overBackground, type Layer } from './background.js';
+import { blit, keepInside, marginBox, movesSubject, placeSubject } from './layout.js';
 import { boundingBox, clearTransparent, cropRaw, flattenOnto, type Box } from './matte.js';
+import type { OutputFormat, RequestFormat, ResultFormat } from './types.js';
+import { storedZip } from './zip.js';
 
 const sharp: typeof sharpModule = requireCjs('sharp');
 
@@ -22,18 +30,32 @@ export const ENCODE = Object.freeze({
 const WHITE: Rgb = { r: 255, g: 255, b: 255 };
 
 export interface ComposeOptions {
-  format: OutputFormat;
+  format: RequestFormat;
   bgColor: Rgb | null;
   crop: boolean;
   mask?: boolean;
+  /** Margin around a crop (only with `crop`); the canvas may grow past the image. */
+  cropMargin?: Margin;
+  /** The subject's size on the canvas (0.1 .. 1), undefined: kept. */
+  scale?: number;
+  /** The subject's place on the canvas; `center` when only `scale` is given. */
+  position?: Position;
+  /** The only region that may hold foreground, in output pixels (layout.ts `resolveRoi`). */
+  roiBox?: Box;
+  /** A background picture's encoded bytes (covers the canvas). */
+  bgImageData?: Buffer;
 }
 
 export interface Composed {
   data: Buffer;
   width: number;
   height: number;
-  /** 1 for a mask; 4 for a cutout with alpha or a raw one; 3 for a flattened encoded one. */
+  /** 1 for a mask; 4 for a cutout with alpha, a raw one or a zip; 3 for a flattened encoded one. */
   channels: 1 | 3 | 4;
+  /** The encoding written: `auto` resolved to png or jpg. */
+  format: ResultFormat;
+  /** The subject's box in the result (alpha at the crop threshold); the whole result when there is none. */
+  foreground: Box;
 }
 
 function encode(img: Sharp, format: OutputFormat): Promise<Buffer> {
@@ -43,31 +65,119 @@ function encode(img: Sharp, format: OutputFormat): Promise<Buffer> {
   return img.jpeg(ENCODE.jpg).toBuffer();
 }
 
+/** Pixels of one size: interleaved RGB and the matte. */
+interface Canvas { rgb: Uint8Array; alpha: Uint8Array; width: number; height: number }
+
+/** RGB + matte of a box, resized to `width` x `height` by sharp (which weights colours by alpha). */
+async function resizeSubject(c: Canvas, box: Box, width: number, height: number): Promise<Canvas> {
+  const rgb = cropRaw(c.rgb, c.width, 3, box);
+  const alpha = cropRaw(c.alpha, c.width, 1, box);
+  const rgba = await sharp(rgb, { raw: { width: box.width, height: box.height, channels: 3 } })
+    .joinChannel(alpha, { raw: { width: box.width, height: box.height, channels: 1 } })
+    .resize(width, height, { fit: 'fill' })
+    .raw()
+    .toBuffer();
+  const n = width * height;
+  const outRgb = Buffer.allocUnsafe(n * 3);
+  const outAlpha = Buffer.allocUnsafe(n);
+  for (let i = 0; i < n; i++) {
+    outRgb[i * 3] = rgba[i * 4];
+    outRgb[i * 3 + 1] = rgba[i * 4 + 1];
+    outRgb[i * 3 + 2] = rgba[i * 4 + 2];
+    outAlpha[i] = rgba[i * 4 + 3];
+  }
+  return { rgb: outRgb, alpha: outAlpha, width, height };
+}
+
+/** `from` of `c` (it may reach past `c`: transparent there) copied to (`left`, `top`) of a new transparent canvas. */
+function onCanvas(c: Canvas, from: Box, width: number, height: number, left: number, top: number): Canvas {
+  const rgb = new Uint8Array(width * height * 3);
+  const alpha = new Uint8Array(width * height);
+  blit(c.rgb, c.width, c.height, 3, from, rgb, width, height, left, top);
+  blit(c.alpha, c.width, c.height, 1, from, alpha, width, height, left, top);
+  return { rgb, alpha, width, height };
+}
+
 /**
- * Builds the output image. `rgb` is interleaved 8-bit RGB and `alpha` the matte, both width x height.
- * JPEG has no alpha: without a `bgColor` it is flattened onto white (as remove.bg does).
- * For a transparent output the colour of fully transparent pixels is cleared in `rgb`, in place.
+ * The canvas the result shows: the whole image; with `crop`, the subject's box (grown by the
+ * margin); with `scale`/`position`, the subject moved and resized on that canvas. Without a
+ * subject box (nothing above the crop threshold) the image stays as it is.
+ */
+async function arrange(c: Canvas, opts: ComposeOptions): Promise<Canvas> {
+  const moves = movesSubject(opts.scale, opts.position);
+  if (!opts.crop && !moves) return c;
+  const subject = boundingBox(c.alpha, c.width, c.height);
+  if (!subject) return c;
+  const canvas: Box = !opts.crop ? { left: 0, top: 0, width: c.width, height: c.height } : opts.cropMargin ? marginBox(subject, opts.cropMargin) : subject;
+  if (!moves) {
+    const inside = canvas.left >= 0 && canvas.top >= 0 && canvas.left + canvas.width <= c.width && canvas.top + canvas.height <= c.height;
+    if (inside) return { rgb: cropRaw(c.rgb, c.width, 3, canvas), alpha: cropRaw(c.alpha, c.width, 1, canvas), width: canvas.width, height: canvas.height };
+    return onCanvas(c, canvas, canvas.width, canvas.height, 0, 0);
+  }
+  const inCanvas: Box = { ...subject, left: subject.left - canvas.left, top: subject.top - canvas.top };
+  const dest = placeSubject(inCanvas, canvas.width, canvas.height, opts.scale, opts.position ?? 'center');
+  const patch = dest.width === subject.width && dest.height === subject.height
+    ? { ...c, box: subject }
+    : { ...(await resizeSubject(c, subject, dest.width, dest.height)), box: { left: 0, top: 0, width: dest.width, height: dest.height } };
+  return onCanvas(patch, patch.box, canvas.width, canvas.height, dest.left, dest.top);
+}
+
+/** True when some pixel is less than opaque. */
+function hasTransparency(alpha: Uint8Array): boolean {
+  for (let i = 0; i < alpha.length; i++) if (alpha[i] !== 255) return true;
+  return false;
+}
+
+/** The subject over its background: a picture, a translucent colour, an opaque one, or none. */
+async function withBackground(c: Canvas, opts: ComposeOptions, format: RequestFormat): Promise<Layer> {
+  if (opts.bgImageData) {
+    if (opts.bgColor) throw new OptionError('bg_image', 'Give either a background colour or a background image, not both', 'multiple_bg_sources');
+    return overBackground(c.rgb, c.alpha, await coverPicture(opts.bgImageData, c.width, c.height));
+  }
+  const color = opts.bgColor ?? (format === 'jpg' ? WHITE : null);
+  if (color && color.a !== undefined && color.a < 255) return overBackground(c.rgb, c.alpha, color);
+  if (color) return { rgb: flattenOnto(c.rgb, c.alpha, color), alpha: null };
+  // The colour under fully transparent pixels is invisible: cleared, it costs PNG's deflate little.
+  // A zip keeps it: its color.jpg is read without the matte by some, and JPEG rings at hard edges.
+  if (format !== 'zip') clearTransparent(c.rgb, c.alpha);
+  return { rgb: Buffer.from(c.rgb.buffer, c.rgb.byteOffset, c.rgb.byteLength), alpha: c.alpha };
+}
+
+/**
+ * Builds the output image. `rgb` is interleaved 8-bit RGB and `alpha` the matte, both width x height;
+ * both may be changed in place. JPEG has no alpha: without a background it is flattened onto
+ * white (as remove.bg does). Throws no_subject_detected when the roi holds no foreground.
  */
 export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number, height: number, opts: ComposeOptions): Promise<Composed> {
-  let box: Box = { left: 0, top: 0, width, height };
-  if (opts.crop) box = boundingBox(alpha, width, height) ?? box;
-  const cropped = box.width !== width || box.height !== height;
-  const a = cropped ? cropRaw(alpha, width, 1, box) : alpha;
-  const raw1 = { raw: { width: box.width, height: box.height, channels: 1 as const } };
+  if (opts.mask && opts.format === 'zip') throw new OptionError('format', 'format zip already carries the matte (alpha.png); it cannot be combined with the matte alone (mask, channels=alpha)', 'invalid_format');
+  if (opts.roiBox && !keepInside(alpha, width, height, opts.roiBox)) throw new CutoutError('no_subject_detected', 'No foreground subject was found inside the roi');
+  const c = await arrange({ rgb, alpha, width, height }, opts);
+  const foreground = boundingBox(c.alpha, c.width, c.height) ?? { left: 0, top: 0, width: c.width, height: c.height };
+  const raw1 = { raw: { width: c.width, height: c.height, channels: 1 as const } };
+  const raw3 = { raw: { width: c.width, height: c.height, channels: 3 as const } };
   if (opts.mask) {
-    // Raw: the matte's own bytes, no copy through libvips.
-    const data = opts.format === 'raw' ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : await encode(sharp(a, raw1).toColourspace('b-w'), opts.format);
-    return { data, width: box.width, height: box.height, channels: 1 };
+    // The matte is data: `auto` writes it losslessly, as PNG.
+    const format = opts.format === 'auto' ? 'png' : (opts.format as OutputFormat);
+    const a = c.alpha;
+    const data = format === 'raw' ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : await encode(sharp(a, raw1).toColourspace('b-w'), format);
+    return { data, width: c.width, height: c.height, channels: 1, format, foreground };
   }
-  const c = cropped ? cropRaw(rgb, width, 3, box) : rgb;
-  const raw3 = { raw: { width: box.width, height: box.height, channels: 3 as const } };
-  const background = opts.bgColor ?? (opts.format === 'jpg' ? WHITE : null);
-  if (!background) clearTransparent(c, a);
-  let img = background
-    ? sharp(flattenOnto(c, a, background), raw3)
-    : sharp(c, raw3).joinChannel(Buffer.from(a.buffer, a.byteOffset, a.byteLength), raw1);
+  let layer = await withBackground(c, opts, opts.format);
+  const transparent = layer.alpha !== null && hasTransparency(layer.alpha);
+  const format: ResultFormat = opts.format === 'auto' ? (transparent ? 'png' : 'jpg') : opts.format;
+  if (format === 'zip') {
+    const colour = await encode(sharp(layer.rgb, raw3), 'jpg');
+    const matte = layer.alpha ?? new Uint8Array(c.width * c.height).fill(255);
+    const alphaPng = await encode(sharp(matte, raw1).toColourspace('b-w'), 'png');
+    const data = storedZip([{ name: 'color.jpg', data: colour }, { name: 'alpha.png', data: alphaPng }]);
+    return { data, width: c.width, height: c.height, channels: 4, format, foreground };
+  }
+  if (format === 'jpg' && layer.alpha) layer = { rgb: flattenOnto(layer.rgb, layer.alpha, WHITE), alpha: null };
+  let img = layer.alpha
+    ? sharp(layer.rgb, raw3).joinChannel(Buffer.from(layer.alpha.buffer, layer.alpha.byteOffset, layer.alpha.byteLength), raw1)
+    : sharp(layer.rgb, raw3);
   // Raw is always RGBA, so that a caller's chain sees one layout whatever the background.
-  if (background && opts.format === 'raw') img = img.ensureAlpha(1);
-  const data = await encode(img, opts.format);
-  return { data, width: box.width, height: box.height, channels: background && opts.format !== 'raw' ? 3 : 4 };
+  if (!layer.alpha && format === 'raw') img = img.ensureAlpha(1);
+  const data = await encode(img, format);
+  return { data, width: c.width, height: c.height, channels: layer.alpha || format === 'raw' ? 4 : 3, format, foreground };
 }

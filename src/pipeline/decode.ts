@@ -194,6 +194,15 @@ export function outputSize(resolved: 'preview' | 'full', width: number, height: 
   return { width: Math.max(1, Math.round(width * scale)), height: Math.max(1, Math.round(height * scale)) };
 }
 
+/** `size` shrunk to at most `maxArea` pixels, aspect kept, never enlarged (remove.bg's sizes are areas). */
+export function fitArea(size: { width: number; height: number }, maxArea: number): { width: number; height: number } {
+  const { width, height } = size;
+  if (width * height <= maxArea) return { width, height };
+  const k = Math.sqrt(maxArea / (width * height));
+  // Rounded down so the area never passes the bound (625x400 of a 1250x800 at 0.25 MP).
+  return { width: Math.max(1, Math.floor(width * k + 1e-9)), height: Math.max(1, Math.floor(height * k + 1e-9)) };
+}
+
 /** A sharp pipeline of the oriented image, flattened onto white when it has alpha (the model sees RGB). */
 export function orientedRgb(src: SourceImage): Sharp {
   let img = sharp(src.sharpInput, src.sharpOptions).rotate();

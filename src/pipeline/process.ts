@@ -9,7 +9,8 @@ import { LIMITS } from '../limits.js';
 import { CONTENT_TYPES } from '../options.js';
 import { checkAborted } from './abort.js';
 import { compose } from './compose.js';
-import { decodeError, decodeRgb, openImage, openRawPixels, orientedRgb, outputSize, resolveSize } from './decode.js';
+import { decodeError, decodeRgb, fitArea, openImage, openRawPixels, orientedRgb, outputSize, resolveSize } from './decode.js';
+import { resolveRoi } from './layout.js';
 import type { ModelManifest } from './manifest.js';
 import { cropRaw, rgbToTensor, type Box } from './matte.js';
 import { cleanGridMatte, decontaminateEdges, edgeParamsOf, matteAtSize } from './edges.js';
@@ -138,7 +139,11 @@ export async function removeOne(
       `Image is ${src.probe.width}x${src.probe.height}; size=full on /remove is limited to ${req.maxFullPixels / 1e6} MP. Use size=preview or POST /api/v1/jobs`,
     );
   }
-  const out = outputSize(resolvedSize, src.probe.width, src.probe.height);
+  const out = req.maxArea === undefined
+    ? outputSize(resolvedSize, src.probe.width, src.probe.height)
+    : fitArea(resolvedSize === 'full' ? src.probe : outputSize('full', src.probe.width, src.probe.height), req.maxArea);
+  // Checked before the model runs: a roi outside the image is the caller's mistake, not worth an inference.
+  const roiBox = req.roi ? resolveRoi(req.roi, src.probe.width, src.probe.height, out.width, out.height) : undefined;
   checkAborted(opts.signal);
   if (out.width * out.height >= COLLECT_BEFORE_PIXELS) collectGarbage();
 
@@ -184,17 +189,18 @@ export async function removeOne(
   checkAborted(opts.signal);
 
   t = performance.now();
-  const composed = await compose(rgb, alpha, out.width, out.height, req);
+  const composed = await compose(rgb, alpha, out.width, out.height, { ...req, roiBox });
   timings.encode = performance.now() - t;
 
   return {
     data: composed.data,
-    format: req.format,
-    contentType: req.format === 'raw' ? 'application/octet-stream' : CONTENT_TYPES[req.format],
+    format: composed.format,
+    contentType: composed.format === 'raw' ? 'application/octet-stream' : composed.format === 'zip' ? 'application/zip' : CONTENT_TYPES[composed.format],
     channels: composed.channels,
     width: composed.width,
     height: composed.height,
     resolvedSize,
+    foreground: composed.foreground,
     input: src.probe,
     ms: Math.round(performance.now() - started),
     timings,

@@ -1,8 +1,16 @@
 /** The public types of the one core pipeline (src/pipeline/index.ts). */
+import type { Margin, Position, Roi } from '../layout-options.js';
 import type { Format, ImageOptions } from '../options.js';
 
 /** An output encoding, or `raw`: 8-bit pixels (RGBA, or 1 channel for a mask), for a sharp chain. */
 export type OutputFormat = Format | 'raw';
+/**
+ * What a request may ask for: an output encoding, remove.bg's `auto` (PNG when the result has
+ * transparency, else JPG; PNG for the matte alone) or `zip` (color.jpg + alpha.png, stored).
+ */
+export type RequestFormat = OutputFormat | 'auto' | 'zip';
+/** What a result is: `auto` resolved. */
+export type ResultFormat = OutputFormat | 'zip';
 
 /**
  * What the server and the job workers call: the pipeline's two entry points (the pipeline object
@@ -29,11 +37,27 @@ export interface RawPixels {
  * option of src/options.ts's table) with `raw` as an output format, and two knobs of its own.
  */
 export interface RemoveRequest extends Omit<ImageOptions, 'format'> {
-  format: OutputFormat;
+  format: RequestFormat;
   /** Overrides of the edge settings (edges.ts EDGE_PARAMS), for benchmarks that compare settings. */
   edgeParams?: Partial<import('./edges.js').EdgeParams>;
   /** Refuse `size=full` (after `auto` is resolved) above this many pixels: the sync route's 4 MP rule. */
   maxFullPixels?: number;
+  /**
+   * The output's largest area in pixels, aspect kept, never enlarged: remove.bg's sizes (preview
+   * 0.25 MP, medium 1.5 MP, hd 4 MP, full 25 MP). A preview with it is sized by this area alone,
+   * not by the 800 px side.
+   */
+  maxArea?: number;
+  /** A background picture's encoded bytes (the door reads or fetches `bgImage`): centred, resized to cover the canvas. */
+  bgImageData?: Buffer;
+  /** With `crop`: a margin around the subject (layout-options.ts); the canvas may grow past the image. */
+  cropMargin?: Margin;
+  /** Only this rectangle of the input may hold foreground. */
+  roi?: Roi;
+  /** The subject's box fills this share (0.1 .. 1) of the canvas; undefined: its own size. */
+  scale?: number;
+  /** Where the subject goes on the canvas; `center` when only `scale` is given. */
+  position?: Position;
 }
 
 export interface ImageProbe {
@@ -53,7 +77,8 @@ export interface StageTimings {
 
 export interface RemoveResult {
   data: Buffer;
-  format: OutputFormat;
+  /** The encoding written (`auto` resolved to png or jpg). */
+  format: ResultFormat;
   contentType: string;
   /** Channels of `data` when `format` is `raw` (4: RGBA; 1: a mask); else those of the decoded image. */
   channels: 1 | 3 | 4;
@@ -61,6 +86,8 @@ export interface RemoveResult {
   height: number;
   /** The size actually produced: `auto` resolves to `preview` or `full`. Billing keys on this. */
   resolvedSize: 'preview' | 'full';
+  /** The subject's box in the result, in its pixels (remove.bg's `foreground_*`); the whole result when none. */
+  foreground: { left: number; top: number; width: number; height: number };
   input: ImageProbe;
   ms: number;
   timings: StageTimings;

@@ -19,6 +19,7 @@ import type { CutoutConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
+import type { RemoveRequest } from '../pipeline/types.js';
 import type { RemovalService } from '../service/removal.js';
 import type { WorkPool } from './pool.js';
 import type { JobError, JobRow, Store } from '../store/db.js';
@@ -226,13 +227,22 @@ export class JobRunner {
   private async process(job: JobRow, signal: AbortSignal): Promise<boolean> {
     const { store } = this;
     const url = this.opts.resultUrl(job.id);
+    const request: RemoveRequest = { ...job.options };
     try {
       await this.opts.removals.removeAndRecord({
         id: job.id,
         // No 4 MP rule here: large images are what jobs are for (the 25 MB / 50 MP limits still hold).
-        request: job.options,
+        request,
         payer: { accountId: job.accountId, keyId: job.keyId, billable: job.billable },
-        input: () => this.input(job),
+        input: async () => {
+          // The background picture (bg_image_url) is fetched beside the image, onto this run's own request.
+          const [bytes, background] = await Promise.all([
+            this.input(job),
+            job.options.bgImage ? fetchImageUrl(job.options.bgImage, { allowPrivateNetwork: this.opts.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs, label: 'bg_image_url' }) : undefined,
+          ]);
+          request.bgImageData = background;
+          return bytes;
+        },
         channel: 'job',
         description: job.inputDesc,
         // Named per attempt: a run that lost its claim discards only its own copy, never the one

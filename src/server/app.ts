@@ -27,6 +27,8 @@ import { assignRequestId, createLogger, createRequestLogger } from './request-lo
 import { callbackSecretOf } from '../queue/secret.js';
 import { registerPlayground } from './routes-playground.js';
 import { v1Api, v1NotFound } from './api-v1.js';
+import { rembgApi } from './api-rembg.js';
+import { removeBgApi } from './api-removebg.js';
 import { mountApi, pluginFor, type ApiPlugin } from './plugin.js';
 import type { ServerContext } from './context.js';
 
@@ -36,11 +38,16 @@ export type AppContext = ServerContext;
 
 const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
+/** The APIs a server mounts: v1, and remove.bg's and rembg's dialects unless `--no-removebg`. */
+export function serverApis(ctx: ServerContext): ApiPlugin[] {
+  return [v1Api(ctx), ...(ctx.config.removebg ? [removeBgApi(ctx), rembgApi(ctx)] : [])];
+}
+
 /**
- * Builds the polka app over a context, with the APIs given (default: v1 alone). Every handler may
+ * Builds the polka app over a context, with the APIs given (default: those of `serverApis`). Every handler may
  * throw; onError renders it in the body of the API the path belongs to (v1's outside every API).
  */
-export function createApp(ctx: ServerContext, apis: readonly ApiPlugin[] = [v1Api(ctx)]) {
+export function createApp(ctx: ServerContext, apis: readonly ApiPlugin[] = serverApis(ctx)) {
   const fallback = apis.find((api) => api.name === 'v1') ?? v1Api(ctx);
   const apiOf = (path: string) => pluginFor(apis, path) ?? fallback;
   const app = polka({

@@ -75,14 +75,15 @@ function formidableError(err: unknown): CutoutError {
 }
 
 /** Reads multipart/form-data: fields as strings, files as Buffers, both by name. */
-export async function readMultipart(req: IncomingMessage): Promise<{ fields: Record<string, string[]>; files: Record<string, Buffer[]> }> {
+export async function readMultipart(req: IncomingMessage, options: { maxFiles?: number } = {}): Promise<{ fields: Record<string, string[]>; files: Record<string, Buffer[]> }> {
   const declared = declaredLength(req);
   if (declared !== null && declared > LIMITS.maxJsonBytes + MULTIPART_OVERHEAD) throw tooLarge('The request body');
   const buffers = new Map<object, Buffer[]>();
   const form = formidable({
-    maxFiles: 1,
+    maxFiles: options.maxFiles ?? 1,
     maxFileSize: LIMITS.maxInputBytes,
-    maxTotalFileSize: LIMITS.maxInputBytes,
+    // An image and, for remove.bg's dialect, a background picture: each up to the input limit.
+    maxTotalFileSize: LIMITS.maxInputBytes * (options.maxFiles ?? 1),
     // image_file_b64 may come as a form field: 4/3 of the image.
     maxFieldsSize: LIMITS.maxJsonBytes,
     maxFields: 32,

@@ -12,6 +12,7 @@ import { LIMITS } from '../limits.js';
 import { payerOfCaller } from '../billing.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
+import type { RemoveRequest } from '../pipeline/types.js';
 import type { ServerContext } from './context.js';
 import { fingerprint, type Caller, type Seal } from './guards.js';
 import { sendBytes, sendJson, wantsJson } from './http.js';
@@ -44,7 +45,7 @@ function timeoutError(ms: number): CutoutError {
  * (charge and store) must run inside `commit`, which refuses once the deadline has passed and,
  * once started, stops the deadline from firing.
  */
-function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: <R>(step: () => Promise<R>) => Promise<R>) => Promise<T>): Promise<T> {
+export function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: <R>(step: () => Promise<R>) => Promise<R>) => Promise<T>): Promise<T> {
   const controller = new AbortController();
   let committing = false;
   let timer: NodeJS.Timeout | undefined;
@@ -79,13 +80,22 @@ function removeOnce(
   const id = crypto.randomUUID();
   return withDeadline(config.syncTimeoutMs, async (signal, commit) => {
     let outcome!: RemoveOutcome;
+    const fetching = { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) };
+    const request: RemoveRequest = { ...options, maxFullPixels: LIMITS.maxSyncFullPixels };
     const { result: committed } = await ctx.removals.removeAndRecord({
       id,
-      request: { ...options, maxFullPixels: LIMITS.maxSyncFullPixels },
+      request,
       payer: payerOfCaller(caller),
-      input: source.kind === 'image_url'
-        ? () => fetchImageUrl(source.url, { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) })
-        : source.bytes,
+      // The image and the background picture (bg_image_url) are fetched side by side; the picture's
+      // bytes go on this call's own request.
+      input: async () => {
+        const [bytes, background] = await Promise.all([
+          source.kind === 'image_url' ? fetchImageUrl(source.url, fetching) : source.bytes,
+          options.bgImage ? fetchImageUrl(options.bgImage, { ...fetching, label: 'bg_image_url' }) : undefined,
+        ]);
+        request.bgImageData = background;
+        return bytes;
+      },
       channel: 'api',
       description: source.description,
       storeResult: {},

@@ -1,0 +1,28 @@
+/**
+ * A background picture named by a local caller (`--bg-image`, the library's `bgImage`): a file,
+ * or an http(s) URL fetched under image_url's rules (size, redirects, timeout). A local run may
+ * reach the private network: the SSRF guard protects a server from its callers, and here the
+ * caller is the machine's user. Servers never read a path: their doors fetch URLs only.
+ */
+import fs from 'node:fs/promises';
+import { CutoutError, fsReason } from './errors.js';
+import { LIMITS } from './limits.js';
+import { fetchImageUrl } from './net/fetch-url.js';
+
+export async function readBgImage(where: string, name = 'bgImage'): Promise<Buffer> {
+  if (/^https?:\/\//i.test(where)) {
+    try {
+      return await fetchImageUrl(where, { allowPrivateNetwork: true });
+    } catch (err) {
+      throw err instanceof CutoutError ? new CutoutError(err.code, `${name}: ${err.message.replace(/^image_url /, '')}`) : err;
+    }
+  }
+  let size: number;
+  try {
+    size = (await fs.stat(where)).size;
+  } catch (err) {
+    throw new CutoutError('invalid_request', `${name} ${where}: ${fsReason(err)}`);
+  }
+  if (size > LIMITS.maxInputBytes) throw new CutoutError('image_too_large', `${name} ${where} is over the input limit`);
+  return fs.readFile(where);
+}

@@ -1,0 +1,203 @@
+/**
+ * remove.bg's API v1.0 as a plugin (docs/removebg.md): `POST /v1.0/removebg` and
+ * `GET /v1.0/account`, the key in `X-Api-Key`, remove.bg's answers, headers and error shape
+ * `{"errors": [{title, code, detail}]}`. Only a translation: the same keys, ledger, rate limit,
+ * limits, pool and remove-and-record service as v1. Every size is answered synchronously through
+ * the pool that runs jobs, under the dialect's own deadline (not v1's 4 MP sync rule).
+ */
+import crypto from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { payerOfCaller } from '../billing.js';
+import { CutoutError, type ErrorCode } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import { fetchImageUrl } from '../net/fetch-url.js';
+import { OptionError } from '../options.js';
+import type { RemoveRequest } from '../pipeline/types.js';
+import type { ServerContext } from './context.js';
+import type { Caller } from './guards.js';
+import { sendBytes, sendJson } from './http.js';
+import type { ApiPlugin } from './plugin.js';
+import { readRemoveBgRequest, type RemoveBgSource } from './removebg-params.js';
+import { withDeadline } from './routes-remove.js';
+
+export const REMOVEBG_PREFIX = '/v1.0';
+
+/** Every answer of the dialect carries it, as remove.bg's do (recorded). */
+const CORS = { 'Access-Control-Allow-Origin': '*' };
+
+type RemoveBgContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'store' | 'pipeline'>;
+
+/** remove.bg's status and code for each of cutout's error codes. */
+const REMOVEBG_ERRORS: Readonly<Record<ErrorCode, { status: number; code: string; title: string }>> = Object.freeze({
+  invalid_api_key: { status: 403, code: 'auth_failed', title: 'API Key invalid' },
+  insufficient_credits: { status: 402, code: 'insufficient_credits', title: 'Insufficient credits' },
+  rate_limited: { status: 429, code: 'rate_limit_exceeded', title: 'Rate limit exceeded' },
+  invalid_request: { status: 400, code: 'invalid_parameters', title: 'Invalid parameters' },
+  unsupported_format: { status: 400, code: 'failed_to_read_image', title: 'There was an error reading the image.' },
+  image_too_large: { status: 400, code: 'file_too_large', title: 'File exceeds limit' },
+  no_subject_detected: { status: 400, code: 'unknown_foreground', title: 'Could not identify foreground in image' },
+  processing_failed: { status: 500, code: 'processing_failed', title: 'Processing failed' },
+  gpu_unavailable: { status: 503, code: 'service_unavailable', title: 'Service unavailable' },
+  not_found: { status: 404, code: 'not_found', title: 'Not found' },
+});
+
+/** Parameters whose bad value has its own code in remove.bg (`invalid_<name>`). */
+const PARAM_CODES: Readonly<Record<string, string>> = Object.freeze({
+  size: 'invalid_size', format: 'invalid_format', channels: 'invalid_channels', bg_color: 'invalid_bg_color',
+  crop_margin: 'invalid_crop_margin', roi: 'invalid_roi', scale: 'invalid_scale', position: 'invalid_position',
+  semitransparency: 'invalid_semitransparency', image_url: 'invalid_image_url', bg_image_url: 'invalid_bg_image_url',
+});
+
+/** remove.bg's `{status, code, title}` for a CutoutError; `detail` is cutout's message. */
+export function removeBgError(err: CutoutError): { status: number; code: string; title: string } {
+  const base = REMOVEBG_ERRORS[err.code] ?? REMOVEBG_ERRORS.processing_failed;
+  if (err.code === 'image_too_large' && /megapixel/i.test(err.message)) return { ...base, code: 'resolution_too_high', title: 'Input image resolution too high' };
+  if (err.code === 'unsupported_format' && /^Not a /.test(err.message)) return { ...base, code: 'invalid_file_type', title: 'Invalid file type' };
+  if (err.code === 'invalid_api_key' && /Missing/.test(err.message)) return { ...base, title: 'Missing API Key' };
+  if (err instanceof OptionError) {
+    const code = err.reason ?? PARAM_CODES[err.param];
+    if (code) return { ...base, code, title: code.replace(/_/g, ' ').replace(/^./, (c) => c.toUpperCase()) };
+  }
+  // A status of cutout's own (504 past the deadline) stays.
+  return err.status >= 500 && err.status !== base.status ? { ...base, status: err.status } : base;
+}
+
+function renderError(res: ServerResponse, err: CutoutError): void {
+  const { status, code, title } = removeBgError(err);
+  sendJson(res, status, { errors: [{ title, code, detail: err.message }] }, { ...err.headers, ...CORS });
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** The key in X-Api-Key (every client), or as a Bearer token (remove.bg's OAuth place). */
+async function authenticate(ctx: Pick<ServerContext, 'store'>, req: IncomingMessage): Promise<Caller> {
+  const key = header(req, 'x-api-key')?.trim() || /^Bearer\s+(\S+)\s*$/i.exec(header(req, 'authorization') ?? '')?.[1];
+  if (!key) throw new CutoutError('invalid_api_key', 'Missing API Key: send it in the X-Api-Key header.');
+  const auth = await ctx.store.authenticate(key);
+  if (!auth) throw new CutoutError('invalid_api_key', 'API Key invalid.');
+  return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
+}
+
+/**
+ * JSON only when it is asked for and neither `*\/*` nor an image type is (removebg-api.md 3): the
+ * npm client sends `application/json`; axios's default (`application/json, text/plain, *\/*`),
+ * fetch's `*\/*` and no Accept at all get the image.
+ */
+export function wantsRemoveBgJson(req: IncomingMessage): boolean {
+  const ranges = (header(req, 'accept') ?? '').split(',').map((part) => part.split(';')[0].trim().toLowerCase());
+  return ranges.includes('application/json') && !ranges.some((r) => r === '*/*' || r.startsWith('image/'));
+}
+
+/** Downloads a URL source through the SSRF guard, its failures in remove.bg's words. */
+async function fetchSource(ctx: RemoveBgContext, source: RemoveBgSource, param: 'image_url' | 'bg_image_url', signal: AbortSignal): Promise<Buffer> {
+  if (source.kind === 'bytes') return source.bytes;
+  try {
+    return await fetchImageUrl(source.url, { allowPrivateNetwork: ctx.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs });
+  } catch (err) {
+    if (signal.aborted) throw signal.reason;
+    if (err instanceof CutoutError && err.code === 'invalid_request') {
+      const what = param === 'image_url' ? 'image' : 'background image';
+      throw new OptionError(param, `Failed to download ${what} from given ${param}: ${err.message}`, param === 'image_url' ? 'failed_image_download' : 'failed_bg_download');
+    }
+    throw err;
+  }
+}
+
+function numberText(n: number): string {
+  return String(Number(n.toFixed(2)));
+}
+
+async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {
+  const asked = await readRemoveBgRequest(req);
+  // A test key's results are previews, as on v1 (and free).
+  // remove.bg's clients cannot name a quality: the server's configured one applies (CUTOUT_QUALITY).
+  const quality = asked.request.quality ?? ctx.config.quality;
+  const request: RemoveRequest = caller.test ? { ...asked.request, quality, size: 'preview', maxArea: LIMITS.removebgPreviewPixels } : { ...asked.request, quality };
+  const timeoutMs = Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs);
+  const { result, charged } = await withDeadline(timeoutMs, async (signal, commit) => {
+    // A client that hangs up stops the work (nothing is charged).
+    const controller = new AbortController();
+    const hangUp = () => { if (!res.writableEnded) controller.abort(new CutoutError('processing_failed', 'The client closed the connection.')); };
+    res.once('close', hangUp);
+    const both = AbortSignal.any([signal, controller.signal]);
+    try {
+      return await ctx.removals.removeAndRecord({
+        id: crypto.randomUUID(),
+        request,
+        payer: payerOfCaller(caller),
+        input: async () => {
+          const [bytes, background] = await Promise.all([
+            fetchSource(ctx, asked.source, 'image_url', both),
+            asked.background ? fetchSource(ctx, asked.background, 'bg_image_url', both) : Promise.resolve(undefined),
+          ]);
+          // The request is this call's own object: what is known only once the bytes are here is set on it.
+          request.bgImageData = background;
+          if (asked.autoSize && !caller.test) {
+            // remove.bg's `auto`: the highest resolution, a preview when the image is no larger than one (free).
+            const probe = await ctx.pipeline.probeImage(bytes);
+            if (probe.width * probe.height <= LIMITS.removebgPreviewPixels) request.size = 'preview';
+          }
+          return bytes;
+        },
+        channel: 'api',
+        description: `remove.bg ${asked.source.description}`,
+        signal: both,
+        slot: (work) => ctx.pool.run(work, { signal: both }),
+        commit,
+      });
+    } finally {
+      res.off('close', hangUp);
+    }
+  });
+  const headers: Record<string, string> = {
+    ...CORS,
+    'X-Width': String(result.width),
+    'X-Height': String(result.height),
+    'X-Max-Width': String(result.width),
+    'X-Max-Height': String(result.height),
+    'X-Credits-Charged': numberText(charged.creditsCharged),
+    'X-Foreground-Top': String(result.foreground.top),
+    'X-Foreground-Left': String(result.foreground.left),
+    'X-Foreground-Width': String(result.foreground.width),
+    'X-Foreground-Height': String(result.foreground.height),
+  };
+  if (asked.xType) headers['X-Type'] = asked.xType;
+  if (wantsRemoveBgJson(req)) {
+    sendJson(res, 200, {
+      data: {
+        result_b64: result.data.toString('base64'),
+        foreground_top: result.foreground.top,
+        foreground_left: result.foreground.left,
+        foreground_width: result.foreground.width,
+        foreground_height: result.foreground.height,
+      },
+    }, headers);
+    return;
+  }
+  sendBytes(res, 200, result.data, result.contentType, headers);
+}
+
+/** remove.bg's account body from the ledger: the balance is the caller's credits (cutout has one kind). */
+async function handleAccount(ctx: Pick<ServerContext, 'store'>, res: ServerResponse, caller: Caller): Promise<void> {
+  const balance = await ctx.store.balance(caller.accountId);
+  sendJson(res, 200, {
+    data: { attributes: { credits: { subscription: 0, payg: balance, enterprise: 0, total: balance }, api: { free_calls: 0, sizes: 'all' } } },
+  }, CORS);
+}
+
+export function removeBgApi(ctx: RemoveBgContext): ApiPlugin {
+  return {
+    name: 'remove.bg',
+    prefix: REMOVEBG_PREFIX,
+    authenticate: (req) => authenticate(ctx, req),
+    renderError,
+    notFound: (req) => new CutoutError('not_found', `No route ${req.method} ${req.path}. This server answers remove.bg's POST /v1.0/removebg and GET /v1.0/account.`),
+    routes(api) {
+      api.forCaller('post', '/removebg', (req, res, caller) => handleRemoveBg(ctx, req, res, caller));
+      api.forCaller('get', '/account', (_req, res, caller) => handleAccount(ctx, res, caller));
+    },
+  };
+}
