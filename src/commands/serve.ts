@@ -114,6 +114,9 @@ export function registerServe(program: Command): void {
       }
       process.stdout.write(`listening on ${server.url}\n`);
       if (server.metricsUrl) process.stderr.write(`cutout serve: metrics on ${server.metricsUrl}/metrics\n`);
+      // Said only when on (CUTOUT_HUGEPAGES=1, docs/internals.md "Huge pages"): the default adds no line.
+      const hugePages = (await import('../launcher/hugepages.js')).hugePagesStatus();
+      if (hugePages.in_force) process.stderr.write(`cutout serve: the model's memory on huge pages (${hugePages.reason})\n`);
       await new Promise<void>((resolve) => {
         // A second signal, of either kind, ends the process at once, by that signal (the shell
         // reports 130 / 143). Not by process.exit(): its native teardown while an inference runs
