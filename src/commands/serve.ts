@@ -112,11 +112,12 @@ export function registerServe(program: Command): void {
         process.exitCode = 1;
         return;
       }
-      process.stdout.write(`listening on ${server.url}\n`);
-      if (server.metricsUrl) process.stderr.write(`cutout serve: metrics on ${server.metricsUrl}/metrics\n`);
-      // Said only when on (CUTOUT_HUGEPAGES=1, docs/internals.md "Huge pages"): the default adds no line.
+      // Said only when on (CUTOUT_HUGEPAGES=1, docs/internals.md "Huge pages"): the default adds no
+      // line. Before the listening line, so whoever waits for that one has it.
       const hugePages = (await import('../launcher/hugepages.js')).hugePagesStatus();
       if (hugePages.in_force) process.stderr.write(`cutout serve: the model's memory on huge pages (${hugePages.reason})\n`);
+      process.stdout.write(`listening on ${server.url}\n`);
+      if (server.metricsUrl) process.stderr.write(`cutout serve: metrics on ${server.metricsUrl}/metrics\n`);
       await new Promise<void>((resolve) => {
         // A second signal, of either kind, ends the process at once, by that signal (the shell
         // reports 130 / 143). Not by process.exit(): its native teardown while an inference runs

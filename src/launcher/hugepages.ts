@@ -126,7 +126,9 @@ export function inForce(facts: HugePagesFacts): HugePagesDecision {
   if (thp === 'always') return { relaunch: false, inForce: true, reason: 'transparent huge pages are `always` on this system' };
   if (given === null || given === '0') {
     const setting = parseSetting(facts.setting);
-    const why = setting === false ? 'CUTOUT_HUGEPAGES=0' : given === '0' ? `${TUNABLE}=0 in GLIBC_TUNABLES` : setting === true ? 'CUTOUT_HUGEPAGES=1 reached no launcher (run through bin/cutout)' : 'the default; CUTOUT_HUGEPAGES=1 turns it on';
+    // Asked for but not set: the system did not allow it, or no launcher ran (the library's case).
+    const asked = () => unavailable(facts) ?? 'CUTOUT_HUGEPAGES=1 reached no launcher (bin/cutout); for a script of your own see docs/library.md';
+    const why = setting === false ? 'CUTOUT_HUGEPAGES=0' : given === '0' ? `${TUNABLE}=0 in GLIBC_TUNABLES` : setting === true ? asked() : 'the default; CUTOUT_HUGEPAGES=1 turns it on';
     return { relaunch: false, inForce: false, reason: `${why}` };
   }
   const why = unavailable(facts);
