@@ -135,8 +135,8 @@ function coldText(json: { rounds: number; pause_ms: number; load_average: number
   let text = `\nhuge pages (issue 38), on = CUTOUT_HUGEPAGES=1 through the launcher (CLI) or GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (split); ` +
     `${json.rounds} alternated rounds, medians, ${json.pause_ms} ms pause before each child; load average ${Math.min(...json.load_average)}-${Math.max(...json.load_average)}\n`;
   text += `launcher alone (cutout --version, median of 5): on ${json.launcher_version_ms.on} ms, off ${json.launcher_version_ms.off} ms\n`;
-  text += `row        ${cols.map(([, h]) => h.padStart(11)).join('')}\n`;
-  for (const [k, r] of Object.entries(json.rows)) text += `${k.padEnd(10)} ${cols.map(([c]) => String(r[c] ?? '-').padStart(11)).join('')}\n`;
+  text += `row        ${cols.map(([, h]) => h.padStart(12)).join('')}\n`;
+  for (const [k, r] of Object.entries(json.rows)) text += `${k.padEnd(10)} ${cols.map(([c]) => String(r[c] ?? '-').padStart(12)).join('')}\n`;
   text += '(one, two: the CLI with one and two photos; first-extra = one - (two - one); split: cold-split.js, its first and second image, their model runs, minor page faults, kernel CPU ms; peak-MB: VmHWM; huge-MB: AnonHugePages after the second image)\n';
   return text;
 }
