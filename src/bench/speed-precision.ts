@@ -15,7 +15,7 @@ import { cpuFlags, hasVnni } from '../pipeline/int8.js';
 
 const BIN = fileURLToPath(new URL('../../bin/cutout', import.meta.url));
 
-const median = (xs: number[]) => {
+export const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
@@ -23,7 +23,7 @@ const median = (xs: number[]) => {
  * This process's own peak resident memory (VmHWM). Not getrusage's maxRSS: Linux carries that
  * over fork and exec, so a child spawned by a bench holding 2 GB would report the bench's size.
  */
-const peakRssMb = () => {
+export const peakRssMb = () => {
   try {
     const kb = /^VmHWM:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1];
     if (kb) return Math.round(Number(kb) / 1024);
@@ -31,6 +31,16 @@ const peakRssMb = () => {
     // Not Linux.
   }
   return Math.round(process.resourceUsage().maxRSS / 1024);
+};
+
+/** This process's anonymous memory on transparent huge pages now (smaps_rollup), in MB; null where unknown. */
+export const anonHugeMb = (): number | null => {
+  try {
+    const kb = /^AnonHugePages:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/self/smaps_rollup', 'utf8'))?.[1];
+    return kb ? Math.round(Number(kb) / 1024) : null;
+  } catch {
+    return null;
+  }
 };
 
 /** The CPU's name and the features that decide int8's speed. */
@@ -41,7 +51,7 @@ export function cpuFeatures(): string {
   return `${name}, ${os.cpus().length} cores, flags ${flags ? seen.join(' ') || 'none of avx2/avx512/vnni' : 'unknown'}; VNNI ${hasVnni(flags) ? 'yes' : 'no'}`;
 }
 
-async function rawRun(pipeline: CutoutPipeline, precision: 'fp32' | 'int8'): Promise<number> {
+export async function rawRun(pipeline: CutoutPipeline, precision: 'fp32' | 'int8'): Promise<number> {
   const { rgbToTensor } = await import('../pipeline/matte.js');
   const { width, height, mean, std } = pipeline.manifest.input;
   const rgb = new Uint8Array(width * height * 3).map((_, i) => (i * 37) & 255);
@@ -238,21 +248,29 @@ export async function coldSplit(photo: string, model: string, atStart: number, p
   // Minor page faults of the whole process per image: memory touched for the first time (the
   // session's working memory, which its arena keeps after the first run).
   const faults = () => process.resourceUsage().minorPageFault;
+  // The kernel's CPU time of the whole process per image (all threads): the page faults' cost,
+  // which huge pages change (docs/internals.md, "Huge pages"), steadier under load than wall time.
+  const systemMs = () => process.resourceUsage().systemCPUTime / 1000;
   let f = faults();
+  let sys = systemMs();
   t = performance.now();
   const first = await pipeline.removeBackground(bytes, request);
   const firstMs = performance.now() - t;
   const firstFaults = faults() - f;
+  const firstSys = systemMs() - sys;
   f = faults();
+  sys = systemMs();
   t = performance.now();
   const second = await pipeline.removeBackground(bytes, request);
   const secondMs = performance.now() - t;
   const secondFaults = faults() - f;
+  const secondSys = systemMs() - sys;
   process.stdout.write(JSON.stringify({
     node_start_ms: Math.round(atStart), modules_ms: Math.round(modules), checksum_ms: Math.round(checksum), session_ms: Math.round(session),
     first_image_ms: Math.round(firstMs), first_inference_ms: Math.round(first.timings.inference), second_image_ms: Math.round(secondMs), second_inference_ms: Math.round(second.timings.inference),
     first_postprocess_ms: Math.round(first.timings.postprocess), second_postprocess_ms: Math.round(second.timings.postprocess),
     first_image_minor_faults: firstFaults, second_image_minor_faults: secondFaults,
+    first_image_system_ms: Math.round(firstSys), second_image_system_ms: Math.round(secondSys), peak_rss_mb: peakRssMb(), anon_huge_mb: anonHugeMb(),
   }) + '\n');
   await pipeline.close();
 }

@@ -10,7 +10,7 @@
  * further one, and where the first one's extra time goes), a folder through the CLI with the old
  * defaults (fp32, concurrency 2) against today's, the arena's effect on the raw run, and the CPU
  * features seen. `--no-precision`, `--no-cold` skip those parts; `--folder-defaults` runs only the
- * folder row, `--cold-start` only the cold-start rows, `--large-only` only the large rows (with issue 27's aims and floors). Prints a table, then one JSON line.
+ * folder row, `--cold-start` only the cold-start rows (with huge pages on and off, issue 38; `--hugepages-only` those alone, `--hugepages-steady` the steady state's alone, `--no-hugepages` without), `--large-only` only the large rows (with issue 27's aims and floors). Prints a table, then one JSON line.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -26,6 +26,7 @@ import { PRECISIONS, QUALITIES, parseEnum, type Quality } from '../options.js';
 import type { StageTimings } from '../pipeline/types.js';
 import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
 import { comparePrecisions, coldStart, arenaEffect, rawRuns, cpuFeatures, folderDefaults } from './speed-precision.js';
+import { coldHugePages, steadyHugePages } from './hugepages.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const args = process.argv.slice(2);
@@ -33,7 +34,8 @@ const flag = (name: string) => args.includes(name);
 // --help says the usage instead of being ignored: the whole bench takes minutes of every core.
 if (flag('--help') || flag('-h')) {
   process.stdout.write('npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best] [--model NAME] [--upstream URL] [--removebg]\n'
-    + '  [--precision fp32|int8] [--no-precision] [--no-cold] [--folder-defaults] [--cold-start] [--large-only] [--split]   (see the header of src/bench/speed.ts and docs/benchmarks.md, "Benchmarks")\n');
+    + '  [--precision fp32|int8] [--no-precision] [--no-cold] [--folder-defaults] [--cold-start] [--large-only] [--split]\n'
+    + '  [--hugepages-only] [--hugepages-steady] [--no-hugepages] [--rounds-huge N] [--pause MS] [--children-huge N]   (see the header of src/bench/speed.ts and docs/benchmarks.md, "Benchmarks")\n');
   process.exit(0);
 }
 const value = (name: string, dflt: string) => {
@@ -49,6 +51,14 @@ const REQUEST = { size: 'full' as const, format: 'png' as const, bgColor: null, 
 const precisionFlag = args.includes('--precision') ? parseEnum('precision', PRECISIONS, value('--precision', 'auto'), 'cli') : undefined;
 /** The bench's one pipeline (its worker thread starts with the first model call). */
 const pipeline = createPipeline({ model: modelName, precision: precisionFlag });
+
+/** The precisions the huge-page rows compare: `--precision` alone, else both. */
+const hugePagePrecisions = (): ('fp32' | 'int8')[] => (precisionFlag === 'fp32' || precisionFlag === 'int8' ? [precisionFlag] : ['fp32', 'int8']);
+/** Huge pages on and off for the first image (`--rounds-huge N`, default 3; `--pause MS`, default 3000: see hugepages.ts). */
+const hugePagesCold = (photo: string) =>
+  coldHugePages(photo, modelName, { rounds: Number(value('--rounds-huge', '3')), pauseMs: Number(value('--pause', '3000')), precisions: hugePagePrecisions() });
+/** Huge pages on and off in the steady state: two children per mode and precision, three passes each. */
+const hugePagesSteady = (files: string[]) => steadyHugePages(files, modelName, { children: Number(value('--children-huge', '2')), passes: 3, precisions: hugePagePrecisions() });
 
 /** Interleaved repetitions per large image: medians of five, as the machine is noisy. */
 const REPEATS = 5;
@@ -183,8 +193,9 @@ async function main(): Promise<void> {
   // `--removebg`: remove.bg's dialect against the native /remove on one server (removebg.ts).
   if (flag('--removebg')) return (await import('./removebg.js')).benchRemoveBg(args);
   if (args[0] === '--raw-runs') return rawRuns(modelName, Number(args[1]));
+  if (args[0] === '--steady-child') return (await import('./hugepages.js')).steadyChild(args[1], args[2] === 'int8' ? 'int8' : 'fp32', Number(args[3]), args.slice(4));
   if (args[0] === '--split-memory-child') return (await import('./split.js')).memoryChild(args[1], Number(args[2]), modelName);
-  const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities', '--precision'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
+  const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities', '--precision', '--rounds-huge', '--pause', '--children-huge'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
   const files = listImages(dir);
   if (!files.length) throw new Error(`no images in ${dir}`);
   // One row alone (issue 17's targets): `--folder-defaults`, the CLI folder with the old defaults
@@ -203,10 +214,17 @@ async function main(): Promise<void> {
     process.stdout.write(`CPU: ${cpuFeatures()}\nprecision ${precisionFlag ?? 'auto'}\n${largeText(rows)}${JSON.stringify({ bench: 'large', cpu: cpuFeatures(), precision: precisionFlag ?? 'auto', large: rows })}\n`);
     return;
   }
+  // Huge pages on and off (issue 38): `--hugepages-only` the cold rows alone, `--hugepages-steady` the steady state alone.
+  if (flag('--hugepages-only') || flag('--hugepages-steady')) {
+    const row = flag('--hugepages-only') ? hugePagesCold(files[0]) : hugePagesSteady(files);
+    process.stdout.write(`CPU: ${cpuFeatures()}\n${row.text}${JSON.stringify({ bench: 'hugepages', cpu: cpuFeatures(), ...row.json })}\n`);
+    return;
+  }
   const alone = flag('--folder-defaults') ? 'folder-defaults' : flag('--cold-start') ? 'cold-start' : null;
   if (alone) {
     const row = alone === 'folder-defaults' ? folderDefaults(files, modelName) : coldStart(files[0], modelName);
-    process.stdout.write(`CPU: ${cpuFeatures()}\n${row.text}${JSON.stringify({ bench: alone, cpu: cpuFeatures(), ...row.json })}\n`);
+    const huge = alone === 'cold-start' && !flag('--no-hugepages') ? hugePagesCold(files[0]) : null;
+    process.stdout.write(`CPU: ${cpuFeatures()}\n${row.text}${huge?.text ?? ''}${JSON.stringify({ bench: alone, cpu: cpuFeatures(), ...row.json, hugepages: huge?.json ?? null })}\n`);
     return;
   }
   const manifest = resolveModel(modelName);
@@ -298,16 +316,18 @@ async function main(): Promise<void> {
   const cold = flag('--no-cold') ? null : coldStart(files[0], modelName);
   const defaults = flag('--no-cold') ? null : folderDefaults(files, modelName);
   const arena = flag('--no-cold') ? null : arenaEffect(fileURLToPath(import.meta.url), modelName);
+  const hugeSteady = flag('--no-cold') || flag('--no-hugepages') ? null : hugePagesSteady(files);
   out.write(`\nCPU: ${cpuFeatures()}\n`);
   if (precision) out.write(precision.text);
   if (cold) out.write(cold.text);
   if (defaults) out.write(defaults.text);
   if (arena) out.write(arena.text);
+  if (hugeSteady) out.write(hugeSteady.text);
   out.write(
     JSON.stringify({
       bench: 'speed', model: modelName, images: files.length, mean_ms: Math.round(meanMs), raw_inference_ms: Math.round(raw), ratio: +(meanMs / raw).toFixed(3), outside_inference_ms: Math.round(outside),
       stages_ms: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, Math.round(v)])), img_per_s_c1: +throughput.c1.toFixed(3), img_per_s_c2: +throughput.c2.toFixed(3),
-      peak_rss_mb: maxRssMb(), large, qualities: qualityRows, cpu: cpuFeatures(), precision: precision?.json ?? null, cold: cold?.json ?? null, folder_defaults: defaults?.json ?? null, arena: arena?.json ?? null,
+      peak_rss_mb: maxRssMb(), large, qualities: qualityRows, cpu: cpuFeatures(), precision: precision?.json ?? null, cold: cold?.json ?? null, folder_defaults: defaults?.json ?? null, arena: arena?.json ?? null, hugepages_steady: hugeSteady?.json ?? null,
     }) + '\n',
   );
   await pipeline.close();

@@ -64,7 +64,8 @@ export function registerModelServer(program: Command): void {
         host: config.modelServerHost, port: config.modelServerPort, manifest, model, version, models, token: config.modelServerToken,
       });
       process.stdout.write(`listening on ${server.url}\n`);
-      process.stderr.write(`cutout model-server: serving ${models.map((m) => m.name).join(', ')}${config.modelServerToken ? ' (token required)' : ''}\n`);
+      const hugePages = (await import('../launcher/hugepages.js')).hugePagesStatus();
+      process.stderr.write(`cutout model-server: serving ${models.map((m) => m.name).join(', ')}${config.modelServerToken ? ' (token required)' : ''}; huge pages ${hugePages.in_force ? 'on' : 'off'} (${hugePages.reason})\n`);
       await new Promise<void>((resolve) => {
         const stop = (signal: NodeJS.Signals) => {
           process.stderr.write(`cutout model-server: ${signal}, finishing inferences in flight\n`);

@@ -60,11 +60,14 @@ export function registerModels(program: Command): void {
       const ctx = await useDataDir(flags);
       const { listManifests } = await import('../pipeline/manifest.js');
       const { inspectWeights } = await import('../pipeline/weights.js');
+      const { hugePagesStatus } = await import('../launcher/hugepages.js');
+      // Per process, not per model: on every row, so `--json` stays one object per model.
+      const hugePages = hugePagesStatus();
       const rows = [];
       for (const m of listManifests()) {
         const status = await inspectWeights(m, false, ctx.dataDir);
         const variants = (await qualityVariants(m, ctx)).map((v) => ({ quality: v.quality, side: v.side, present: fs.existsSync(v.path) }));
-        rows.push({ name: m.name, default: Boolean(m.default), license: m.license, source: sourceText(m.source), bytes: m.bytes ?? null, sha256: m.sha256, present: status.present, variants, precision: await precisionStatus(m, ctx), description: m.description, license_note: m.licenseNote ?? null });
+        rows.push({ name: m.name, default: Boolean(m.default), license: m.license, source: sourceText(m.source), bytes: m.bytes ?? null, sha256: m.sha256, present: status.present, variants, precision: await precisionStatus(m, ctx), huge_pages: hugePages, description: m.description, license_note: m.licenseNote ?? null });
       }
       if (flags.json) {
         for (const r of rows) process.stdout.write(JSON.stringify(r) + '\n');
@@ -82,6 +85,7 @@ export function registerModels(program: Command): void {
         }
         const p = r.precision;
         process.stdout.write(`  precision: fp32 ${r.present ? 'built' : 'not built'}, int8 ${p.int8 === 'unavailable' ? 'unavailable (no calibration data)' : p.int8}; auto picks ${p.auto} here (${p.auto_reason})${p.auto_int8_qualities.length ? `, at --quality ${p.auto_int8_qualities.join(', ')}` : ''}\n`);
+        process.stdout.write(`  memory: huge pages ${r.huge_pages.in_force ? 'on' : 'off'} (${r.huge_pages.reason})\n`);
       }
     });
 

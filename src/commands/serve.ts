@@ -121,6 +121,10 @@ export function registerServe(program: Command): void {
         process.exitCode = 1;
         return;
       }
+      // Said only when on (CUTOUT_HUGEPAGES=1, docs/internals.md "Huge pages"): the default adds no
+      // line. Before the listening line, so whoever waits for that one has it.
+      const hugePages = (await import('../launcher/hugepages.js')).hugePagesStatus();
+      if (hugePages.in_force) process.stderr.write(`cutout serve: the model's memory on huge pages (${hugePages.reason})\n`);
       process.stdout.write(`listening on ${server.url}\n`);
       if (server.metricsUrl) process.stderr.write(`cutout serve: metrics on ${server.metricsUrl}/metrics\n`);
       await new Promise<void>((resolve) => {
