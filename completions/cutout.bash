@@ -11,6 +11,30 @@ _cutout_compgen_files() {
     COMPREPLY+=($(compgen -A "$1" -- "$cur"))
 }
 
+# >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
+# The image flags, and those of them that take a value (the word after them is neither a command nor an input)
+_cutout_image_opts='--size --format --bg-color --crop --quality --precision --mask --alpha --no-refine --no-decontaminate --crop-margin --roi --scale --position --bg-image --shadow'
+_cutout_image_value_opts=' --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image '
+
+# Completes the value of the image flag $1 (uses $cur); returns 1 when $1 is not an image flag that takes a value
+_cutout_image_value() {
+    case $1 in
+        --size) COMPREPLY=($(compgen -W 'preview full auto' -- "$cur")) ;;
+        --format) COMPREPLY=($(compgen -W 'png webp jpg auto zip' -- "$cur")) ;;
+        --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")) ;;
+        --quality) COMPREPLY=($(compgen -W 'fast balanced best max' -- "$cur")) ;;
+        --precision) COMPREPLY=($(compgen -W 'auto fp32 int8' -- "$cur")) ;;
+        --alpha) COMPREPLY=($(compgen -W 'soft hard' -- "$cur")) ;;
+        --crop-margin) ;;
+        --roi) ;;
+        --scale) COMPREPLY=($(compgen -W 'original' -- "$cur")) ;;
+        --position) COMPREPLY=($(compgen -W 'original center' -- "$cur")) ;;
+        --bg-image) _cutout_compgen_files file ;;
+        *) return 1 ;;
+    esac
+}
+# <<< image flags
+
 _cutout() {
     local cur prev
     cur=${COMP_WORDS[COMP_CWORD]}
@@ -29,33 +53,26 @@ _cutout() {
 
     local commands='remove serve model-server keys credits account usage models openapi completion help'
     local global_opts='--data --config -h --help'
-    local remove_opts='-o --out --size --format --bg-color --crop --crop-margin --roi --scale --position --bg-image --shadow --mask --alpha --no-refine
-        --no-decontaminate -c --concurrency --model --skip-existing --overwrite --json --key --quality
-        --precision -q --quiet --no-progress --recursive --store --inference-workers --inference-threads
-        --manifest --force --watch --exclude --dry-run'
+    local remove_opts="-o --out $_cutout_image_opts -c --concurrency --model --skip-existing --overwrite --json --key
+        -q --quiet --no-progress --recursive --store --inference-workers --inference-threads
+        --manifest --force --watch --exclude --dry-run"
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
         --results --results-path-style --results-redirect
         --no-exit-with-parent --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
     local model_server_opts='--host --port --model --precision --token --inference-workers --inference-threads'
     # Options that take a value, so the word after them is not a command or an input
-    local value_opts=' --data --config -o --out --size --format --bg-color --crop-margin --roi --scale --position --bg-image -c --concurrency --model --key
-        --quality --precision --alpha --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
+    local value_opts=" --data --config -o --out$_cutout_image_value_opts-c --concurrency --model --key
+        --precision --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton
-        --inference-workers --inference-threads --manifest --exclude --results '
+        --inference-workers --inference-threads --manifest --exclude --results "
+    value_opts=${value_opts//$'\n'/ } # one line, so that " $word " finds a flag at a line's end
 
     # Values of the option before the cursor
+    _cutout_image_value "$prev" && return
     case $prev in
-        --size) COMPREPLY=($(compgen -W 'preview full auto' -- "$cur")); return ;;
-        --format) COMPREPLY=($(compgen -W 'png webp jpg auto zip' -- "$cur")); return ;;
-        --bg-image) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --position) COMPREPLY=($(compgen -W 'original center' -- "$cur")); return ;;
-        --scale) COMPREPLY=($(compgen -W 'original' -- "$cur")); return ;;
-        --quality) COMPREPLY=($(compgen -W 'fast balanced best max' -- "$cur")); return ;;
         --precision) COMPREPLY=($(compgen -W 'auto fp32 int8' -- "$cur")); return ;;
-        --alpha) COMPREPLY=($(compgen -W 'soft hard' -- "$cur")); return ;;
         --log-level) COMPREPLY=($(compgen -W 'trace debug info warn error fatal silent' -- "$cur")); return ;;
-        --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")); return ;;
         --data | --triton) _cutout_compgen_files directory; return ;;
         --config | -o | --out | --model | --manifest) _cutout_compgen_files file; return ;;
         -c | --concurrency | --key | --host | --port | --base-url | --workers | --queue-limit | \

@@ -16,8 +16,12 @@ function __cutout_command
             set skip 0
             continue
         end
+        if contains -- $word $__cutout_image_value_opts
+            set skip 1
+            continue
+        end
         switch $word
-            case --data --config -o --out --size --format --bg-color --crop-margin --roi --scale --position --bg-image --alpha -c --concurrency --model --key --quality --precision \
+            case --data --config -o --out -c --concurrency --model --key --precision \
                 --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
                 --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton \
                 --inference-workers --inference-threads --results
@@ -73,20 +77,26 @@ complete -c cutout -n __cutout_no_command -a help -d 'Show help for a command'
 # remove (also without the word `remove`): inputs are files, so file completion stays on
 set -l rm __cutout_removing
 complete -c cutout -n $rm -s o -l out -r -F -d 'Output directory or file; - for stdout'
-complete -c cutout -n $rm -l size -x -a 'preview full auto' -d 'Output size'
-complete -c cutout -n $rm -l format -x -a 'png webp jpg auto zip' -d 'Output encoding'
-complete -c cutout -n $rm -l crop-margin -x -d 'Margin around the crop, px or %'
-complete -c cutout -n $rm -l roi -x -d 'Only this rectangle may hold the subject: x1 y1 x2 y2'
-complete -c cutout -n $rm -l scale -x -a 'original' -d 'Share of the canvas the subject fills'
-complete -c cutout -n $rm -l position -x -a 'original center' -d 'Where the subject goes'
-complete -c cutout -n $rm -l bg-image -r -F -d 'Background picture: a file or URL'
-complete -c cutout -n $rm -l shadow -d 'Accepted for remove.bg compatibility; no shadow is drawn'
-complete -c cutout -n $rm -l bg-color -x -a transparent -d 'Background: transparent or hex colour'
-complete -c cutout -n $rm -l crop -d "Crop to the subject's bounding box"
-complete -c cutout -n $rm -l mask -d 'Write the alpha matte alone'
-complete -c cutout -n $rm -l alpha -x -a 'soft hard' -d 'Soft matte, or hard (thresholded) for stickers and icons'
-complete -c cutout -n $rm -l no-refine -d 'Plain bilinear matte, no guided refinement'
-complete -c cutout -n $rm -l no-decontaminate -d 'Keep the original colours at soft edges'
+# >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
+# The image flags that take a value, skipped by __cutout_command
+set -g __cutout_image_value_opts --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image
+complete -c cutout -n __cutout_removing -l size -x -a 'preview full auto' -d 'Output size'
+complete -c cutout -n __cutout_removing -l format -x -a 'png webp jpg auto zip' -d 'Output encoding'
+complete -c cutout -n __cutout_removing -l bg-color -x -a 'transparent' -d 'Background: transparent, a hex colour or a CSS name'
+complete -c cutout -n __cutout_removing -l crop -d 'Crop to the subject\'s bounding box'
+complete -c cutout -n __cutout_removing -l quality -x -a 'fast balanced best max' -d 'Speed against quality'
+complete -c cutout -n __cutout_removing -l precision -x -a 'auto fp32 int8' -d 'Model number format (int8 on VNNI CPUs)'
+complete -c cutout -n __cutout_removing -l mask -d 'Write the alpha matte alone'
+complete -c cutout -n __cutout_removing -l alpha -x -a 'soft hard' -d 'Soft matte, or hard (thresholded) for stickers and icons'
+complete -c cutout -n __cutout_removing -l no-refine -d 'Plain bilinear matte, no guided refinement'
+complete -c cutout -n __cutout_removing -l no-decontaminate -d 'Keep the original colours at soft edges'
+complete -c cutout -n __cutout_removing -l crop-margin -x -d 'Margin around the crop, px or %'
+complete -c cutout -n __cutout_removing -l roi -x -d 'Only this rectangle may hold the subject: x1 y1 x2 y2'
+complete -c cutout -n __cutout_removing -l scale -x -a 'original' -d 'Share of the canvas the subject fills'
+complete -c cutout -n __cutout_removing -l position -x -a 'original center' -d 'Where the subject goes'
+complete -c cutout -n __cutout_removing -l bg-image -r -F -d 'Background picture: a file or URL'
+complete -c cutout -n __cutout_removing -l shadow -d 'Accepted for remove.bg compatibility; no shadow is drawn'
+# <<< image flags
 complete -c cutout -n $rm -s c -l concurrency -x -d 'Images processed at once'
 complete -c cutout -n $rm -l inference-workers -x -d 'Inference worker threads, each with its own session'
 complete -c cutout -n $rm -l inference-threads -x -d 'Intra-op threads of each session'
@@ -95,8 +105,6 @@ complete -c cutout -n $rm -l skip-existing -d 'Skip inputs whose output exists'
 complete -c cutout -n $rm -l overwrite -d 'Overwrite existing outputs'
 complete -c cutout -n $rm -l json -d 'One JSON object per input on stdout'
 complete -c cutout -n $rm -l key -x -d "Charge this API key's credits"
-complete -c cutout -n $rm -l quality -x -a 'fast balanced best max' -d 'Speed against quality'
-complete -c cutout -n $rm -l precision -x -a 'auto fp32 int8' -d 'Model number format (int8 on VNNI CPUs)'
 complete -c cutout -n $rm -s q -l quiet -d 'No spinner or progress bar'
 complete -c cutout -n $rm -l no-progress -d 'No spinner or progress bar'
 complete -c cutout -n $rm -l recursive -d 'Descend into directories'

@@ -11,22 +11,30 @@ _cutout_global_opts=(
   '(- *)'{-h,--help}'[show help]'
 )
 
-_cutout_remove_opts=(
-  '(-o --out)'{-o+,--out=}'[output directory or file; - for stdout]:output:_files'
+# >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
+_cutout_image_opts=(
   '--size=[output size]:size:(preview full auto)'
   '--format=[output encoding]:format:(png webp jpg auto zip)'
-  '--bg-color=[background: transparent or hex colour]:colour:(transparent)'
+  '--bg-color=[background: transparent, a hex colour or a CSS name]:color:(transparent)'
   '--crop[crop to the subject'"'"'s bounding box]'
-  '--crop-margin=[margin around the crop, px or %]:margin: '
-  '--roi=[only this rectangle may hold the subject: x1 y1 x2 y2]:rect: '
-  '--scale=[share of the canvas the subject fills]:scale:(original)'
-  '--position=[where the subject goes]:position:(original center)'
-  '--bg-image=[background picture: a file or URL]:picture:_files'
-  '--shadow[accepted for remove.bg compatibility; no shadow is drawn]'
+  '--quality=[speed against quality]:quality:(fast balanced best max)'
+  '--precision=[model number format (int8 on VNNI CPUs)]:precision:(auto fp32 int8)'
   '--mask[write the alpha matte alone]'
-  '--alpha=[soft matte, or hard (thresholded) for stickers and icons]:alpha:(soft hard)'
+  '--alpha=[soft matte, or hard (thresholded) for stickers and icons]:mode:(soft hard)'
   '--no-refine[plain bilinear matte, no guided refinement]'
   '--no-decontaminate[keep the original colours at soft edges]'
+  '--crop-margin=[margin around the crop, px or %]:margin: '
+  '--roi=[only this rectangle may hold the subject: x1 y1 x2 y2]:rect: '
+  '--scale=[share of the canvas the subject fills]:percent:(original)'
+  '--position=[where the subject goes]:where:(original center)'
+  '--bg-image=[background picture: a file or URL]:file or url:_files'
+  '--shadow[accepted for remove.bg compatibility; no shadow is drawn]'
+)
+# <<< image flags
+
+_cutout_remove_opts=(
+  '(-o --out)'{-o+,--out=}'[output directory or file; - for stdout]:output:_files'
+  $_cutout_image_opts
   '(-c --concurrency)'{-c+,--concurrency=}'[images processed at once]:number: '
   '--inference-workers=[inference worker threads, each with its own session]:number: '
   '--inference-threads=[intra-op threads of each session]:number: '
@@ -35,8 +43,6 @@ _cutout_remove_opts=(
   '(--skip-existing)--overwrite[overwrite existing outputs]'
   '--json[one JSON object per input on stdout]'
   '--key=[charge this API key'"'"'s credits]:API key: '
-  '--quality=[speed against quality]:quality:(fast balanced best max)'
-  '--precision=[model number format]:precision:(auto fp32 int8)'
   '(-q --quiet)'{-q,--quiet}'[no spinner or progress bar]'
   '--no-progress[no spinner or progress bar]'
   '--recursive[descend into directories]'

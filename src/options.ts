@@ -166,6 +166,11 @@ export interface OptionRow<K extends keyof ImageOptions = keyof ImageOptions> {
   flag: string | null;
   /** The flag's --help line. */
   help: string;
+  /**
+   * For the shell completions (completions/, regenerated from the table by `npm run completions`):
+   * a short description, and what the flag's value completes to (fixed words, or a file). Null without a flag.
+   */
+  completion: { summary: string; values?: readonly string[] | 'file' } | null;
   /** Whether the library's RemoveOptions takes it; `parse` overrides the shared parser there. */
   library: false | { parse?: (value: unknown, name: string) => NonNullable<ImageOptions[K]> | null };
   /** The config key whose value is the CLI's default (`quality`, `precision`): the flag overrides it. */
@@ -192,6 +197,7 @@ const booleanOf = (value: unknown, param: string, source: OptionSource): boolean
 export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
   row({
     key: 'size', api: 'size', flag: '--size <size>', help: 'preview | full | auto (default: full)',
+    completion: { summary: 'output size', values: SIZES },
     library: {}, parse: enumOf(SIZES), defaults: { api: 'preview', cli: 'full', library: 'full' }, changesOutput: true,
     openapi: {
       name: 'Size',
@@ -207,6 +213,7 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
   }),
   row({
     key: 'format', api: 'format', flag: '--format <format>', help: 'png | webp | jpg | auto | zip: auto is PNG with transparency, else JPEG; zip holds color.jpg and alpha.png (default: png, or from --out FILE)',
+    completion: { summary: 'output encoding', values: IMAGE_FORMATS },
     // The library also gives `raw` (8-bit pixels for a sharp chain): RemoveRequest's format.
     library: { parse: (value, name) => (value === 'jpeg' ? 'jpg' : parseEnum(name, [...IMAGE_FORMATS, 'raw'] as const, value, 'api') as ImageFormat) },
     parse: (value, _param, source) => parseFormat(value, source), defaults: { api: 'png', cli: 'png', library: 'png' }, changesOutput: true,
@@ -220,6 +227,7 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
   }),
   row({
     key: 'bgColor', api: 'bg_color', flag: '--bg-color <color>', help: 'transparent, a hex colour such as #ffffff or 81d4fa77 (with alpha), or a CSS name such as green (default: transparent)',
+    completion: { summary: 'background: transparent, a hex colour or a CSS name', values: ['transparent'] },
     library: {}, parse: (value, param, source) => parseColor(value, source, param), defaults: { api: null, cli: null, library: null }, changesOutput: true,
     openapi: {
       name: 'BgColor',
@@ -232,16 +240,19 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
   }),
   row({
     key: 'crop', api: 'crop', flag: '--crop', help: 'crop to the subject\'s bounding box',
+    completion: { summary: 'crop to the subject\'s bounding box' },
     library: {}, parse: booleanOf, defaults: { api: false, cli: false, library: false }, changesOutput: true,
     openapi: { name: 'Crop', schema: { type: 'boolean', description: 'Crop to the subject\'s bounding box.' } },
   }),
   row({
     key: 'type', api: 'type', flag: null, help: '',
+    completion: null,
     library: false, parse: enumOf(TYPES), defaults: {}, changesOutput: false,
     openapi: { name: 'SubjectType', schema: { type: 'string', enum: [...TYPES], description: 'A hint only, accepted for compatibility; the subject is detected automatically.' } },
   }),
   row({
     key: 'quality', api: 'quality', flag: '--quality <quality>', cliConfig: 'quality',
+    completion: { summary: 'speed against quality', values: QUALITIES },
     help: 'fast | balanced | best | max: speed against quality, the model\'s input size; max adds a second pass on a small subject\'s box (default: best, or `quality` in the config)',
     library: {}, parse: enumOf(QUALITIES), defaults: { library: 'best' }, changesOutput: true,
     openapi: {
@@ -254,6 +265,7 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
   }),
   row({
     key: 'precision', api: 'precision', flag: '--precision <precision>', cliConfig: 'precision',
+    completion: { summary: 'model number format (int8 on VNNI CPUs)', values: PRECISIONS },
     help: 'auto | fp32 | int8: the model\'s number format; auto runs int8 only on a CPU with VNNI and when int8 passed the quality bar (default: auto, or `precision` in the config)',
     // The library sets it per remover (RemoverOptions), not per call.
     library: false, parse: enumOf(PRECISIONS), defaults: {}, changesOutput: true,
@@ -267,52 +279,62 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
   }),
   row({
     key: 'mask', api: 'mask', flag: '--mask', help: 'write the alpha matte alone (greyscale) instead of the cutout',
+    completion: { summary: 'write the alpha matte alone' },
     library: {}, parse: booleanOf, defaults: { cli: false, library: false }, changesOutput: true,
     openapi: { name: 'Mask', schema: { type: 'boolean', default: false, description: 'An addition to v1: the alpha matte alone (greyscale) instead of the cutout.' } },
   }),
   row({
     key: 'alpha', api: 'alpha', flag: '--alpha <mode>', help: 'soft | hard: hard thresholds the matte at 50 % (stickers, icons) (default: soft)',
+    completion: { summary: 'soft matte, or hard (thresholded) for stickers and icons', values: ALPHAS },
     library: {}, parse: enumOf(ALPHAS), defaults: { cli: 'soft', library: 'soft' }, changesOutput: true,
     openapi: { name: 'Alpha', schema: { type: 'string', enum: [...ALPHAS], default: 'soft', description: 'An addition to v1: `hard` thresholds the matte at 50 % (stickers, icons).' } },
   }),
   row({
     key: 'refine', api: 'refine', flag: '--no-refine', help: 'plain bilinear matte instead of the guided refinement at full resolution',
+    completion: { summary: 'plain bilinear matte, no guided refinement' },
     library: {}, parse: booleanOf, defaults: { cli: true, library: true }, changesOutput: true,
     openapi: { name: 'Refine', schema: { type: 'boolean', default: true, description: 'An addition to v1: the guided refinement of the matte at full resolution; `false` gives the plain bilinear matte.' } },
   }),
   row({
     key: 'decontaminate', api: 'decontaminate', flag: '--no-decontaminate', help: 'keep the original colours at soft edges (no foreground colour estimation)',
+    completion: { summary: 'keep the original colours at soft edges' },
     library: {}, parse: booleanOf, defaults: { cli: true, library: true }, changesOutput: true,
     openapi: { name: 'Decontaminate', schema: { type: 'boolean', default: true, description: 'An addition to v1: foreground colour estimation at soft edges; `false` keeps the original colours there.' } },
   }),
   // remove.bg's image options (docs/removebg.md has their full meaning).
   row({
     key: 'cropMargin', api: 'crop_margin', flag: '--crop-margin <margin>', help: 'with --crop: a margin of 1, 2 or 4 lengths in px or % of the subject, e.g. 20px, 10% or "10px 20px"; at most 500px or 50% per side; the canvas may grow past the photo',
+    completion: { summary: 'margin around the crop, px or %' },
     library: {}, parse: (value, param, source) => parseCropMargin(value, source), defaults: {}, changesOutput: true,
     openapi: { name: 'CropMargin', schema: { type: 'string', examples: ['20px', '10%', '10px 20px', '0 5% 10px 5%'], description: 'With `crop`: a margin around the subject, 1, 2 or 4 lengths (CSS order) in `px` (the result\'s pixels) or `%` (of the subject\'s height, top and bottom, or width, left and right); at most 500px or 50% per side. The canvas may grow past the photo: the part outside it is transparent (or the background).' } },
   }),
   row({
     key: 'roi', api: 'roi', flag: '--roi <rect>', help: 'only this rectangle "x1 y1 x2 y2" (px or % of the photo) may hold the subject',
+    completion: { summary: 'only this rectangle may hold the subject: x1 y1 x2 y2' },
     library: {}, parse: (value, param, source) => parseRoi(value, source), defaults: {}, changesOutput: true,
     openapi: { name: 'Roi', schema: { type: 'string', examples: ['0% 0% 100% 100%', '10px 20px 400px 300px'], description: 'Region of interest `x1 y1 x2 y2`, each in `px` of the input or `%` of its size: only this rectangle may hold foreground. Outside the image or empty: `invalid_request`.' } },
   }),
   row({
     key: 'scale', api: 'scale', flag: '--scale <percent>', help: 'the subject fills this share of the canvas, 10% to 100%, or original (default); implies --position center',
+    completion: { summary: 'share of the canvas the subject fills', values: ['original'] },
     library: {}, parse: (value, param, source) => parseScale(value, source), defaults: {}, changesOutput: true,
     openapi: { name: 'Scale', schema: { type: 'string', examples: ['80%', 'original'], description: 'The subject\'s box is resized to fill this share of the canvas (10% to 100%, aspect kept), or `original`. Implies `position=center`.' } },
   }),
   row({
     key: 'position', api: 'position', flag: '--position <where>', help: 'original (default), center, or 1-2 percentages "X% Y%" (0% left/top, 100% right/bottom)',
+    completion: { summary: 'where the subject goes', values: ['original', 'center'] },
     library: {}, parse: (value, param, source) => parsePosition(value, source), defaults: {}, changesOutput: true,
     openapi: { name: 'Position', schema: { type: 'string', examples: ['center', '50% 100%', 'original'], description: 'Where the subject\'s box goes on the canvas: `original`, `center`, or one (both axes) or two (horizontal, vertical) percentages of the free space.' } },
   }),
   row({
     key: 'bgImage', api: 'bg_image_url', flag: '--bg-image <file|url>', help: 'a background picture (a file or an http(s) URL), centred and resized to cover the canvas',
+    completion: { summary: 'background picture: a file or URL', values: 'file' },
     library: {}, parse: (value, param, source) => parseBgImage(value, param, source), defaults: {}, changesOutput: true,
     openapi: { name: 'BgImageUrl', schema: { type: 'string', format: 'uri', description: 'A background picture by URL, fetched under the same rules as `image_url`, centred and resized to cover the result (aspect kept). Not with `bg_color`.' } },
   }),
   row({
     key: 'shadow', api: 'add_shadow', flag: '--shadow', help: 'accepted for remove.bg compatibility; no shadow is drawn (docs/removebg.md)',
+    completion: { summary: 'accepted for remove.bg compatibility; no shadow is drawn' },
     library: {}, parse: booleanOf, defaults: {}, changesOutput: false,
     openapi: { name: 'AddShadow', schema: { type: 'boolean', default: false, description: 'Accepted for compatibility with remove.bg and ignored: no shadow is drawn (docs/removebg.md says why).' } },
   }),

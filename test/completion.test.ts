@@ -93,6 +93,26 @@ t.test('bash completes commands, subcommands, flags and fixed values', async (t)
   t.notOk(complete('cutout serve --').includes('--size'), 'remove flags stay on remove');
   t.ok(complete('cutout photo.jpg --').includes('--skip-existing'), 'implicit remove');
   t.ok(complete('cutout keys create --').includes('--account'));
+  t.same(complete('cutout --key k keys '), ['create', 'list', 'revoke'], 'a value after a flag at a line\'s end of value_opts');
+  t.same(complete('cutout --position '), ['center', 'original'], 'an image flag\'s values, from the table');
+  t.same(complete('cutout --roi '), [], 'a free value: nothing offered');
+  t.same(complete('cutout --bg-image cutout.b'), ['cutout.bash'], 'a picture is a file');
+});
+
+t.test('the image-flag block of each script is the one the options table gives (npm run completions rewrites it)', async (t) => {
+  const { withImageFlags, imageFlagBlock } = await import('../src/commands/completion-blocks.js');
+  for (const shell of SHELLS) {
+    const text = readFileSync(scriptPath(shell), 'utf8');
+    t.equal(withImageFlags(text, shell), text, `${shell}: up to date (else run npm run completions)`);
+  }
+  // A made-up row reaches all three scripts with its values.
+  const { OPTION_TABLE } = await import('../src/options.js');
+  const made = { ...OPTION_TABLE[0], key: 'feather', flag: '--feather <px>', completion: { summary: 'blur the matte\'s edge', values: ['1px', '2px'] } };
+  const table = [...OPTION_TABLE, made] as typeof OPTION_TABLE;
+  t.match(imageFlagBlock('bash', table).join('\n'), /--feather\) COMPREPLY=\(\$\(compgen -W '1px 2px'/);
+  t.match(imageFlagBlock('zsh', table).join('\n'), /'--feather=\[blur the matte'"'"'s edge\]:px:\(1px 2px\)'/);
+  t.match(imageFlagBlock('fish', table).join('\n'), /-l feather -x -a '1px 2px' -d 'Blur the matte\\'s edge'/);
+  t.throws(() => withImageFlags('#!/bin/bash\n', 'bash'), /no image-flag block/);
 });
 
 /** Every command and long option of the program, from commander's own description of it. */
