@@ -54,6 +54,34 @@ t.test('v1 /remove: crop_margin with format zip, a background picture with forma
   t.match([file.status, file.message], [400, /bg_image_url is not a valid absolute URL/], 'a server never reads a path');
 });
 
+t.test('v1 /remove: a background picture uploaded as bg_image_file gives what the same picture by URL gives; /jobs refuses the upload', async (t) => {
+  const cup = await fs.readFile(path.join(FIXTURES, 'coffee.jpg'));
+  const withUpload = upload(cat, { quality: 'fast', size: 'preview' });
+  withUpload.append('bg_image_file', new Blob([cup]), 'cup.jpg');
+  const uploaded = await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key.key), body: withUpload });
+  t.equal(uploaded.status, 200, uploaded.status === 200 ? 'uploaded' : await uploaded.clone().text());
+  const byUrl = await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key.key), body: upload(cat, { quality: 'fast', size: 'preview', bg_image_url: photoUrl('cup.jpg') }) });
+  t.equal(byUrl.status, 200);
+  const pixels = async (r: Response) => sharp(Buffer.from(await r.arrayBuffer())).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+  const [a, b] = await Promise.all([pixels(uploaded), pixels(byUrl)]);
+  t.same([a.info.width, a.info.height], [b.info.width, b.info.height]);
+  t.equal(a.data[3], 255, 'the corner is the picture, opaque');
+  t.ok(a.data.equals(b.data), 'the same pixels as with bg_image_url');
+
+  const both = upload(cat, { bg_image_url: photoUrl('cup.jpg') });
+  both.append('bg_image_file', new Blob([cup]), 'cup.jpg');
+  const twice = await errorCode(await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key.key), body: both }));
+  t.match([twice.status, twice.code, twice.message], [400, 'invalid_request', /one background picture; received bg_image_file and bg_image_url/]);
+  const asJob = upload(cat);
+  asJob.append('bg_image_file', new Blob([cup]), 'cup.jpg');
+  const job = await errorCode(await fetch(`${srv.url}/api/v1/jobs`, { method: 'POST', headers: bearer(key.key), body: asJob }));
+  t.match([job.status, job.code, job.message], [400, 'invalid_request', /A job takes its background picture by URL \(bg_image_url\)/]);
+  const asText = await errorCode(await fetch(`${srv.url}/api/v1/remove`, {
+    method: 'POST', headers: bearer(key.key, { 'Content-Type': 'application/json' }), body: JSON.stringify({ image_url: photoUrl('cat.jpg'), bg_image_file: 'cup.jpg' }),
+  }));
+  t.match([asText.status, asText.message], [400, /bg_image_file must be a multipart file upload/]);
+});
+
 t.test('v1 /jobs: a background picture, position and roi on a job', async (t) => {
   const res = await fetch(`${srv.url}/api/v1/jobs`, {
     method: 'POST', headers: bearer(key.key, { 'Content-Type': 'application/json' }),

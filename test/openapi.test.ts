@@ -89,8 +89,12 @@ t.test('enums and limits come from the code', async (t) => {
   const item = s.BatchItem.properties;
   for (const k of ['image_url', 'image_file_b64', 'size', 'format', 'bg_color', 'crop', 'type']) t.ok(item[k], `batch item ${k}`);
   t.notOk(item.image_file, 'no upload in a batch item');
-  const multipart = doc.paths['/api/v1/remove'].post.requestBody.content['multipart/form-data'].schema.properties;
+  const multipart = doc.paths['/api/v1/jobs'].post.requestBody.content['multipart/form-data'].schema.properties;
   t.equal(multipart.image_file.format, 'binary');
+  t.notOk(multipart.bg_image_file, 'a job takes its background picture by URL');
+  const removeParts = doc.paths['/api/v1/remove'].post.requestBody.content['multipart/form-data'].schema.allOf;
+  t.equal(removeParts[0].properties.image_file.format, 'binary');
+  t.equal(removeParts[1].properties.bg_image_file.format, 'binary', '/remove takes an uploaded background picture');
   t.notOk(doc.paths['/api/v1/jobs/batch'].post.requestBody.content['multipart/form-data'], 'batch is JSON only');
 });
 

@@ -63,18 +63,21 @@ const imageOptionSchemas: Json = Object.fromEntries(OPTION_TABLE.flatMap((r) => 
 
 const SOURCE_RULE = 'Exactly one of `image_file` (multipart only), `image_url`, `image_file_b64`; otherwise `invalid_request`.';
 
-/** Request body of `/remove` and `/jobs`: the parameters of api-spec 2.1. */
-const imageRequestBody: Json = {
+/** Request body of `/remove` (with an uploaded background picture) and `/jobs`: the parameters of api-spec 2.1. */
+const imageRequestBody = (multipart: 'RemoveInputMultipart' | 'ImageInputMultipart'): Json => ({
   required: true,
   description: `Image and options (api-spec 2.1). ${SOURCE_RULE}`,
   content: {
     'multipart/form-data': {
-      schema: schema('ImageInputMultipart'),
-      encoding: { image_file: { contentType: 'image/*, application/octet-stream' } },
+      schema: schema(multipart),
+      encoding: {
+        image_file: { contentType: 'image/*, application/octet-stream' },
+        ...(multipart === 'RemoveInputMultipart' ? { bg_image_file: { contentType: 'image/*, application/octet-stream' } } : {}),
+      },
     },
     'application/json': { schema: schema('ImageInputJson') },
   },
-};
+});
 
 const jobIdPath = ref('parameters', 'JobId');
 const jobCallbacks = { jobCompleted: ref('callbacks', 'JobCompleted') };
@@ -157,7 +160,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           'When inference runs on an upstream server (`serve --upstream`) that is unreachable, timing out or answering 502/503/504: 503 `gpu_unavailable` with `Retry-After`, nothing charged.',
         ].join(' '),
         parameters: [...AUTH_PARAMS, ref('parameters', 'Accept'), ref('parameters', 'IdempotencyKey'), ...MARKETPLACE_PARAMS],
-        requestBody: imageRequestBody,
+        requestBody: imageRequestBody('RemoveInputMultipart'),
         responses: {
           '200': {
             description:
@@ -204,7 +207,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           'if the balance has reached 0 by then, the job fails with `insufficient_credits`). ' +
           'A saturated queue (`--queue-limit` jobs waiting) answers 503 `gpu_unavailable` with `Retry-After`, at once.',
         parameters: [...AUTH_PARAMS, ref('parameters', 'XCallbackUrl'), ref('parameters', 'IdempotencyKey'), ...MARKETPLACE_PARAMS],
-        requestBody: imageRequestBody,
+        requestBody: imageRequestBody('ImageInputMultipart'),
         responses: {
           '202': {
             description: 'Queued.',
@@ -552,6 +555,18 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           ...imageOptionProps,
         },
         oneOf: [{ required: ['image_file'] }, { required: ['image_url'] }, { required: ['image_file_b64'] }],
+      },
+      RemoveInputMultipart: {
+        description: 'The multipart body of `/remove`: that of a job, and a background picture may be uploaded.',
+        allOf: [
+          schema('ImageInputMultipart'),
+          {
+            type: 'object',
+            properties: {
+              bg_image_file: { type: 'string', format: 'binary', description: `A background picture, at most ${formatMB(LIMITS.maxInputBytes)}, centred and resized to cover the result; not with \`bg_image_url\`. \`/jobs\` takes the picture by URL only.` },
+            },
+          },
+        ],
       },
       BatchItem: {
         type: 'object',

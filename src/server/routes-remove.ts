@@ -74,8 +74,9 @@ export function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: 
  * `made`: told the result's bytes once they are committed, so the answer needs no read back.
  */
 function removeOnce(
-  ctx: RemoveContext, caller: Caller, options: ImageOptions, source: ImageSource, seal: Seal<RemoveOutcome>, made: (data: Buffer) => void,
+  ctx: RemoveContext, caller: Caller, options: ImageOptions, given: { image: ImageSource; background?: Buffer }, seal: Seal<RemoveOutcome>, made: (data: Buffer) => void,
 ): Promise<RemoveOutcome> {
+  const { image: source, background: uploaded } = given;
   const { config, pool } = ctx;
   const id = crypto.randomUUID();
   return withDeadline(config.syncTimeoutMs, async (signal, commit) => {
@@ -87,11 +88,11 @@ function removeOnce(
       request,
       payer: payerOfCaller(caller),
       // The image and the background picture (bg_image_url) are fetched side by side; the picture's
-      // bytes go on this call's own request.
+      // bytes (fetched, or uploaded as bg_image_file) go on this call's own request.
       input: async () => {
         const [bytes, background] = await Promise.all([
           source.kind === 'image_url' ? fetchImageUrl(source.url, fetching) : source.bytes,
-          options.bgImage ? fetchImageUrl(options.bgImage, { ...fetching, label: 'bg_image_url' }) : undefined,
+          options.bgImage ? fetchImageUrl(options.bgImage, { ...fetching, label: 'bg_image_url' }) : uploaded,
         ]);
         request.bgImageData = background;
         return bytes;
@@ -123,19 +124,20 @@ function removeOnce(
 }
 
 export async function handleRemove(ctx: RemoveContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {
-  const { options: asked, source } = await readImageRequest(req);
+  const { options: asked, source, background } = await readImageRequest(req, { backgroundFile: true });
   // Test keys exercise the whole flow for free, so their results are previews whatever was asked.
   const options = forTestKey(asked, caller.test);
   const idempotencyKey = req.headers['idempotency-key'];
   const requestPrint = fingerprint({
     options: { ...options, bgColor: colorToHex(options.bgColor) },
     source: source.kind === 'image_url' ? source.url : crypto.createHash('sha256').update(source.bytes).digest('hex'),
+    ...(background ? { background: crypto.createHash('sha256').update(background).digest('hex') } : {}),
   });
   // The bytes just committed are answered as they are; a replay reads them back from the store.
   let made: Buffer | null = null;
   const { value: outcome, replayed } = await ctx.idempotency.run<RemoveOutcome>(
     caller, 'remove', Array.isArray(idempotencyKey) ? idempotencyKey[0] : idempotencyKey, requestPrint,
-    (seal) => removeOnce(ctx, caller, options, source, seal, (data) => { made = data; }),
+    (seal) => removeOnce(ctx, caller, options, { image: source, background }, seal, (data) => { made = data; }),
   );
 
   const headers: Record<string, string> = {

@@ -16,7 +16,12 @@ export type ImageSource =
 export interface ImageRequest {
   options: ImageOptions;
   source: ImageSource;
+  /** An uploaded background picture (`bg_image_file`, multipart, `/remove` only). */
+  background?: Buffer;
 }
+
+/** The multipart file fields: the image, and on `/remove` a background picture. */
+export const FILE_PARAMS = ['image_file', 'bg_image_file'] as const;
 
 export const SOURCE_PARAMS = ['image_file', 'image_url', 'image_file_b64'] as const;
 /** The image options' parameters (api-spec 2.1 and the additions within v1), from the options table. */
@@ -50,8 +55,9 @@ function describeUrl(url: unknown): string {
  * Checks parameter names and picks exactly one image source. `params` holds one value per name
  * (null and undefined count as absent); `file` is the uploaded image_file, if any.
  */
-export function parseImageParams(params: Record<string, unknown>, file?: Buffer): ImageRequest {
+export function parseImageParams(params: Record<string, unknown>, file?: Buffer, background?: Buffer): ImageRequest {
   for (const name of Object.keys(params)) {
+    if (name === 'bg_image_file') throw invalid(name, 'bg_image_file must be a multipart file upload; give a picture by URL as bg_image_url.');
     // `param` names the field for a batch item's 422 `loc`.
     if ((UNSUPPORTED_PARAMS as readonly string[]).includes(name)) {
       throw invalid(name, `Parameter ${name} is not supported by this service.`);
@@ -85,14 +91,23 @@ export function parseImageParams(params: Record<string, unknown>, file?: Buffer)
     if (typeof params.image_url !== 'string' || params.image_url.trim() === '') throw invalid('image_url', 'Expected a URL string for image_url.');
     source = { kind: 'image_url', url: params.image_url.trim(), description: describeUrl(params.image_url) };
   }
+  if (background !== undefined) {
+    if (options.bgImage !== undefined) throw invalid('bg_image_file', 'Give one background picture; received bg_image_file and bg_image_url.');
+    if (background.length > LIMITS.maxInputBytes) throw tooLarge('bg_image_file', 'bg_image_file');
+    return { options, source, background };
+  }
   return { options, source };
 }
 
-/** Reads the image parameters of a /remove or /jobs request, multipart or JSON. */
-export async function readImageRequest(req: IncomingMessage): Promise<ImageRequest> {
+/**
+ * Reads the image parameters of a /remove or /jobs request, multipart or JSON. `backgroundFile`:
+ * the route takes an uploaded background picture (`/remove`; a job's stored input is one image).
+ */
+export async function readImageRequest(req: IncomingMessage, { backgroundFile = false } = {}): Promise<ImageRequest> {
   const type = mediaType(req);
   if (type === 'multipart/form-data') {
-    const { fields, files } = await readMultipart(req);
+    // Two files at most on either route, so that /jobs can say why it refuses bg_image_file.
+    const { fields, files } = await readMultipart(req, { maxFiles: FILE_PARAMS.length });
     const params: Record<string, unknown> = {};
     for (const [name, values] of Object.entries(fields)) {
       if (values.length > 1) throw new CutoutError('invalid_request', `Parameter ${name} was given more than once.`);
@@ -100,10 +115,15 @@ export async function readImageRequest(req: IncomingMessage): Promise<ImageReque
     }
     const fileNames = Object.keys(files);
     for (const name of fileNames) {
-      if (name !== 'image_file') throw new CutoutError('invalid_request', `Unexpected file field ${name}; upload the image as image_file.`);
+      if (name === 'bg_image_file' && !backgroundFile) {
+        throw invalid(name, 'A job takes its background picture by URL (bg_image_url); bg_image_file is taken by POST /api/v1/remove.');
+      }
+      if (!(FILE_PARAMS as readonly string[]).includes(name)) throw new CutoutError('invalid_request', `Unexpected file field ${name}; upload the image as image_file.`);
+      if (files[name].length > 1) throw invalid(name, `${name} was given more than once.`);
     }
     if (params.image_file !== undefined) throw new CutoutError('invalid_request', 'image_file must be a file upload, not a text field.');
-    return parseImageParams(params, files.image_file?.[0]);
+    if (params.bg_image_file !== undefined) throw invalid('bg_image_file', 'bg_image_file must be a file upload, not a text field.');
+    return parseImageParams(params, files.image_file?.[0], files.bg_image_file?.[0]);
   }
   if (type === 'application/json') return parseImageParams(await readJsonObject(req));
   req.resume();
