@@ -273,3 +273,39 @@ t.test('in Chromium: a large image at size=full goes through /jobs with a progre
   t.same(problems, [], 'no script error or CSP violation');
   onlyOwnOrigin(t, srv, requests);
 });
+
+t.test('in Chromium: remove.bg\'s options from "More": a ZIP with a crop margin, then a background picture file with format auto', async (t) => {
+  const srv = await startServe(t, ['--workers', '1']);
+  const key = await createKey(srv.dataDir);
+  const { page, problems, requests } = await openPage(t, srv);
+  await page.fill('#key', key.key);
+  await page.setInputFiles('#file', ASTRONAUT);
+  await page.waitForFunction(() => /512×512/.test(document.getElementById('picked')?.textContent ?? ''));
+
+  await page.check('#crop');
+  await page.selectOption('#format', 'zip');
+  await page.click('#more summary');
+  await page.fill('#crop-margin', '10px');
+  await page.click('#go');
+  await page.waitForSelector('#download:not([hidden])', { timeout: 120_000 });
+  t.equal(await page.getAttribute('#download', 'download'), 'astronaut.cutout.zip', 'a ZIP is offered for download');
+  t.equal(await page.isHidden('#result'), true, 'not shown as an image');
+  const [zip] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);
+  const bytes = await fs.readFile(await zip.path());
+  t.equal(bytes.subarray(0, 2).toString('latin1'), 'PK', 'the download is a ZIP');
+  t.ok(bytes.includes(Buffer.from('color.jpg')) && bytes.includes(Buffer.from('alpha.png')), 'holding color.jpg and alpha.png');
+
+  await page.uncheck('#crop');
+  await page.fill('#crop-margin', '');
+  await page.selectOption('#format', 'auto');
+  await page.setInputFiles('#bg-file', path.join(FIXTURES, 'coffee.jpg'));
+  await page.fill('#scale', '50%');
+  await page.click('#go');
+  await page.waitForSelector('#result:not([hidden])', { timeout: 120_000 });
+  t.equal(await page.getAttribute('#download', 'download'), 'astronaut.cutout.jpg', 'format auto over an opaque picture: a JPEG');
+  const { width, height, alphas } = await resultAlphas(page, [[3, 3], [256, 256]]);
+  t.same([width, height], [512, 512]);
+  t.same(alphas, [255, 255], 'the picture fills the background: opaque everywhere');
+  t.same(problems, [], 'no script error or CSP violation');
+  onlyOwnOrigin(t, srv, requests);
+});

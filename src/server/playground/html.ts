@@ -51,6 +51,8 @@ export const PLAYGROUND_HTML = `<!doctype html>
         <option value="png" selected>PNG</option>
         <option value="webp">WebP</option>
         <option value="jpg">JPG (no transparency)</option>
+        <option value="auto">Auto: PNG with transparency, else JPG</option>
+        <option value="zip">ZIP: color.jpg and alpha.png</option>
       </select>
     </div>
     <div class="row">
@@ -62,6 +64,34 @@ export const PLAYGROUND_HTML = `<!doctype html>
     <div class="row">
       <span class="check"><input id="crop" name="crop" type="checkbox"><label for="crop">Crop to the subject</label></span>
     </div>
+    <details class="more" id="more">
+      <summary>More: margin, region, scale, position, background picture</summary>
+      <div class="row">
+        <label for="crop-margin">Crop margin</label>
+        <input id="crop-margin" name="crop_margin" type="text" placeholder="20px, 10% or 10px 20px" autocomplete="off" spellcheck="false">
+      </div>
+      <div class="row">
+        <label for="roi">Region</label>
+        <input id="roi" name="roi" type="text" placeholder="x1 y1 x2 y2, e.g. 0% 0% 100% 80%" autocomplete="off" spellcheck="false">
+      </div>
+      <div class="row">
+        <label for="scale">Scale</label>
+        <input id="scale" name="scale" type="text" placeholder="80%, or original" autocomplete="off" spellcheck="false">
+      </div>
+      <div class="row">
+        <label for="position">Position</label>
+        <input id="position" name="position" type="text" placeholder="center, or 50% 100%" autocomplete="off" spellcheck="false">
+      </div>
+      <div class="row">
+        <label for="bg-url">Background picture URL</label>
+        <input id="bg-url" name="bg_image_url" type="url" inputmode="url" placeholder="https://example.com/beach.jpg" autocomplete="off" spellcheck="false">
+      </div>
+      <div class="row">
+        <label for="bg-file">or a picture file</label>
+        <input id="bg-file" name="bg_image_file" type="file" accept="image/png,image/jpeg,image/webp,image/gif,image/bmp,image/tiff">
+      </div>
+      <p class="hint" id="more-hint">remove.bg's options: the margin goes around a crop (Crop on); only the region may hold the subject; scale is the subject's share of the canvas, which position places. A picture replaces the background colour; a picture file works up to 4 MP at full size (larger images run as jobs, which take the picture by URL).</p>
+    </details>
   </fieldset>
 
   <fieldset class="auth">

@@ -20,6 +20,7 @@ export const PLAYGROUND_JS = String.raw`(function () {
     form: $('controls'), file: $('file'), dropzone: $('dropzone'), picked: $('picked'), url: $('url'),
     size: $('size'), format: $('format'), bg: $('bg'), transparent: $('transparent'), jpgHint: $('jpg-hint'),
     crop: $('crop'), key: $('key'), go: $('go'),
+    cropMargin: $('crop-margin'), roi: $('roi'), scale: $('scale'), position: $('position'), bgUrl: $('bg-url'), bgFile: $('bg-file'),
     progressBox: $('progress-box'), progress: $('progress'), status: $('status'), error: $('error'),
     original: $('original'), originalEmpty: $('original-empty'), result: $('result'), resultEmpty: $('result-empty'),
     download: $('download'), credits: $('credits'), output: document.querySelector('.output')
@@ -74,6 +75,7 @@ export const PLAYGROUND_JS = String.raw`(function () {
     state.resultUrl = null;
     els.result.hidden = true;
     els.result.removeAttribute('src');
+    els.resultEmpty.textContent = 'The cutout appears here.';
     els.resultEmpty.hidden = false;
     els.download.hidden = true;
     els.download.removeAttribute('href');
@@ -240,9 +242,16 @@ export const PLAYGROUND_JS = String.raw`(function () {
     return m ? new URL(m[0].slice(1), document.baseURI).href : u.href;
   }
 
-  function extensionOf(format) { return format === 'jpg' ? 'jpg' : format; }
+  /** The file extension of what the server sent (format auto answers PNG or JPEG). */
+  function extensionOf(contentType, format) {
+    if (/zip/.test(contentType)) return 'zip';
+    if (/jpeg/.test(contentType)) return 'jpg';
+    if (/png/.test(contentType)) return 'png';
+    if (/webp/.test(contentType)) return 'webp';
+    return format === 'auto' ? 'png' : format;
+  }
 
-  function downloadName(format) {
+  function downloadName(extension) {
     var base = 'image';
     if (state.file && state.file.name) base = state.file.name.replace(/\.[^.]*$/, '') || 'image';
     else if (els.url.value) {
@@ -251,7 +260,7 @@ export const PLAYGROUND_JS = String.raw`(function () {
         base = last.replace(/\.[^.]*$/, '') || 'image';
       } catch (e) { /* keep image */ }
     }
-    return base + '.cutout.' + extensionOf(format);
+    return base + '.cutout.' + extension;
   }
 
   async function showResult(info, format, started) {
@@ -259,17 +268,32 @@ export const PLAYGROUND_JS = String.raw`(function () {
     var res = await call(sameOrigin(info.url));
     if (!res.ok) throw new ApiError(messageOf(res, await readJson(res)));
     var blob = await res.blob();
+    var extension = extensionOf(blob.type || res.headers.get('Content-Type') || '', format);
     clearResult();
     state.resultUrl = URL.createObjectURL(blob);
+    if (extension === 'zip') {
+      // A ZIP (color.jpg and alpha.png) is not an image this page can show: it is offered for download.
+      els.resultEmpty.textContent = 'A ZIP of color.jpg and alpha.png: download it below.';
+      els.download.href = state.resultUrl;
+      els.download.download = downloadName('zip');
+      els.download.textContent = 'Download the result (ZIP, ' + formatBytes(blob.size) + ')';
+      els.download.hidden = false;
+      finish(info, started);
+      return;
+    }
     var img = els.result;
     img.src = state.resultUrl;
     try { await img.decode(); } catch (e) { throw new ApiError('The result could not be shown by this browser; download it instead.'); }
     img.hidden = false;
     els.resultEmpty.hidden = true;
     els.download.href = state.resultUrl;
-    els.download.download = downloadName(format);
-    els.download.textContent = 'Download the cutout (' + format.toUpperCase() + ', ' + img.naturalWidth + '\u00d7' + img.naturalHeight + ', ' + formatBytes(blob.size) + ')';
+    els.download.download = downloadName(extension);
+    els.download.textContent = 'Download the cutout (' + extension.toUpperCase() + ', ' + img.naturalWidth + '\u00d7' + img.naturalHeight + ', ' + formatBytes(blob.size) + ')';
     els.download.hidden = false;
+    finish(info, started);
+  }
+
+  function finish(info, started) {
     els.credits.textContent = 'Credits charged: ' + info.charged + ' \u00b7 credits remaining: ' + info.remaining;
     var took = seconds(performance.now() - started);
     setStatus('Done in ' + took + (info.job ? ' (background job ' + info.job + ')' : '') + '.');
@@ -355,8 +379,17 @@ export const PLAYGROUND_JS = String.raw`(function () {
     else form.append('image_url', url);
     form.append('size', size);
     form.append('format', format);
-    form.append('bg_color', els.transparent.checked ? 'transparent' : els.bg.value.replace(/^#/, ''));
+    var bgFile = els.bgFile.files && els.bgFile.files[0] ? els.bgFile.files[0] : null;
+    var bgUrl = els.bgUrl.value.trim();
+    // A background picture replaces the colour; the server says so if both kinds of picture are given.
+    if (bgFile) form.append('bg_image_file', bgFile, bgFile.name || 'background');
+    if (bgUrl) form.append('bg_image_url', bgUrl);
+    if (!bgFile && !bgUrl) form.append('bg_color', els.transparent.checked ? 'transparent' : els.bg.value.replace(/^#/, ''));
     form.append('crop', els.crop.checked ? 'true' : 'false');
+    [['crop_margin', els.cropMargin], ['roi', els.roi], ['scale', els.scale], ['position', els.position]].forEach(function (pair) {
+      var value = pair[1].value.trim();
+      if (value) form.append(pair[0], value);
+    });
     // Full size over 4 MP (or of unknown size) goes through /jobs, which has no 4 MP limit.
     var small = state.file && state.dims && state.dims.w * state.dims.h <= MAX_SYNC_FULL_PIXELS;
     var useJob = size === 'full' && !small;

@@ -26,7 +26,7 @@ main {
 fieldset { margin: 0; border: 1px solid var(--line); border-radius: 0.5rem; background: var(--card); padding: 0.5rem 0.75rem 0.75rem; min-width: 0; }
 legend { font-weight: 600; padding: 0 0.25rem; }
 label { display: block; font-weight: 500; margin: 0.25rem 0; }
-input[type=url], input[type=password], select {
+input[type=url], input[type=password], input[type=text], select {
   width: 100%; font: inherit; padding: 0.4rem 0.5rem; border: 1px solid #9ca3af; border-radius: 0.375rem; background: #fff; color: var(--fg);
 }
 input[type=color] { width: 3rem; height: 2rem; padding: 0; border: 1px solid #9ca3af; border-radius: 0.25rem; background: #fff; }
@@ -34,6 +34,10 @@ input[type=color]:disabled { opacity: 0.4; }
 .row { display: flex; flex-wrap: wrap; align-items: center; gap: 0.5rem; margin: 0.35rem 0; }
 .row > label { margin: 0; min-width: 5.5rem; }
 .row > select { flex: 1 1 10rem; width: auto; min-width: 0; max-width: 100%; }
+.row > input[type=text], .row > input[type=url] { flex: 1 1 10rem; width: auto; min-width: 0; max-width: 100%; }
+.row > input[type=file] { flex: 1 1 10rem; min-width: 0; max-width: 100%; font: inherit; }
+.more { margin-top: 0.35rem; }
+.more > summary { cursor: pointer; font-weight: 500; padding: 0.2rem 0; }
 .check { display: inline-flex; align-items: center; gap: 0.35rem; }
 .check label { margin: 0; font-weight: 400; }
 .check input { width: 1.1rem; height: 1.1rem; margin: 0; }
