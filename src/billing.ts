@@ -78,6 +78,16 @@ export function needsPixelsToPrice(payer: Pick<Payer, 'billable'>, size: Size): 
   return payer.billable && size === 'auto';
 }
 
+/** Whether the payer's balance covers `amount` (always, for a payer who does not pay with credits). */
+export async function canAfford(
+  payer: Pick<Payer, 'accountId' | 'billable'>,
+  amount: number,
+  balanceOf: (accountId: string) => Promise<number>,
+): Promise<boolean> {
+  if (!payer.billable || amount <= 0 || payer.accountId === null) return true;
+  return (await balanceOf(payer.accountId)) >= amount;
+}
+
 /**
  * The pre-check: throws insufficient_credits when a paying payer's balance is below `amount`
  * (the upfront price of one request, or the sum over a batch). `message` words the refusal for
@@ -89,8 +99,7 @@ export async function assertFunded(
   balanceOf: (accountId: string) => Promise<number>,
   message?: (balance: number) => string,
 ): Promise<void> {
-  if (!payer.billable || amount <= 0 || payer.accountId === null) return;
-  const balance = await balanceOf(payer.accountId);
-  if (balance >= amount) return;
+  if (await canAfford(payer, amount, balanceOf)) return;
+  const balance = await balanceOf(payer.accountId!);
   throw new CutoutError('insufficient_credits', message?.(balance));
 }

@@ -163,6 +163,14 @@ t.test('403, 402, 429 and 404 in remove.bg\'s shape', async (t) => {
   const poor = await post(multipart(cat, { size: 'full' }), {}, broke.key);
   t.match(await removeBgError(poor), { status: 402, code: 'insufficient_credits' });
   t.ok(poor.headers.get('x-ratelimit-limit'), 'rate-limit headers on errors too');
+  // auto is "the highest available resolution (based on image size and available credits)".
+  const astronaut = await fs.readFile(path.join(FIXTURES, 'astronaut.jpg')); // 512x512: over 0.25 MP
+  const fallback = await post(multipart(astronaut, { size: 'auto' }), {}, broke.key);
+  t.equal(fallback.status, 200, 'auto without a credit: a free preview, not a 402');
+  t.equal(fallback.headers.get('x-credits-charged'), '0');
+  const previewSide = Number(fallback.headers.get('x-width'));
+  t.ok(previewSide * Number(fallback.headers.get('x-height')) <= 250_000 && previewSide < 512, `a preview's area (${previewSide} px wide)`);
+  await fallback.arrayBuffer();
   t.match(await removeBgError(await fetch(`${srv.url}/v1.0/improve`, { method: 'POST', headers: { 'X-Api-Key': key.key } })), { status: 404, code: 'not_found' });
   const busy = await createKey(srv.dataDir);
   let limited: Response | null = null;

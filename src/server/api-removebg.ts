@@ -7,7 +7,7 @@
  */
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { payerOfCaller } from '../billing.js';
+import { canAfford, payerOfCaller, priceOf } from '../billing.js';
 import { CutoutError, type ErrorCode } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
@@ -116,6 +116,13 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
   // remove.bg's clients cannot name a quality: the server's configured one applies (CUTOUT_QUALITY).
   const quality = asked.request.quality ?? ctx.config.quality;
   const request: RemoveRequest = caller.test ? { ...asked.request, quality, size: 'preview', maxArea: LIMITS.removebgPreviewPixels } : { ...asked.request, quality };
+  const payer = payerOfCaller(caller);
+  if (asked.autoSize && !(await canAfford(payer, priceOf('full'), (id) => ctx.store.balance(id)))) {
+    // remove.bg's `auto` is "the highest available resolution (based on image size and available
+    // credits)": without a credit, a free preview rather than a 402.
+    request.size = 'preview';
+    request.maxArea = LIMITS.removebgPreviewPixels;
+  }
   const timeoutMs = Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs);
   const { result, charged } = await withDeadline(timeoutMs, async (signal, commit) => {
     // A client that hangs up stops the work (nothing is charged).
@@ -127,7 +134,7 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
       return await ctx.removals.removeAndRecord({
         id: crypto.randomUUID(),
         request,
-        payer: payerOfCaller(caller),
+        payer,
         input: async () => {
           const [bytes, background] = await Promise.all([
             fetchSource(ctx, asked.source, 'image_url', both),
@@ -135,7 +142,7 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
           ]);
           // The request is this call's own object: what is known only once the bytes are here is set on it.
           request.bgImageData = background;
-          if (asked.autoSize && !caller.test) {
+          if (asked.autoSize && request.size !== 'preview') {
             // remove.bg's `auto`: the highest resolution, a preview when the image is no larger than one (free).
             const probe = await ctx.pipeline.probeImage(bytes);
             if (probe.width * probe.height <= LIMITS.removebgPreviewPixels) request.size = 'preview';
