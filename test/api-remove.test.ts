@@ -185,11 +185,15 @@ t.test('results expire after --result-ttl and the purge deletes them; an interna
   const res = await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key), body: upload(chelsea) });
   t.equal(res.status, 200);
   const id = res.headers.get('x-job-id')!;
+  // Under `npm run test:s3-results` the results are objects (results-s3.test.ts checks their purge):
+  // the steps about the data directory's files are for the default layout only.
+  const filesHere = process.env.CUTOUT_TEST_RESULTS !== 's3';
   const file = path.join(srv.dataDir, 'results', `${id}.png`);
-  await fs.stat(file);
+  if (filesHere) await fs.stat(file);
   await new Promise((r) => setTimeout(r, 3500));
   const gone = await errorCode(await fetch(`${srv.url}/api/v1/results/${id}`));
   t.same([gone.status, gone.code], [404, 'not_found']);
+  if (!filesHere) return;
   await t.rejects(fs.stat(file), { code: 'ENOENT' }, 'the purge deleted the file');
 
   // The results directory replaced by a file: storing fails inside the server.

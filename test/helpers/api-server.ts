@@ -1,10 +1,13 @@
 /** Starts the real `cutout serve` in a child process on a free port, with its own data directory. */
 import type { ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { runCli } from './cli.js';
 import { startListening } from './process.js';
+import { testS3, TEST_BUCKET, type TestS3 } from './s3.js';
+import tap from 'tap';
 
 export interface ServeProcess {
   url: string;
@@ -21,10 +24,25 @@ export async function tempDataDir(t: Tap.Test): Promise<string> {
   return dir;
 }
 
+let sharedS3: Promise<TestS3> | null = null;
+
+/**
+ * `CUTOUT_TEST_RESULTS=s3` (`npm run test:s3-results`): every server a test starts keeps its
+ * results in one s3rver of this test process, under a prefix of its own, so the API tests of
+ * results run unchanged against an object store. Off by default (the plain suite runs once).
+ */
+async function resultsInS3(args: string[]): Promise<{ args: string[]; env: Record<string, string> }> {
+  if (process.env.CUTOUT_TEST_RESULTS !== 's3' || args.some((a) => a.startsWith('--results'))) return { args: [], env: {} };
+  sharedS3 ??= testS3(tap);
+  const s3 = await sharedS3;
+  return { args: ['--results', `s3://${TEST_BUCKET}/${crypto.randomUUID()}`, '--results-path-style'], env: s3.env };
+}
+
 export async function startServe(t: Tap.Test, args: string[] = [], opts: { env?: Record<string, string>; dataDir?: string } = {}): Promise<ServeProcess> {
   const dataDir = opts.dataDir ?? (await tempDataDir(t));
-  const serving = await startListening(t, ['serve', '--port', '0', '--data', dataDir, ...args], {
-    env: { ...process.env, CUTOUT_MARKETPLACE_SECRET: '', ...opts.env },
+  const s3 = await resultsInS3(args);
+  const serving = await startListening(t, ['serve', '--port', '0', '--data', dataDir, ...args, ...s3.args], {
+    env: { ...process.env, CUTOUT_MARKETPLACE_SECRET: '', ...s3.env, ...opts.env },
   });
   return { ...serving, dataDir };
 }
