@@ -7,10 +7,12 @@
 import fs from 'node:fs/promises';
 import { CutoutError, fsReason } from './errors.js';
 import { LIMITS } from './limits.js';
-import { fetchImageUrl } from './net/fetch-url.js';
 
 export async function readBgImage(where: string, name = 'bgImage'): Promise<Buffer> {
   if (/^https?:\/\//i.test(where)) {
+    // Loaded when a URL is given: a local run names a file far more often, and the fetcher and its
+    // address checks cost every `cutout` call about as much as the rest of the flags (issue 33's bench).
+    const { fetchImageUrl } = await import('./net/fetch-url.js');
     try {
       return await fetchImageUrl(where, { allowPrivateNetwork: true });
     } catch (err) {
