@@ -13,6 +13,7 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import sharp from 'sharp';
 import { BIN, FIXTURES } from './helpers/cli.js';
+import { Manifest } from '../src/commands/manifest.js';
 
 const WORKER_LOG_PRELOAD = new URL('./helpers/worker-log.mjs', import.meta.url).href;
 const ROOT_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-batch-'));
@@ -159,6 +160,40 @@ t.test('an unchanged rerun starts no model; a changed photo and changed options 
   t.equal(workerStarts(workerLog), 0, 'a dry run starts no model');
   t.match(dry.stderr(), new RegExp(`dry run: ${names.length} to process, 0 to skip, 0 would fail; nothing was written`), 'back to the first options: all to redo');
   t.equal(manifestLines(path.join(dir, 'run.jsonl')).length, names.length * 2 + 1, 'a dry run writes nothing');
+});
+
+t.test('a kill -9 between an output\'s rename and its manifest line: the rerun redoes that input instead of refusing its output', async (t) => {
+  const dir = path.join(ROOT_DIR, 'inflight');
+  const names = (await photos(path.join(dir, 'all'))).slice(0, 2);
+  fs.mkdirSync(path.join(dir, 'in'));
+  for (const n of names) fs.renameSync(path.join(dir, 'all', n), path.join(dir, 'in', n));
+  const manifestFile = path.join(dir, 'run.jsonl');
+  const args = ['in', '--out', 'out', '--manifest', 'run.jsonl', ...FAST];
+  const first = cutout(args, dir);
+  t.equal((await first.done).code, 0, first.stderr());
+  t.equal(manifestLines(manifestFile).length, 2);
+  t.notOk(fs.existsSync(`${manifestFile}.inflight`), 'a run that ends with every output recorded leaves no in-flight list');
+
+  // What such a kill leaves: the last output in place, its line never written.
+  const lines = fs.readFileSync(manifestFile, 'utf8').trim().split('\n');
+  fs.writeFileSync(manifestFile, `${lines[0]}\n`);
+  const lost = JSON.parse(lines[1]) as Line;
+  const dryRun = async () => {
+    const dry = cutout([...args, '--dry-run'], dir);
+    await dry.done;
+    return dry.stderr();
+  };
+  t.match(await dryRun(), /0 to process, 1 to skip, 1 would fail/, 'without the in-flight list the output would be refused (not known as ours)');
+  // The list as the killed run wrote it, just before the rename (the process died before close()).
+  Manifest.load(manifestFile).placing(path.join(dir, lost.output!));
+  t.match(await dryRun(), /1 to process, 1 to skip, 0 would fail/, 'with it, the output is known as ours');
+
+  const rerun = cutout([...args, '--json'], dir);
+  t.equal((await rerun.done).code, 0, rerun.stderr());
+  t.same(jsonLines(rerun.stdout()).filter((l) => !l.summary && !l.skipped).map((l) => [l.input, l.error]), [[lost.input, null]], 'that input redone, its output replaced');
+  t.match(manifestLines(manifestFile).at(-1), { input: lost.input, output: lost.output, error: null });
+  t.notOk(fs.existsSync(`${manifestFile}.inflight`), 'the in-flight list is gone once its output is recorded');
+  await decodeAll(t, path.join(dir, 'out'), 2);
 });
 
 t.test('--exclude leaves inputs out, by name or by path', async (t) => {

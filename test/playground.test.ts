@@ -14,6 +14,8 @@
 import t from 'tap';
 import fs from 'node:fs/promises';
 import { existsSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import sharp from 'sharp';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -206,6 +208,45 @@ t.test('in Chromium: upload, cutout, credits, download, screenshots, keyboard, n
   t.same(problems, [], 'no script error or CSP violation');
   onlyOwnOrigin(t, srv, requests);
   t.ok(requests.some((u) => u === `${srv.url}/api/v1/remove`), 'a small image goes through POST /api/v1/remove');
+});
+
+t.test('in Chromium: a page on another origin calls remove.bg\'s and rembg\'s dialects with X-Api-Key (preflight answered, headers readable)', async (t) => {
+  const srv = await startServe(t, ['--workers', '1'], { env: { CUTOUT_QUALITY: 'fast' } });
+  const key = await createKey(srv.dataDir);
+  const photo = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x300
+  // The shop's own site: another origin (another port) than the server's.
+  const site = http.createServer((req, res) => {
+    if (req.url === '/photo.jpg') return void res.writeHead(200, { 'Content-Type': 'image/jpeg' }).end(photo);
+    res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' }).end('<!doctype html><title>a shop</title>');
+  });
+  await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise((resolve) => site.close(resolve)));
+  const context = await browser.newContext();
+  t.teardown(() => context.close());
+  const page = await context.newPage();
+  await page.goto(`http://127.0.0.1:${(site.address() as AddressInfo).port}/`);
+  t.not(new URL(page.url()).origin, new URL(srv.url).origin, 'the page is on another origin');
+  const seen = await page.evaluate(async ({ api, apiKey }) => {
+    const image = await (await fetch('/photo.jpg')).blob();
+    const form = new FormData();
+    form.append('image_file', image, 'photo.jpg');
+    form.append('size', 'preview');
+    const removed = await fetch(`${api}/v1.0/removebg`, { method: 'POST', headers: { 'X-Api-Key': apiKey }, body: form });
+    const png = Array.from(new Uint8Array(await removed.arrayBuffer()).slice(1, 4));
+    const account = await fetch(`${api}/v1.0/account`, { headers: { 'X-Api-Key': apiKey } });
+    const rembgForm = new FormData();
+    rembgForm.append('file', image, 'photo.jpg');
+    const rembg = await fetch(`${api}/api/remove`, { method: 'POST', headers: { 'X-Api-Key': apiKey }, body: rembgForm });
+    await rembg.arrayBuffer();
+    return {
+      status: removed.status, type: removed.headers.get('content-type'), png: String.fromCharCode(...png),
+      width: removed.headers.get('x-width'), charged: removed.headers.get('x-credits-charged'),
+      account: account.status, total: ((await account.json()) as any).data.attributes.credits.total,
+      rembg: rembg.status, rembgType: rembg.headers.get('content-type'),
+    };
+  }, { api: srv.url, apiKey: key.key });
+  t.match(seen, { status: 200, type: 'image/png', png: 'PNG', account: 200, total: 10, rembg: 200, rembgType: 'image/png' }, 'each call went through (Chromium preflights a cross-origin X-Api-Key)');
+  t.same([seen.width, seen.charged], ['451', '0'], 'the page reads remove.bg\'s X-* headers (exposed)');
 });
 
 t.test('in Chromium: an API error shows its error.message', async (t) => {

@@ -61,6 +61,38 @@ t.test('/v1.0/account: the ledger in remove.bg\'s shape', async (t) => {
   t.same(await res.json(), { data: { attributes: { credits: { subscription: 0, payg: 10, enterprise: 0, total: 10 }, api: { free_calls: 0, sizes: 'all' } } } });
 });
 
+t.test('a browser\'s preflight: remove.bg\'s and rembg\'s paths answer it, v1 does not; answers expose their headers', async (t) => {
+  const preflight = (url: string, method: string, headers = 'x-api-key,content-type') =>
+    fetch(url, { method: 'OPTIONS', headers: { Origin: 'https://shop.example', 'Access-Control-Request-Method': method, 'Access-Control-Request-Headers': headers } });
+  for (const [url, method, methods] of [[endpoint, 'POST', 'POST, OPTIONS'], [`${srv.url}/v1.0/account`, 'GET', 'GET, OPTIONS'], [`${srv.url}/api/remove`, 'POST', 'GET, POST, OPTIONS']]) {
+    const res = await preflight(url, method);
+    t.equal(res.status, 204, `OPTIONS ${new URL(url).pathname}`);
+    t.equal(res.headers.get('access-control-allow-origin'), '*');
+    t.equal(res.headers.get('access-control-allow-methods'), methods);
+    t.equal(res.headers.get('access-control-allow-headers'), 'x-api-key,content-type', 'the headers the browser asked for');
+    t.notOk(res.headers.get('access-control-allow-credentials'), 'never with credentials');
+    t.ok(Number(res.headers.get('access-control-max-age')) > 0);
+  }
+  const odd = await preflight(endpoint, 'POST', 'x-api-key; evil: 1');
+  t.equal(odd.headers.get('access-control-allow-headers'), 'X-Api-Key, Authorization, Content-Type, Accept', 'what is not a list of header names gets the default list');
+  const v1 = await preflight(`${srv.url}/api/v1/remove`, 'POST');
+  t.equal(v1.status, 404, 'v1 has no cross-origin rule (its playground is same-origin)');
+  t.notOk(v1.headers.get('access-control-allow-origin'));
+
+  const refused = await post(multipart(cat), {}, 'not-a-key');
+  t.equal(refused.status, 403);
+  t.equal(refused.headers.get('access-control-allow-origin'), '*', 'an error answer carries it too');
+  t.match(refused.headers.get('access-control-expose-headers'), /X-Credits-Charged/);
+  await refused.body?.cancel();
+  const rembgRefused = await fetch(`${srv.url}/api/remove?url=x`, { headers: { 'X-Api-Key': 'not-a-key' } });
+  t.equal(rembgRefused.headers.get('access-control-allow-origin'), '*', 'rembg\'s answers carry it, as rembg\'s server does');
+  await rembgRefused.body?.cancel();
+  const lost = await fetch(`${srv.url}/v1.0/nowhere`, { headers: { 'X-Api-Key': key.key } });
+  t.equal(lost.status, 404);
+  t.equal(lost.headers.get('access-control-allow-origin'), '*', 'a path no route matches too');
+  await lost.body?.cancel();
+});
+
 t.test('multipart as the official CLI sends it (every field, most empty), format zip', async (t) => {
   const fields = { size: 'auto', type: 'auto', type_level: '', format: 'zip', roi: '', crop: '', crop_margin: '', scale: '', position: '', channels: 'rgba', add_shadow: '', semitransparency: '', bg_color: '' };
   const res = await post(multipart(cat, fields));

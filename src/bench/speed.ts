@@ -186,57 +186,62 @@ function largeText(rows: LargeRow[]): string {
   return text;
 }
 
-async function main(): Promise<void> {
-  if (args[0] === '--one') return single(args[1]);
+/** The child processes the other rows start (each measures in a process of its own): true when this is one. */
+async function runChildMode(): Promise<boolean> {
+  if (args[0] === '--one') await single(args[1]);
   // `--upstream URL`: the model over the Open Inference Protocol, binary against JSON (upstream.ts).
-  if (flag('--upstream')) return (await import('./upstream.js')).benchUpstream(args);
+  else if (flag('--upstream')) await (await import('./upstream.js')).benchUpstream(args);
   // `--removebg`: remove.bg's dialect against the native /remove on one server (removebg.ts).
-  if (flag('--removebg')) return (await import('./removebg.js')).benchRemoveBg(args);
-  if (args[0] === '--raw-runs') return rawRuns(modelName, Number(args[1]));
-  if (args[0] === '--steady-child') return (await import('./hugepages.js')).steadyChild(args[1], args[2] === 'int8' ? 'int8' : 'fp32', Number(args[3]), args.slice(4));
-  if (args[0] === '--split-memory-child') return (await import('./split.js')).memoryChild(args[1], Number(args[2]), modelName);
-  const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities', '--precision', '--rounds-huge', '--pause', '--children-huge'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
-  const files = listImages(dir);
-  if (!files.length) throw new Error(`no images in ${dir}`);
-  // One row alone (issue 17's targets): `--folder-defaults`, the CLI folder with the old defaults
-  // against the new; `--cold-start`, the CLI's cold start.
-  // `--split`: the inference split, 1 x cores against cores x 1, and the memory one more worker costs.
+  else if (flag('--removebg')) await (await import('./removebg.js')).benchRemoveBg(args);
+  else if (args[0] === '--raw-runs') await rawRuns(modelName, Number(args[1]));
+  else if (args[0] === '--steady-child') await (await import('./hugepages.js')).steadyChild(args[1], args[2] === 'int8' ? 'int8' : 'fp32', Number(args[3]), args.slice(4));
+  else if (args[0] === '--split-memory-child') await (await import('./split.js')).memoryChild(args[1], Number(args[2]), modelName);
+  else return false;
+  return true;
+}
+
+/**
+ * One row alone, printed with the CPU and its JSON line: true when one was asked for.
+ * `--split`: the inference split (1 x cores against cores x 1) and what one more worker costs;
+ * `--large-only`: the 12 and 50 MP rows with their aims and floors; `--hugepages-only` and
+ * `--hugepages-steady` (issue 38); `--folder-defaults` and `--cold-start` (issue 17's targets).
+ */
+async function runAloneRow(files: string[]): Promise<boolean> {
+  const print = (text: string, { bench, ...json }: Record<string, unknown>) => process.stdout.write(`CPU: ${cpuFeatures()}\n${text}${JSON.stringify({ bench, cpu: cpuFeatures(), ...json })}\n`);
   if (flag('--split')) {
     const { benchSplit, benchSplitMemory } = await import('./split.js');
     const split = await benchSplit(files, modelName);
     const memory = benchSplitMemory(files[0], modelName);
-    process.stdout.write(`CPU: ${cpuFeatures()}\n${split.text}${memory.text}${JSON.stringify({ bench: 'split', cpu: cpuFeatures(), ...split.json, memory: memory.json })}\n`);
-    return;
-  }
-  // `--large-only`: the 12 and 50 MP rows alone, with their aims and floors.
-  if (flag('--large-only')) {
+    print(split.text + memory.text, { bench: 'split', ...split.json, memory: memory.json });
+  } else if (flag('--large-only')) {
     const rows = await benchLarge(files[0]);
-    process.stdout.write(`CPU: ${cpuFeatures()}\nprecision ${precisionFlag ?? 'auto'}\n${largeText(rows)}${JSON.stringify({ bench: 'large', cpu: cpuFeatures(), precision: precisionFlag ?? 'auto', large: rows })}\n`);
-    return;
-  }
-  // Huge pages on and off (issue 38): `--hugepages-only` the cold rows alone, `--hugepages-steady` the steady state alone.
-  if (flag('--hugepages-only') || flag('--hugepages-steady')) {
+    print(`precision ${precisionFlag ?? 'auto'}\n${largeText(rows)}`, { bench: 'large', precision: precisionFlag ?? 'auto', large: rows });
+  } else if (flag('--hugepages-only') || flag('--hugepages-steady')) {
     const row = flag('--hugepages-only') ? hugePagesCold(files[0]) : hugePagesSteady(files);
-    process.stdout.write(`CPU: ${cpuFeatures()}\n${row.text}${JSON.stringify({ bench: 'hugepages', cpu: cpuFeatures(), ...row.json })}\n`);
-    return;
-  }
-  const alone = flag('--folder-defaults') ? 'folder-defaults' : flag('--cold-start') ? 'cold-start' : null;
-  if (alone) {
-    const row = alone === 'folder-defaults' ? folderDefaults(files, modelName) : coldStart(files[0], modelName);
-    const huge = alone === 'cold-start' && !flag('--no-hugepages') ? hugePagesCold(files[0]) : null;
-    process.stdout.write(`CPU: ${cpuFeatures()}\n${row.text}${huge?.text ?? ''}${JSON.stringify({ bench: alone, cpu: cpuFeatures(), ...row.json, hugepages: huge?.json ?? null })}\n`);
-    return;
-  }
-  const manifest = resolveModel(modelName);
-  const loadMs = await pipeline.loadModel();
+    print(row.text, { bench: 'hugepages', ...row.json });
+  } else if (flag('--folder-defaults')) {
+    const row = folderDefaults(files, modelName);
+    print(row.text, { bench: 'folder-defaults', ...row.json, hugepages: null });
+  } else if (flag('--cold-start')) {
+    const row = coldStart(files[0], modelName);
+    const huge = flag('--no-hugepages') ? null : hugePagesCold(files[0]);
+    print(row.text + (huge?.text ?? ''), { bench: 'cold-start', ...row.json, hugepages: huge?.json ?? null });
+  } else return false;
+  return true;
+}
 
-  // A raw session run before each image: the pair sees the same machine load, and the ratio of
-  // the sums is what we report (these machines are shared and noisy).
-  const buffers = files.map((f) => fs.readFileSync(f));
+interface ImageRow { file: string; width: number; height: number; ms: number; raw: number; timings: StageTimings }
+
+/**
+ * The main rows: each image `runs` times, a raw session run before each (the pair sees the same
+ * machine load, and the ratio of the sums is what we report: these machines are shared and
+ * noisy), then the throughput at concurrency 1 and 2.
+ */
+async function steadyRows(files: string[], buffers: Buffer[]) {
   // One untimed pass: what is measured is a warm process (a folder, a server), not V8's first
   // compilation of the matte code, which costs tens of ms in the first images of a process.
   for (const b of buffers) await pipeline.removeBackground(b, REQUEST);
-  const perImage: { file: string; width: number; height: number; ms: number; raw: number; timings: StageTimings }[] = [];
+  const perImage: ImageRow[] = [];
   for (let r = 0; r < runs; r++) {
     for (let i = 0; i < files.length; i++) {
       const raw = await rawInference();
@@ -244,30 +249,41 @@ async function main(): Promise<void> {
       perImage.push({ file: path.basename(files[i]), width: res.width, height: res.height, ms: res.ms, raw, timings: res.timings });
     }
   }
-  const raw = perImage.reduce((s, p) => s + p.raw, 0) / perImage.length;
-  // Concurrency 1 and 2 alternated three times (the order swapped each time), medians: a single
-  // pass of each swung more than their difference on this shared machine. The CLI's default
-  // concurrency is whichever wins here (config.ts).
+  const average = (f: (p: ImageRow) => number) => perImage.reduce((s, p) => s + f(p), 0) / perImage.length;
+  const stages = Object.fromEntries((['decode', 'preprocess', 'inference', 'postprocess', 'encode'] as const).map((k) => [k, average((p) => p.timings[k])])) as Record<keyof StageTimings, number>;
+  return { perImage, raw: average((p) => p.raw), meanMs: average((p) => p.ms), stages, ...(await throughput(buffers)) };
+}
+
+/**
+ * Concurrency 1 and 2 alternated three times (the order swapped each time), medians: a single
+ * pass of each swung more than their difference on this shared machine. The CLI's default
+ * concurrency is whichever wins here (config.ts).
+ */
+async function throughput(buffers: Buffer[]) {
   const samples: Record<'c1' | 'c2', number[]> = { c1: [], c2: [] };
   for (let rep = 0; rep < 3; rep++) {
     for (const c of rep % 2 ? [2, 1] : [1, 2]) {
       const limit = pLimit(c);
       const t = performance.now();
       await Promise.all(buffers.map((b) => limit(() => pipeline.removeBackground(b, REQUEST))));
-      samples[c === 1 ? 'c1' : 'c2'].push(files.length / ((performance.now() - t) / 1000));
+      samples[c === 1 ? 'c1' : 'c2'].push(buffers.length / ((performance.now() - t) / 1000));
     }
   }
   const middle = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-  const throughput = { c1: middle(samples.c1), c2: middle(samples.c2) };
+  return { samples, c1: middle(samples.c1), c2: middle(samples.c2) };
+}
 
-  const mean = (k: keyof StageTimings) => perImage.reduce((s, p) => s + p.timings[k], 0) / perImage.length;
-  const meanMs = perImage.reduce((s, p) => s + p.ms, 0) / perImage.length;
-  const stages = { decode: mean('decode'), preprocess: mean('preprocess'), inference: mean('inference'), postprocess: mean('postprocess'), encode: mean('encode') };
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
 
-  const large = flag('--large') ? await benchLarge(files[0]) : [];
-
-  // Each quality setting side by side: for every image the settings run one after the other, so
-  // all of them see the same machine load; medians per setting.
+/**
+ * Each quality setting side by side: for every image the settings run one after the other, so
+ * all of them see the same machine load; medians per setting.
+ */
+async function qualityRows(buffers: Buffer[]) {
+  const manifest = resolveModel(modelName);
   for (const q of qualities) await pipeline.loadModel({ quality: q });
   const perQuality = new Map<Quality, { ms: number[]; inference: number[]; missed: number }>(qualities.map((q) => [q, { ms: [], inference: [], missed: 0 }]));
   for (let r = 0; r < runs; r++) {
@@ -285,49 +301,64 @@ async function main(): Promise<void> {
       }
     }
   }
-  const median = (xs: number[]) => {
-    const s = [...xs].sort((a, b) => a - b);
-    return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-  };
-  const qualityRows = qualities.map((q) => {
+  return qualities.map((q) => {
     const p = perQuality.get(q)!;
     return { quality: q, side: modelSide(manifest, q), median_ms: Math.round(median(p.ms)), mean_ms: Math.round(p.ms.reduce((s, x) => s + x, 0) / p.ms.length), median_inference_ms: Math.round(median(p.inference)), no_subject: p.missed };
   });
-  const best = qualityRows.find((r) => r.quality === 'best');
+}
 
-  const out = process.stdout;
-  out.write(`model ${modelName}, ${files.length} image(s) from ${dir}, ${os.cpus().length} cores, session load ${loadMs.toFixed(0)} ms\n\n`);
-  out.write('image                          size     total  decode   prep  infer   post  encode  raw-run\n');
-  for (const p of perImage) {
+type Steady = Awaited<ReturnType<typeof steadyRows>>;
+type QualityRow = Awaited<ReturnType<typeof qualityRows>>[number];
+
+/** The main table: per image and stage, the overhead ratio, the throughput and the quality settings. */
+function steadyText(dir: string, files: string[], loadMs: number, s: Steady, rows: QualityRow[]): string {
+  let text = `model ${modelName}, ${files.length} image(s) from ${dir}, ${os.cpus().length} cores, session load ${loadMs.toFixed(0)} ms\n\n`;
+  text += 'image                          size     total  decode   prep  infer   post  encode  raw-run\n';
+  for (const p of s.perImage) {
     const t = p.timings;
-    out.write(`${p.file.padEnd(28)} ${`${p.width}x${p.height}`.padStart(9)} ${fmt(p.ms)} ${fmt(t.decode)}${fmt(t.preprocess)}${fmt(t.inference)}${fmt(t.postprocess)}${fmt(t.encode)} ${fmt(p.raw)}\n`);
+    text += `${p.file.padEnd(28)} ${`${p.width}x${p.height}`.padStart(9)} ${fmt(p.ms)} ${fmt(t.decode)}${fmt(t.preprocess)}${fmt(t.inference)}${fmt(t.postprocess)}${fmt(t.encode)} ${fmt(p.raw)}\n`;
   }
   // The time outside the inference stage: a ratio that the inference's own swings do not move.
-  const outside = meanMs - stages.inference;
-  out.write(`\nmean per image ${meanMs.toFixed(0)} ms; mean raw session run ${raw.toFixed(0)} ms; end-to-end / raw = ${(meanMs / raw).toFixed(3)}; time outside inference ${outside.toFixed(0)} ms, (raw + that) / raw = ${((raw + outside) / raw).toFixed(3)}\n`);
-  out.write(`throughput (median of 3 alternated passes): ${throughput.c1.toFixed(3)} img/s at concurrency 1, ${throughput.c2.toFixed(3)} img/s at concurrency 2 (passes: ${samples.c1.map((x) => x.toFixed(3)).join(', ')} and ${samples.c2.map((x) => x.toFixed(3)).join(', ')})\n`);
-  out.write(`peak RSS ${maxRssMb()} MB\n`);
-  out.write(`\nquality settings, ${files.length} image(s) x ${runs} run(s), interleaved:\nquality    side  median-ms  mean-ms  infer-ms  speed-up  no-subject\n`);
-  for (const r of qualityRows) {
-    out.write(`${r.quality.padEnd(9)} ${String(r.side).padStart(5)} ${fmt(r.median_ms)}    ${fmt(r.mean_ms)}  ${fmt(r.median_inference_ms)}  ${(best ? (best.median_ms / r.median_ms).toFixed(2) + 'x' : '').padStart(8)}  ${r.no_subject}\n`);
+  const outside = s.meanMs - s.stages.inference;
+  text += `\nmean per image ${s.meanMs.toFixed(0)} ms; mean raw session run ${s.raw.toFixed(0)} ms; end-to-end / raw = ${(s.meanMs / s.raw).toFixed(3)}; time outside inference ${outside.toFixed(0)} ms, (raw + that) / raw = ${((s.raw + outside) / s.raw).toFixed(3)}\n`;
+  text += `throughput (median of 3 alternated passes): ${s.c1.toFixed(3)} img/s at concurrency 1, ${s.c2.toFixed(3)} img/s at concurrency 2 (passes: ${s.samples.c1.map((x) => x.toFixed(3)).join(', ')} and ${s.samples.c2.map((x) => x.toFixed(3)).join(', ')})\n`;
+  text += `peak RSS ${maxRssMb()} MB\n`;
+  text += `\nquality settings, ${files.length} image(s) x ${runs} run(s), interleaved:\nquality    side  median-ms  mean-ms  infer-ms  speed-up  no-subject\n`;
+  const best = rows.find((r) => r.quality === 'best');
+  for (const r of rows) {
+    text += `${r.quality.padEnd(9)} ${String(r.side).padStart(5)} ${fmt(r.median_ms)}    ${fmt(r.mean_ms)}  ${fmt(r.median_inference_ms)}  ${(best ? (best.median_ms / r.median_ms).toFixed(2) + 'x' : '').padStart(8)}  ${r.no_subject}\n`;
   }
+  return text;
+}
+
+async function main(): Promise<void> {
+  if (await runChildMode()) return;
+  const dir = args.find((a, i) => !a.startsWith('--') && !['--model', '--runs', '--qualities', '--precision', '--rounds-huge', '--pause', '--children-huge'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
+  const files = listImages(dir);
+  if (!files.length) throw new Error(`no images in ${dir}`);
+  if (await runAloneRow(files)) return;
+
+  const loadMs = await pipeline.loadModel();
+  const buffers = files.map((f) => fs.readFileSync(f));
+  const steady = await steadyRows(files, buffers);
+  const large = flag('--large') ? await benchLarge(files[0]) : [];
+  const qualityTable = await qualityRows(buffers);
+  const out = process.stdout;
+  out.write(steadyText(dir, files, loadMs, steady, qualityTable));
   out.write(largeText(large));
+  // The other parts, each skippable: fp32 against int8 in this process, then child processes.
   const precision = flag('--no-precision') ? null : await comparePrecisions(pipeline, buffers, files, REQUEST, runs);
   const cold = flag('--no-cold') ? null : coldStart(files[0], modelName);
   const defaults = flag('--no-cold') ? null : folderDefaults(files, modelName);
   const arena = flag('--no-cold') ? null : arenaEffect(fileURLToPath(import.meta.url), modelName);
   const hugeSteady = flag('--no-cold') || flag('--no-hugepages') ? null : hugePagesSteady(files);
   out.write(`\nCPU: ${cpuFeatures()}\n`);
-  if (precision) out.write(precision.text);
-  if (cold) out.write(cold.text);
-  if (defaults) out.write(defaults.text);
-  if (arena) out.write(arena.text);
-  if (hugeSteady) out.write(hugeSteady.text);
+  for (const part of [precision, cold, defaults, arena, hugeSteady]) if (part) out.write(part.text);
   out.write(
     JSON.stringify({
-      bench: 'speed', model: modelName, images: files.length, mean_ms: Math.round(meanMs), raw_inference_ms: Math.round(raw), ratio: +(meanMs / raw).toFixed(3), outside_inference_ms: Math.round(outside),
-      stages_ms: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, Math.round(v)])), img_per_s_c1: +throughput.c1.toFixed(3), img_per_s_c2: +throughput.c2.toFixed(3),
-      peak_rss_mb: maxRssMb(), large, qualities: qualityRows, cpu: cpuFeatures(), precision: precision?.json ?? null, cold: cold?.json ?? null, folder_defaults: defaults?.json ?? null, arena: arena?.json ?? null, hugepages_steady: hugeSteady?.json ?? null,
+      bench: 'speed', model: modelName, images: files.length, mean_ms: Math.round(steady.meanMs), raw_inference_ms: Math.round(steady.raw), ratio: +(steady.meanMs / steady.raw).toFixed(3), outside_inference_ms: Math.round(steady.meanMs - steady.stages.inference),
+      stages_ms: Object.fromEntries(Object.entries(steady.stages).map(([k, v]) => [k, Math.round(v)])), img_per_s_c1: +steady.c1.toFixed(3), img_per_s_c2: +steady.c2.toFixed(3),
+      peak_rss_mb: maxRssMb(), large, qualities: qualityTable, cpu: cpuFeatures(), precision: precision?.json ?? null, cold: cold?.json ?? null, folder_defaults: defaults?.json ?? null, arena: arena?.json ?? null, hugepages_steady: hugeSteady?.json ?? null,
     }) + '\n',
   );
   await pipeline.close();

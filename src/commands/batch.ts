@@ -204,14 +204,16 @@ export class BatchRun {
       reporter.start(planned.item.path);
       const ctx = await this.opts.context();
       const replaceOutput = manifest?.records(planned.output) || (planned.output !== null && this.written.has(planned.output));
-      // A done line is written the moment its output is in place (a kill -9 cannot come between);
+      // A done line is written the moment its output is in place, the output noted in the
+      // in-flight list just before (manifest.ts: a kill -9 between the two is redone, not refused);
       // a failure's line after the item.
       let recorded = false;
       const onOutputInPlace = manifest ? (line: ItemReport, sha256: string) => {
         manifest.append(line, sha256, options);
         recorded = true;
       } : undefined;
-      const { report, sha256 } = await processItem(ctx, planned, { afterModel, replaceOutput, onOutputInPlace });
+      const beforeOutputInPlace = manifest ? (output: string) => manifest.placing(output) : undefined;
+      const { report, sha256 } = await processItem(ctx, planned, { afterModel, replaceOutput, onOutputInPlace, beforeOutputInPlace });
       if (report.error) this.fail();
       else if (report.skipped) this.tally.skipped++;
       else {

@@ -9,6 +9,12 @@
  * into place (remove-item.ts, onOutputInPlace): a line never names an output that is not
  * complete, and the gap in which a kill could leave an output without its line is one event-loop
  * turn (not the ledger's commit). A line cut short by a kill is ignored when read.
+ *
+ * That turn is closed by a second file beside it, `FILE.inflight`: the output's path is appended
+ * there just before its rename. A kill between the rename and the line leaves an output that the
+ * manifest does not record but the in-flight list names, so the rerun redoes that input and may
+ * replace the output (without --overwrite) instead of refusing it. A path leaves the list once a
+ * done line names its output; the list is removed when a run ends with none left.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -68,13 +74,21 @@ export class Manifest {
   private readonly last = new Map<string, ManifestLine>();
   /** Outputs (absolute) that a done line recorded: a redo may replace them without --overwrite. */
   private readonly recorded = new Set<string>();
+  /** Outputs (absolute) about to be renamed into place whose done line is not written yet. */
+  private readonly inFlight = new Set<string>();
   private fd: number | null = null;
+  private inFlightFd: number | null = null;
   /** The file ends in a line cut short (a kill): the next line starts on a line of its own. */
   private torn = false;
   private readonly dir: string;
 
   constructor(readonly file: string) {
     this.dir = path.dirname(path.resolve(file));
+  }
+
+  /** The in-flight list beside the manifest (see the header). */
+  get inFlightFile(): string {
+    return `${this.file}.inflight`;
   }
 
   /** Reads FILE if it exists (a missing one is an empty manifest). */
@@ -99,7 +113,27 @@ export class Manifest {
       if (typeof line?.input !== 'string') continue;
       manifest.remember(line);
     }
+    manifest.loadInFlight();
     return manifest;
+  }
+
+  /** Reads the in-flight list: one JSON string (an output's path) per line; a line cut short is ignored. */
+  private loadInFlight(): void {
+    let text = '';
+    try {
+      text = fs.readFileSync(this.inFlightFile, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw new UsageError(`--manifest ${this.file}: cannot read ${this.inFlightFile}: ${fsReason(err)}`);
+    }
+    for (const raw of text.split('\n')) {
+      try {
+        const output: unknown = JSON.parse(raw);
+        if (typeof output === 'string') this.inFlight.add(this.abs(output));
+      } catch {
+        // an empty line, or one cut short by a kill before its rename: that output was not touched
+      }
+    }
   }
 
   private abs(p: string): string {
@@ -112,7 +146,10 @@ export class Manifest {
 
   private remember(line: ManifestLine): void {
     this.last.set(this.abs(line.input), line);
-    if (!line.error && line.output) this.recorded.add(this.abs(line.output));
+    if (!line.error && line.output) {
+      this.recorded.add(this.abs(line.output));
+      this.inFlight.delete(this.abs(line.output));
+    }
   }
 
   get size(): number {
@@ -130,9 +167,26 @@ export class Manifest {
     return fs.existsSync(output) ? line : null;
   }
 
-  /** Whether `output` is one the manifest recorded (a redo may replace it). */
+  /** Whether `output` is one the manifest recorded or was putting in place (a redo may replace it). */
   records(output: string | null): boolean {
-    return output !== null && this.recorded.has(path.resolve(output));
+    return output !== null && (this.recorded.has(path.resolve(output)) || this.inFlight.has(path.resolve(output)));
+  }
+
+  /** Notes `output` in the in-flight list just before it is renamed into place (see the header). */
+  placing(output: string): void {
+    const abs = path.resolve(output);
+    if (this.inFlight.has(abs)) return; // already listed, by this run or by one that was killed
+    try {
+      if (this.inFlightFd === null) {
+        fs.mkdirSync(this.dir, { recursive: true });
+        this.inFlightFd = fs.openSync(this.inFlightFile, 'a');
+      }
+      // A line of its own even after one cut short: a leading newline costs nothing when read.
+      fs.writeSync(this.inFlightFd, `\n${JSON.stringify(this.rel(abs))}\n`);
+    } catch (err) {
+      throw new Error(`--manifest ${this.file}: cannot write ${this.inFlightFile}: ${fsReason(err)}`);
+    }
+    this.inFlight.add(abs);
   }
 
   /** Appends the line of a handled input (after its output is in place). */
@@ -161,8 +215,26 @@ export class Manifest {
     this.remember(line);
   }
 
+  /**
+   * At the end of a run: the in-flight list is removed when every output in it got its done line,
+   * else written again with those that did not and exist (a rename that failed after replacing
+   * nothing leaves none; an output left without its line by a kill before this run does).
+   */
   close(): void {
     if (this.fd !== null) fs.closeSync(this.fd);
     this.fd = null;
+    if (this.inFlightFd !== null) fs.closeSync(this.inFlightFd);
+    this.inFlightFd = null;
+    for (const abs of this.inFlight) if (!fs.existsSync(abs)) this.inFlight.delete(abs);
+    try {
+      if (!this.inFlight.size) fs.rmSync(this.inFlightFile, { force: true });
+      else {
+        const tmp = `${this.inFlightFile}.${process.pid}.tmp`;
+        fs.writeFileSync(tmp, [...this.inFlight].map((abs) => `${JSON.stringify(this.rel(abs))}\n`).join(''));
+        fs.renameSync(tmp, this.inFlightFile);
+      }
+    } catch {
+      // Left as it was: it only lets a rerun replace outputs this tool was writing.
+    }
   }
 }

@@ -63,6 +63,8 @@ export interface ItemHooks {
    * fails, the item's report says so, and the driver records that too.
    */
   onOutputInPlace?: (report: ItemReport, sha256: string) => void;
+  /** Called just before the output is renamed into place (the manifest's in-flight list). */
+  beforeOutputInPlace?: (output: string) => void;
 }
 
 export interface ItemOutcome {
@@ -131,7 +133,7 @@ function outputDecision(ctx: ItemContext, planned: PlannedItem, hooks: ItemHooks
  * inside that transaction: a refused charge writes nothing, and a failed write charges nothing.
  */
 async function removeAndWrite(
-  ctx: ItemContext, planned: PlannedItem, bytes: Buffer, afterModel: (() => void) | undefined,
+  ctx: ItemContext, planned: PlannedItem, bytes: Buffer, hooks: ItemHooks,
   inPlace: (result: RemoveResult, credits: number) => void,
 ): Promise<{ result: RemoveResult; credits: number }> {
   const { output } = planned;
@@ -144,10 +146,11 @@ async function removeAndWrite(
       input: bytes,
       channel: 'cli',
       description: planned.item.path === '-' ? 'stdin' : path.resolve(planned.item.path),
-      afterModel,
+      afterModel: hooks.afterModel,
       beforeRecord: output ? async (r) => { staged = await stageOutput(output, r.data); } : undefined,
       within: output
         ? async (_tx, outcome, r) => {
+          hooks.beforeOutputInPlace?.(output);
           await commitOutput(staged!, output);
           inPlace(r, outcome.creditsCharged);
         }
@@ -178,7 +181,7 @@ export async function processItem(ctx: ItemContext, planned: PlannedItem, hooks:
       report.height = result.height;
       hooks.onOutputInPlace?.({ ...report, ms: Math.round(performance.now() - started), credits_charged: credits }, sha256!);
     };
-    const { result, credits } = await removeAndWrite(ctx, planned, bytes, hooks.afterModel, inPlace);
+    const { result, credits } = await removeAndWrite(ctx, planned, bytes, hooks, inPlace);
     report.width = result.width;
     report.height = result.height;
     if (ctx.payer) report.credits_charged = credits;

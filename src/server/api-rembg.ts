@@ -149,6 +149,8 @@ export function rembgApi(ctx: RembgContext): ApiPlugin {
   return {
     name: 'rembg',
     prefix: REMBG_PREFIX,
+    // rembg's server allows every origin without credentials (FastAPI's CORSMiddleware).
+    cors: { exposeHeaders: ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'] },
     authenticate: (req) => authenticate(ctx, req),
     renderError,
     notFound: () => new CutoutError('not_found', 'Not Found'),

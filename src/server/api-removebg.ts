@@ -22,8 +22,16 @@ import { withDeadline } from './routes-remove.js';
 
 export const REMOVEBG_PREFIX = '/v1.0';
 
-/** Every answer of the dialect carries it, as remove.bg's do (recorded). */
-const CORS = { 'Access-Control-Allow-Origin': '*' };
+/**
+ * Every answer of the dialect carries `Access-Control-Allow-Origin: *`, as remove.bg's do
+ * (recorded); the plugin's `cors` (plugin.ts) sets it, answers the preflight a browser sends
+ * before an `X-Api-Key`, and lets a page read these headers of the answers.
+ */
+const EXPOSED_HEADERS = [
+  'X-Width', 'X-Height', 'X-Max-Width', 'X-Max-Height', 'X-Type', 'X-Credits-Charged',
+  'X-Foreground-Top', 'X-Foreground-Left', 'X-Foreground-Width', 'X-Foreground-Height',
+  'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset',
+] as const;
 
 type RemoveBgContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'store' | 'pipeline'>;
 
@@ -64,7 +72,7 @@ export function removeBgError(err: CutoutError): { status: number; code: string;
 
 function renderError(res: ServerResponse, err: CutoutError): void {
   const { status, code, title } = removeBgError(err);
-  sendJson(res, status, { errors: [{ title, code, detail: err.message }] }, { ...err.headers, ...CORS });
+  sendJson(res, status, { errors: [{ title, code, detail: err.message }] }, err.headers);
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {
@@ -160,7 +168,6 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
     }
   });
   const headers: Record<string, string> = {
-    ...CORS,
     'X-Width': String(result.width),
     'X-Height': String(result.height),
     'X-Max-Width': String(result.width),
@@ -192,13 +199,14 @@ async function handleAccount(ctx: Pick<ServerContext, 'store'>, res: ServerRespo
   const balance = await ctx.store.balance(caller.accountId);
   sendJson(res, 200, {
     data: { attributes: { credits: { subscription: 0, payg: balance, enterprise: 0, total: balance }, api: { free_calls: 0, sizes: 'all' } } },
-  }, CORS);
+  });
 }
 
 export function removeBgApi(ctx: RemoveBgContext): ApiPlugin {
   return {
     name: 'remove.bg',
     prefix: REMOVEBG_PREFIX,
+    cors: { exposeHeaders: EXPOSED_HEADERS },
     authenticate: (req) => authenticate(ctx, req),
     renderError,
     notFound: (req) => new CutoutError('not_found', `No route ${req.method} ${req.path}. This server answers remove.bg's POST /v1.0/removebg and GET /v1.0/account.`),

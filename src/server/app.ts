@@ -29,7 +29,7 @@ import { registerPlayground } from './routes-playground.js';
 import { v1Api, v1NotFound } from './api-v1.js';
 import { rembgApi } from './api-rembg.js';
 import { removeBgApi } from './api-removebg.js';
-import { mountApi, pluginFor, type ApiPlugin } from './plugin.js';
+import { applyCors, mountApi, pluginFor, type ApiPlugin } from './plugin.js';
 import type { ServerContext } from './context.js';
 
 export type { ServerContext } from './context.js';
@@ -61,10 +61,12 @@ export function createApp(ctx: ServerContext, apis: readonly ApiPlugin[] = serve
         res.destroy();
         return;
       }
+      applyCors(pluginFor(apis, req.path), res);
       apiOf(req.path).renderError(res, toCutoutError(err));
     },
     onNoMatch(req, res) {
       const api = pluginFor(apis, req.path);
+      applyCors(api, res);
       if (api) api.renderError(res, api.notFound(req));
       else fallback.renderError(res, v1NotFound(req.method, req.path));
     },
@@ -83,7 +85,7 @@ export function createApp(ctx: ServerContext, apis: readonly ApiPlugin[] = serve
  * compiled RegExp), for the metrics' and the log's `route`: a bounded set of values.
  */
 function tagRoutePatterns(app: Polka): void {
-  for (const method of ['get', 'head', 'post', 'put', 'patch', 'delete'] as const) {
+  for (const method of ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const) {
     const register = app[method].bind(app);
     app[method] = ((pattern: string, ...handlers: Middleware[]) =>
       register(pattern, (req, _res, next) => {

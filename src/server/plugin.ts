@@ -7,6 +7,12 @@
  * A plugin registers routes relative to its prefix, each either open (no caller) or for a caller:
  * then the plugin's `authenticate` and the per-caller rate limit run before the handler, which
  * gets the Caller. docs/internals.md ("APIs as plugins") says how to add one.
+ *
+ * A plugin whose original API is called from browsers on any origin (remove.bg's, rembg's) says
+ * so with `cors`: every answer under its prefix then carries `Access-Control-Allow-Origin: *` and
+ * the headers a page may read, and each of its paths answers a browser's preflight (`OPTIONS`)
+ * with the methods registered there. No credentials (cookies) are ever allowed, which is what
+ * makes `*` safe: a key travels in a header the page itself sets.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Polka, Request } from 'polka';
@@ -38,19 +44,59 @@ export interface ApiPlugin {
   notFound(req: Request): CutoutError;
   /** Registers the API's routes. */
   routes(routes: ApiRoutes): void;
+  /** Answers to any origin (see the header), with these response headers readable by the page. */
+  readonly cors?: { readonly exposeHeaders: readonly string[] };
+}
+
+/** How long a browser may keep a preflight's answer (Chromium caps it at 2 hours). */
+const PREFLIGHT_MAX_AGE_S = 7200;
+/** What a preflight allows when the browser names no headers (it always does when it needs any). */
+const DEFAULT_ALLOWED_HEADERS = 'X-Api-Key, Authorization, Content-Type, Accept';
+
+/** Sets the cross-origin headers of `plugin` on `res` (nothing for a plugin without `cors`). */
+export function applyCors(plugin: ApiPlugin | undefined, res: ServerResponse): void {
+  if (!plugin?.cors || res.headersSent) return;
+  res.setHeader('Access-Control-Allow-Origin', '*');
+  if (plugin.cors.exposeHeaders.length) res.setHeader('Access-Control-Expose-Headers', plugin.cors.exposeHeaders.join(', '));
+}
+
+/**
+ * A browser's preflight: 204 with the path's methods and the headers it asked for (a list of
+ * header names, checked as such; anything else gets the default list).
+ */
+function answerPreflight(req: IncomingMessage, res: ServerResponse, methods: readonly string[]): void {
+  const asked = req.headers['access-control-request-headers'];
+  const headers = typeof asked === 'string' && /^[\w-]+(\s*,\s*[\w-]+)*$/.test(asked.trim()) ? asked.trim() : DEFAULT_ALLOWED_HEADERS;
+  res.writeHead(204, {
+    'Access-Control-Allow-Origin': '*',
+    'Access-Control-Allow-Methods': [...methods, 'OPTIONS'].join(', '),
+    'Access-Control-Allow-Headers': headers,
+    'Access-Control-Max-Age': String(PREFLIGHT_MAX_AGE_S),
+    Vary: 'Access-Control-Request-Headers',
+  });
+  res.end();
 }
 
 /** Mounts `plugin` on `app`: its routes under its prefix, the callers' routes behind its authentication. */
 export function mountApi(app: Polka, plugin: ApiPlugin, limiter: RateLimiter): void {
   const deps = { authenticate: (req: IncomingMessage) => plugin.authenticate(req), limiter };
+  /** The methods of each path, for its preflight. */
+  const methods = new Map<string, string[]>();
+  const add = (method: ApiMethod, path: string, handler: OpenHandler) => {
+    const full = `${plugin.prefix}${path}`;
+    methods.set(full, [...(methods.get(full) ?? []), method.toUpperCase()]);
+    app[method](full, (req, res) => {
+      applyCors(plugin, res); // before anything that may throw: the error's answer carries them too
+      return handler(req, res);
+    });
+  };
   plugin.routes({
-    open(method, path, handler) {
-      app[method](`${plugin.prefix}${path}`, (req, res) => handler(req, res));
-    },
+    open: add,
     forCaller(method, path, handler) {
-      app[method](`${plugin.prefix}${path}`, async (req, res) => handler(req, res, await guard(req, res, deps)));
+      add(method, path, async (req, res) => handler(req, res, await guard(req, res, deps)));
     },
   });
+  if (plugin.cors) for (const [full, allowed] of methods) app.options(full, (req, res) => answerPreflight(req, res, allowed));
 }
 
 /** The plugin a request path belongs to (the longest prefix that matches), if any. */
