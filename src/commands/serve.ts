@@ -107,62 +107,73 @@ export function registerServe(program: Command): void {
     .option('--lease-ms <ms>', 'how long a claimed job stays with its server without a renewal; a dead server\'s jobs are taken over after it (default 30000)')
     .option('--no-exit-with-parent', 'keep serving when the process that started serve exits (nohup, a shell\'s &); by default serve then stops as on SIGTERM, so that npx cutout serve cannot leave it orphaned (run it under a process manager such as systemd)')
     .addHelpText('after', SERVE_DEFAULTS_HELP)
-    .action(async (flags: ServeFlags, command: Command) => {
-      const config = await loadConfig(flagsGiven(command, flags as Record<string, unknown>), { configFile: flags.config });
-      const { startServer } = await import('../server/app.js');
-      let server;
-      try {
-        server = await startServer(config);
-      } catch (err) {
-        // A start-up failure in start-up words: there was no request to charge or to retry.
-        const line = upstreamStartFailure(err, config.upstream);
-        if (!line) throw err;
-        process.stderr.write(`cutout serve: ${line}\n`);
+    .action(runServe);
+}
+
+/** `cutout serve`: starts the server, says where it listens, and serves until a signal or the parent's exit. */
+async function runServe(flags: ServeFlags, command: Command): Promise<void> {
+  const config = await loadConfig(flagsGiven(command, flags as Record<string, unknown>), { configFile: flags.config });
+  const { startServer } = await import('../server/app.js');
+  let server;
+  try {
+    server = await startServer(config);
+  } catch (err) {
+    // A start-up failure in start-up words: there was no request to charge or to retry.
+    const line = upstreamStartFailure(err, config.upstream);
+    if (!line) throw err;
+    process.stderr.write(`cutout serve: ${line}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  // Said only when on (CUTOUT_HUGEPAGES=1, docs/internals.md "Huge pages"): the default adds no
+  // line. Before the listening line, so whoever waits for that one has it.
+  const hugePages = (await import('../launcher/hugepages.js')).hugePagesStatus();
+  if (hugePages.in_force) process.stderr.write(`cutout serve: the model's memory on huge pages (${hugePages.reason})\n`);
+  process.stdout.write(`listening on ${server.url}\n`);
+  if (server.metricsUrl) process.stderr.write(`cutout serve: metrics on ${server.metricsUrl}/metrics\n`);
+  await untilStopped(server, flags);
+  // Everything is closed; if a stray handle still holds the loop, do not hang forever.
+  setTimeout(() => process.exit(), 2000).unref();
+}
+
+/**
+ * Serves until SIGINT, SIGTERM or (unless --no-exit-with-parent) the parent's exit, then closes
+ * the server: requests and jobs in flight finish, queued jobs stay queued.
+ */
+function untilStopped(server: { close(): Promise<void> }, flags: ServeFlags): Promise<void> {
+  return new Promise<void>((resolve) => {
+    // A second signal, of either kind, ends the process at once, by that signal (the shell
+    // reports 130 / 143). Not by process.exit(): its native teardown while an inference runs
+    // in the worker thread aborts (exit 134). The queue is durable: the next start carries on.
+    const stopNow = (signal: NodeJS.Signals) => {
+      process.removeAllListeners(signal);
+      process.kill(process.pid, signal);
+    };
+    let unwatchParent: () => void = () => undefined;
+    const stop = (signal: NodeJS.Signals | 'parent process gone') => {
+      unwatchParent();
+      process.removeListener('SIGINT', stop);
+      process.removeListener('SIGTERM', stop);
+      process.once('SIGINT', stopNow);
+      process.once('SIGTERM', stopNow);
+      process.stderr.write(`cutout serve: ${signal}, finishing requests and running jobs in flight; queued jobs stay queued\n`);
+      server.close().then(resolve, (err: unknown) => {
+        process.stderr.write(`cutout serve: ${(err as Error).message}\n`);
         process.exitCode = 1;
-        return;
-      }
-      // Said only when on (CUTOUT_HUGEPAGES=1, docs/internals.md "Huge pages"): the default adds no
-      // line. Before the listening line, so whoever waits for that one has it.
-      const hugePages = (await import('../launcher/hugepages.js')).hugePagesStatus();
-      if (hugePages.in_force) process.stderr.write(`cutout serve: the model's memory on huge pages (${hugePages.reason})\n`);
-      process.stdout.write(`listening on ${server.url}\n`);
-      if (server.metricsUrl) process.stderr.write(`cutout serve: metrics on ${server.metricsUrl}/metrics\n`);
-      await new Promise<void>((resolve) => {
-        // A second signal, of either kind, ends the process at once, by that signal (the shell
-        // reports 130 / 143). Not by process.exit(): its native teardown while an inference runs
-        // in the worker thread aborts (exit 134). The queue is durable: the next start carries on.
-        const stopNow = (signal: NodeJS.Signals) => {
-          process.removeAllListeners(signal);
-          process.kill(process.pid, signal);
-        };
-        let unwatchParent: () => void = () => undefined;
-        const stop = (signal: NodeJS.Signals | 'parent process gone') => {
-          unwatchParent();
-          process.removeListener('SIGINT', stop);
-          process.removeListener('SIGTERM', stop);
-          process.once('SIGINT', stopNow);
-          process.once('SIGTERM', stopNow);
-          process.stderr.write(`cutout serve: ${signal}, finishing requests and running jobs in flight; queued jobs stay queued\n`);
-          server.close().then(resolve, (err: unknown) => {
-            process.stderr.write(`cutout serve: ${(err as Error).message}\n`);
-            process.exitCode = 1;
-            resolve();
-          });
-        };
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
-        // Orphaned (the parent that started it is gone): the same clean stop as SIGTERM.
-        if (flags.exitWithParent !== false) {
-          unwatchParent = watchParent(() => {
-            // Whoever read stderr may be gone with the parent: a failed write must not crash the stop.
-            process.stderr.on('error', () => undefined);
-            stop('parent process gone');
-          });
-        }
+        resolve();
       });
-      // Everything is closed; if a stray handle still holds the loop, do not hang forever.
-      setTimeout(() => process.exit(), 2000).unref();
-    });
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    // Orphaned (the parent that started it is gone): the same clean stop as SIGTERM.
+    if (flags.exitWithParent !== false) {
+      unwatchParent = watchParent(() => {
+        // Whoever read stderr may be gone with the parent: a failed write must not crash the stop.
+        process.stderr.on('error', () => undefined);
+        stop('parent process gone');
+      });
+    }
+  });
 }
 
 /** The defaults a new user trips over: the API and the CLI answer different sizes (issue 29). */

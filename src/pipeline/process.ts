@@ -118,6 +118,26 @@ async function zoomPass(
 }
 
 /**
+ * The output's size (the request's size resolved for this image, within the sync route's limit
+ * and a dialect's area cap) and the roi in its pixels. Checked before the model runs: a roi
+ * outside the image is the caller's mistake, not worth an inference.
+ */
+function planOutput(probe: { width: number; height: number }, req: RemoveRequest) {
+  const resolvedSize = resolveSize(req.size, probe.width, probe.height);
+  if (resolvedSize === 'full' && req.maxFullPixels !== undefined && probe.width * probe.height > req.maxFullPixels) {
+    throw new CutoutError(
+      'invalid_request',
+      `Image is ${probe.width}x${probe.height}; size=full on /remove is limited to ${req.maxFullPixels / 1e6} MP. Use size=preview or POST /api/v1/jobs`,
+    );
+  }
+  const out = req.maxArea === undefined
+    ? outputSize(resolvedSize, probe.width, probe.height)
+    : fitArea(resolvedSize === 'full' ? probe : outputSize('full', probe.width, probe.height), req.maxArea);
+  const roiBox = req.roi ? resolveRoi(req.roi, probe.width, probe.height, out.width, out.height) : undefined;
+  return { resolvedSize, out, roiBox };
+}
+
+/**
  * Removes the background of one image. Throws CutoutError with the API's codes:
  * unsupported_format, image_too_large, invalid_request (4 MP rule), no_subject_detected,
  * processing_failed; an aborted call rejects with its AbortError.
@@ -132,18 +152,7 @@ export async function removeOne(
 
   let t = performance.now();
   const src = Buffer.isBuffer(input) ? await openImage(input) : openRawPixels(input);
-  const resolvedSize = resolveSize(req.size, src.probe.width, src.probe.height);
-  if (resolvedSize === 'full' && req.maxFullPixels !== undefined && src.probe.width * src.probe.height > req.maxFullPixels) {
-    throw new CutoutError(
-      'invalid_request',
-      `Image is ${src.probe.width}x${src.probe.height}; size=full on /remove is limited to ${req.maxFullPixels / 1e6} MP. Use size=preview or POST /api/v1/jobs`,
-    );
-  }
-  const out = req.maxArea === undefined
-    ? outputSize(resolvedSize, src.probe.width, src.probe.height)
-    : fitArea(resolvedSize === 'full' ? src.probe : outputSize('full', src.probe.width, src.probe.height), req.maxArea);
-  // Checked before the model runs: a roi outside the image is the caller's mistake, not worth an inference.
-  const roiBox = req.roi ? resolveRoi(req.roi, src.probe.width, src.probe.height, out.width, out.height) : undefined;
+  const { resolvedSize, out, roiBox } = planOutput(src.probe, req);
   checkAborted(opts.signal);
   if (out.width * out.height >= COLLECT_BEFORE_PIXELS) collectGarbage();
 
