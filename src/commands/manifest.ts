@@ -129,7 +129,8 @@ export class Manifest {
     for (const raw of text.split('\n')) {
       try {
         const output: unknown = JSON.parse(raw);
-        if (typeof output === 'string') this.inFlight.add(this.abs(output));
+        // One a done line records needs no entry: records() says yes to it already.
+        if (typeof output === 'string' && !this.recorded.has(this.abs(output))) this.inFlight.add(this.abs(output));
       } catch {
         // an empty line, or one cut short by a kill before its rename: that output was not touched
       }
