@@ -4,6 +4,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { openStore } from '../../src/store/db.js';
 import { runCli } from './cli.js';
 import { startListening } from './process.js';
 import { testS3, TEST_BUCKET, type TestS3 } from './s3.js';
@@ -38,12 +39,36 @@ async function resultsInS3(args: string[]): Promise<{ args: string[]; env: Recor
   return { args: ['--results', `s3://${TEST_BUCKET}/${crypto.randomUUID()}`, '--results-path-style'], env: s3.env };
 }
 
+/**
+ * Under `CUTOUT_TEST_RESULTS=s3`, what a server stored must all be objects: no result file in its
+ * data directory, no result bytes in its database (SQLite there, or the PostgreSQL of `--store`).
+ * Thrown from a teardown, which fails the test that started the server.
+ */
+async function assertNoResultBytesOutsideS3(dataDir: string, args: string[]): Promise<void> {
+  const files = (await fs.readdir(path.join(dataDir, 'results')).catch(() => [] as string[])).filter((f) => !f.startsWith('.'));
+  if (files.length) throw new Error(`results in s3, yet ${files.length} result file(s) in ${dataDir}/results: ${files.slice(0, 3).join(', ')}`);
+  const storeAt = args.indexOf('--store');
+  const store = await openStore(dataDir, { url: storeAt >= 0 ? args[storeAt + 1] : null });
+  try {
+    // PostgreSQL rows can hold the bytes (column data); SQLite's rows only a location, which for a
+    // file is its absolute path.
+    const row = await store.db.get<{ n: number | string }>(storeAt >= 0
+      ? 'SELECT COUNT(*) AS n FROM results WHERE data IS NOT NULL'
+      : "SELECT COUNT(*) AS n FROM results WHERE path LIKE '/%'");
+    if (Number(row?.n) !== 0) throw new Error(`results in s3, yet ${row?.n} result row(s) keep their bytes outside it`);
+  } finally {
+    await store.close();
+  }
+}
+
 export async function startServe(t: Tap.Test, args: string[] = [], opts: { env?: Record<string, string>; dataDir?: string } = {}): Promise<ServeProcess> {
   const dataDir = opts.dataDir ?? (await tempDataDir(t));
   const s3 = await resultsInS3(args);
   const serving = await startListening(t, ['serve', '--port', '0', '--data', dataDir, ...args, ...s3.args], {
     env: { ...process.env, CUTOUT_MARKETPLACE_SECRET: '', ...s3.env, ...opts.env },
   });
+  // Teardowns run last first: this one before the server stops and its data directory goes.
+  if (s3.args.length) t.teardown(() => assertNoResultBytesOutsideS3(dataDir, args));
   return { ...serving, dataDir };
 }
 
