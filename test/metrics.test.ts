@@ -50,6 +50,8 @@ t.test('/metrics: request durations by route pattern, job gauges, inference, cal
   t.ok(sample(before, 'process_cpu_seconds_total') !== null, 'process metrics (cpu)');
   t.ok(sample(before, 'nodejs_heap_size_used_bytes') !== null, 'process metrics (heap)');
   t.equal(sample(before, 'cutout_store_info', { store: 'sqlite' }), 1, 'the store in use');
+  t.equal(sample(before, 'cutout_results_info', { results: 'files' }), 1, 'results as files in the data directory');
+  t.equal(sample(before, 'cutout_results_ready'), null, 'no object store, so no cutout_results_ready');
   t.equal(sample(before, 'cutout_inference_slots', { state: 'total' }), 1, '--workers 1');
   for (const outcome of ['delivered', 'retry', 'gave_up']) {
     t.equal(sample(before, 'cutout_callback_deliveries_total', { outcome }), 0, `callbacks ${outcome} start at 0`);
@@ -139,6 +141,7 @@ t.test('a fleet on one PostgreSQL: every server reports the fleet-wide job gauge
   for (const [name, srv] of [['A', a], ['B', b]] as const) {
     const text = await scrape(srv.url);
     t.equal(sample(text, 'cutout_store_info', { store: 'postgres' }), 1, `${name}: the store is postgres`);
+    t.equal(sample(text, 'cutout_results_info', { results: 'database' }), 1, `${name}: results in PostgreSQL`);
     t.equal(sample(text, 'cutout_jobs', { state: 'processing' }), 2, `${name}: two jobs processing in the fleet`);
     t.equal(sample(text, 'cutout_jobs', { state: 'queued' }), 2, `${name}: two queued in the fleet`);
     t.equal(sample(text, 'cutout_inference_slots', { state: 'busy' }), 1, `${name}: its own slot is busy`);

@@ -102,6 +102,9 @@ t.test('two servers, one PostgreSQL, one bucket', async (t) => {
       t.equal(ready.status, 503, '/readyz is 503');
       const body = (await ready.json()) as any;
       t.match(body, { status: 'not_ready', checks: { store: 'ready', results: 'not_ready' }, not_ready: { results: new RegExp(`object store s3://${TEST_BUCKET}/${PREFIX}/`) } }, 'naming the object store');
+      const metrics = await (await fetch(`${s.url}/metrics`)).text();
+      t.match(metrics, /^cutout_results_ready 0$/m, 'cutout_results_ready 0');
+      t.match(metrics, /^cutout_results_info\{results="s3"\} 1$/m, 'cutout_results_info says s3');
     }
     const read = await fetch(`${a.url}/api/v1/results/${keptId}`);
     const e = await errorCode(read);
@@ -129,6 +132,7 @@ t.test('two servers, one PostgreSQL, one bucket', async (t) => {
     t.equal((await fetch(`${a.url}/api/v1/results/${keptId}`)).status, 200, 'the older result is served again');
     await until('/readyz ready again', async () => (await fetch(`${a.url}/readyz`)).status === 200, 30_000);
     t.pass('/readyz is 200 again');
+    t.match(await (await fetch(`${a.url}/metrics`)).text(), /^cutout_results_ready 1$/m, 'cutout_results_ready 1 again');
     const stored = await observer.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM results WHERE data IS NOT NULL');
     t.equal(stored?.n, 0, 'still no result bytes in PostgreSQL');
   });

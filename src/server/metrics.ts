@@ -47,10 +47,10 @@ const INFERENCE_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64];
 export type CallbackOutcome = 'delivered' | 'retry' | 'gave_up';
 
 export interface MetricsSources {
-  store: Pick<Store, 'jobCounts' | 'kind' | 'onHeartbeatFailure'>;
+  store: Pick<Store, 'jobCounts' | 'kind' | 'onHeartbeatFailure'> & Partial<Pick<Store, 'resultsKind'>>;
   pool: Pick<WorkPool, 'stats' | 'size'>;
-  /** Whether the store answers now (the probe of /readyz, shared). */
-  readiness: { check(): Promise<{ ready: boolean }> };
+  /** Whether the store (and an object store of results, where there is one) answers now: the probes of /readyz, shared. */
+  readiness: { check(): Promise<{ ready: boolean }>; checkResults?(): Promise<{ ready: boolean }> | null };
 }
 
 export class ServerMetrics {
@@ -139,6 +139,7 @@ export class ServerMetrics {
     });
     heartbeatFailures.inc(0);
     sources.store.onHeartbeatFailure(() => heartbeatFailures.inc());
+    this.registerResultsMetrics(sources, registers);
     new Gauge({
       name: 'cutout_store_info',
       help: 'The store this server uses (always 1; the engine is the label).',
@@ -146,6 +147,36 @@ export class ServerMetrics {
       collect() {
         this.reset();
         this.set({ store: sources.store.kind }, 1);
+      },
+    });
+  }
+
+  /**
+   * Where result bytes live (`cutout_results_info`), and with an object store whether it answers
+   * (`cutout_results_ready`, the results part of /readyz): an outage of S3 is seen on a dashboard,
+   * not only by the load balancer.
+   */
+  private registerResultsMetrics(sources: MetricsSources, registers: Registry[]): void {
+    const kind = sources.store.resultsKind;
+    if (!kind) return;
+    new Gauge({
+      name: 'cutout_results_info',
+      help: 'Where this server keeps result bytes (always 1; the place is the label: files, database or s3).',
+      labelNames: ['results'], registers,
+      collect() {
+        this.reset();
+        this.set({ results: kind }, 1);
+      },
+    });
+    if (kind !== 's3' || !sources.readiness.checkResults) return;
+    const checkResults = sources.readiness.checkResults.bind(sources.readiness);
+    new Gauge({
+      name: 'cutout_results_ready',
+      help: 'Whether the object store of the results answered a HEAD of its probe object within 2 s at scrape time (1) or not (0): the results part of GET /readyz.',
+      registers,
+      async collect() {
+        const state = await checkResults();
+        this.set(state?.ready ? 1 : 0);
       },
     });
   }
