@@ -186,6 +186,11 @@ function largeText(rows: LargeRow[]): string {
   return text;
 }
 
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
 /** The child processes the other rows start (each measures in a process of its own): true when this is one. */
 async function runChildMode(): Promise<boolean> {
   if (args[0] === '--one') await single(args[1]);
@@ -269,14 +274,8 @@ async function throughput(buffers: Buffer[]) {
       samples[c === 1 ? 'c1' : 'c2'].push(buffers.length / ((performance.now() - t) / 1000));
     }
   }
-  const middle = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-  return { samples, c1: middle(samples.c1), c2: middle(samples.c2) };
+  return { samples, c1: median(samples.c1), c2: median(samples.c2) };
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /**
  * Each quality setting side by side: for every image the settings run one after the other, so

@@ -217,25 +217,20 @@ export class Manifest {
   }
 
   /**
-   * At the end of a run: the in-flight list is removed when every output in it got its done line,
-   * else written again with those that did not and exist (a rename that failed after replacing
-   * nothing leaves none; an output left without its line by a kill before this run does).
+   * At the end of a run the in-flight list is removed when none of its outputs is left without a
+   * done line (an output that does not exist needs no entry). Otherwise it stays as it is: entries
+   * that a done line records are dropped when it is read again.
    */
   close(): void {
     if (this.fd !== null) fs.closeSync(this.fd);
     this.fd = null;
     if (this.inFlightFd !== null) fs.closeSync(this.inFlightFd);
     this.inFlightFd = null;
-    for (const abs of this.inFlight) if (!fs.existsSync(abs)) this.inFlight.delete(abs);
+    if ([...this.inFlight].some((abs) => fs.existsSync(abs))) return;
     try {
-      if (!this.inFlight.size) fs.rmSync(this.inFlightFile, { force: true });
-      else {
-        const tmp = `${this.inFlightFile}.${process.pid}.tmp`;
-        fs.writeFileSync(tmp, [...this.inFlight].map((abs) => `${JSON.stringify(this.rel(abs))}\n`).join(''));
-        fs.renameSync(tmp, this.inFlightFile);
-      }
+      fs.rmSync(this.inFlightFile, { force: true });
     } catch {
-      // Left as it was: it only lets a rerun replace outputs this tool was writing.
+      // Left behind: it only lets a rerun replace outputs this tool was writing.
     }
   }
 }

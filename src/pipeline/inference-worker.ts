@@ -140,6 +140,8 @@ async function session(modelPath: string, threads: number, arena: boolean): Prom
   return s;
 }
 
+// This module is a worker thread's entry: its state (the sessions above, this queue) belongs to
+// that thread, one per Worker a pipeline starts, and is never shared between pipelines.
 let chain: Promise<void> = Promise.resolve();
 
 async function handle(req: InferenceRequest): Promise<void> {

@@ -61,17 +61,20 @@ export function createApp(ctx: ServerContext, apis: readonly ApiPlugin[] = serve
         res.destroy();
         return;
       }
-      applyCors(pluginFor(apis, req.path), res);
       apiOf(req.path).renderError(res, toCutoutError(err));
     },
     onNoMatch(req, res) {
       const api = pluginFor(apis, req.path);
-      applyCors(api, res);
       if (api) api.renderError(res, api.notFound(req));
       else fallback.renderError(res, v1NotFound(req.method, req.path));
     },
   });
   tagRoutePatterns(app);
+  // Before every route: a dialect's cross-origin headers on all its answers, errors included.
+  app.use((req, res, next) => {
+    applyCors(pluginFor(apis, req.path), res);
+    next();
+  });
   for (const api of apis) mountApi(app, api, ctx.limiter);
   app.get('/readyz', (_req, res) => handleReady(ctx, res));
   // With --metrics-port, /metrics has a listener of its own (startServing).

@@ -53,7 +53,11 @@ const PREFLIGHT_MAX_AGE_S = 7200;
 /** What a preflight allows when the browser names no headers (it always does when it needs any). */
 const DEFAULT_ALLOWED_HEADERS = 'X-Api-Key, Authorization, Content-Type, Accept';
 
-/** Sets the cross-origin headers of `plugin` on `res` (nothing for a plugin without `cors`). */
+/**
+ * Sets the cross-origin headers of `plugin` on `res` (nothing for a plugin without `cors`). The
+ * app calls it for every request, before any route: an answer, an error and a not-found under the
+ * plugin's prefix all carry them.
+ */
 export function applyCors(plugin: ApiPlugin | undefined, res: ServerResponse): void {
   if (!plugin?.cors || res.headersSent) return;
   res.setHeader('Access-Control-Allow-Origin', '*');
@@ -85,10 +89,7 @@ export function mountApi(app: Polka, plugin: ApiPlugin, limiter: RateLimiter): v
   const add = (method: ApiMethod, path: string, handler: OpenHandler) => {
     const full = `${plugin.prefix}${path}`;
     methods.set(full, [...(methods.get(full) ?? []), method.toUpperCase()]);
-    app[method](full, (req, res) => {
-      applyCors(plugin, res); // before anything that may throw: the error's answer carries them too
-      return handler(req, res);
-    });
+    app[method](full, handler);
   };
   plugin.routes({
     open: add,
