@@ -5,6 +5,7 @@
  * SIGTERM: no new input starts, those in flight finish, exit 130); and the summary line.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import type { Command } from 'commander';
 import { oneLine } from '../errors.js';
 import { Manifest, type OutputOptions } from './manifest.js';
@@ -140,6 +141,8 @@ export class BatchRun {
   readonly tally: BatchTally = { done: 0, skipped: 0, failed: 0, left: 0 };
   /** Outputs written by this run: a changed photo seen again by the watcher may replace its own. */
   private readonly written = new Set<string>();
+  /** Each input this run took, by absolute path, with its size and time when taken (the watcher's dedup). */
+  private readonly taken = new Map<string, string>();
   private limit: ((task: () => Promise<void>) => Promise<void>) | null = null;
 
   constructor(private readonly opts: BatchRunOptions) {}
@@ -187,6 +190,31 @@ export class BatchRun {
     return bytes !== null && sha256Of(bytes) === line.sha256;
   }
 
+  /** Named inputs left out as cutout's own outputs (inputs.ts): counted as skipped. */
+  reportOwnOutputs(files: string[]): void {
+    for (const input of files) {
+      this.tally.skipped++;
+      this.opts.reporter.done({ input, output: null, width: null, height: null, ms: 0, skipped: true, error: null }, { silent: true });
+    }
+  }
+
+  /**
+   * Whether this run took `file` already as it is now (same size and modification time): the
+   * watcher's rescan and its events then leave it alone; a file changed since is taken again.
+   */
+  tookAsIs(file: string, stats: fs.Stats): boolean {
+    return this.taken.get(path.resolve(file)) === stateOf(stats);
+  }
+
+  private noteTaken(file: string): void {
+    if (file === '-') return;
+    try {
+      this.taken.set(path.resolve(file), stateOf(fs.statSync(file)));
+    } catch {
+      // gone or unreadable: the item fails with its own line, and nothing is noted
+    }
+  }
+
   /** Resolves at the first SIGINT or SIGTERM (the end of a watch). */
   untilInterrupted(): Promise<void> {
     return new Promise((resolve) => (this.interrupted ? resolve() : this.opts.interrupt.onSignal(resolve)));
@@ -201,6 +229,7 @@ export class BatchRun {
         return;
       }
       const { reporter, manifest, options } = this.opts;
+      this.noteTaken(planned.item.path);
       reporter.start(planned.item.path);
       const ctx = await this.opts.context();
       const replaceOutput = manifest?.records(planned.output) || (planned.output !== null && this.written.has(planned.output));
@@ -253,6 +282,11 @@ export class BatchRun {
     }
     return { code: failed ? 1 : 0, summary };
   }
+}
+
+/** A file's state as the watcher compares it: size and modification time. */
+function stateOf(stats: fs.Stats): string {
+  return `${stats.size}:${stats.mtimeMs}`;
 }
 
 /** `fn`, called at most once. */

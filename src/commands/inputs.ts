@@ -12,10 +12,16 @@ import { UsageError } from './usage-error.js';
 /** Extensions picked up when scanning a directory or a glob (explicit files are always tried). */
 export const IMAGE_EXTENSIONS = ['.jpg', '.jpeg', '.jpe', '.jfif', '.png', '.webp', '.gif', '.bmp', '.tif', '.tiff'];
 /**
- * Our own outputs (`.cutout.` and, with --mask, `.mask.`) are never inputs of a folder scan:
- * re-running on a folder must not cut out cutouts.
+ * Our own outputs (`.cutout.` and, with --mask, `.mask.`, in a format cutout writes) are never
+ * inputs of a folder scan, and a named one is skipped unless --include-outputs (docs/cli.md):
+ * re-running on a folder, or on a shell's `*.jpg`, must not cut out cutouts.
  */
-const OUTPUT_MARK = /\.(cutout|mask)\.[a-z]+$/i;
+const OUTPUT_MARK = /\.(cutout|mask)\.(png|webp|jpe?g|zip)$/i;
+
+/** Whether a file's name is one cutout gives its outputs (`x.cutout.png`, `x.mask.png`). */
+export function isOwnOutputName(name: string): boolean {
+  return OUTPUT_MARK.test(name);
+}
 
 export interface InputItem {
   /** Path of the file, or '-' for stdin. */
@@ -30,13 +36,44 @@ export interface ExpandedInputs {
   unmatched: string[];
   /** Folders that could not be read (permissions): each fails on its own line, the rest goes on. */
   unreadable: { path: string; message: string }[];
+  /** Named files that look like cutout's own outputs, left out (ExpandOptions.includeOutputs). */
+  ownOutputs: string[];
+}
+
+export interface ExpandOptions {
+  recursive: boolean;
+  /**
+   * The output folder: never scanned, and no file under it is taken from a folder or a glob,
+   * even when it lies inside an input folder (`cutout in -o in/out --recursive`).
+   */
+  outputDir?: string | null;
+  /** Take named files that look like cutout's outputs (`x.cutout.png`) as inputs too. */
+  includeOutputs?: boolean;
 }
 
 export const isGlob = (s: string) => /[*?[\]{}]/.test(s);
 
+/** Whether a folder scan or a glob takes this name: an image's extension, and not one of our outputs. */
 export function isImageName(name: string): boolean {
   const lower = name.toLowerCase();
   return IMAGE_EXTENSIONS.some((e) => lower.endsWith(e)) && !OUTPUT_MARK.test(lower);
+}
+
+/**
+ * The output folder when it lies strictly inside `root` (an input folder or a glob's base), else
+ * null: only then is there something to leave out. An input folder is never left out itself:
+ * `cutout photos -o photos` writes `photos/x.cutout.png` beside the photos (isImageName leaves
+ * those names out), and `cutout in/photos -o in` scans all of in/photos.
+ */
+export function outputDirBelow(root: string, outputDir: string | null | undefined): string | null {
+  if (!outputDir) return null;
+  return isWithin(outputDir, root) && path.resolve(outputDir) !== path.resolve(root) ? outputDir : null;
+}
+
+/** Whether `dir` is `p` or one of its parents (both resolved). */
+export function isWithin(p: string, dir: string): boolean {
+  const rel = path.relative(path.resolve(dir), path.resolve(p));
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
 }
 
 /**
@@ -51,7 +88,8 @@ function isFileTarget(p: string): boolean {
   }
 }
 
-function scanDir(dir: string, recursive: boolean, out: string[], unreadable: ExpandedInputs['unreadable']): void {
+/** Images in `dir` (deeper when `recursive`), never under `skip` (the output folder, outputDirBelow). */
+function scanDir(dir: string, opts: { recursive: boolean; skip: string | null }, out: string[], unreadable: ExpandedInputs['unreadable']): void {
   let entries: fs.Dirent[];
   try {
     entries = fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name));
@@ -62,7 +100,7 @@ function scanDir(dir: string, recursive: boolean, out: string[], unreadable: Exp
   for (const e of entries) {
     const full = path.join(dir, e.name);
     if (e.isDirectory()) {
-      if (recursive && !e.name.startsWith('.')) scanDir(full, recursive, out, unreadable);
+      if (opts.recursive && !e.name.startsWith('.') && !(opts.skip && isWithin(full, opts.skip))) scanDir(full, opts, out, unreadable);
     } else if ((e.isFile() || (e.isSymbolicLink() && isFileTarget(full))) && isImageName(e.name)) out.push(full);
   }
 }
@@ -86,10 +124,11 @@ function realOrResolved(p: string): string {
   }
 }
 
-export async function expandInputs(args: string[], opts: { recursive: boolean }): Promise<ExpandedInputs> {
+export async function expandInputs(args: string[], opts: ExpandOptions): Promise<ExpandedInputs> {
   const items: InputItem[] = [];
   const unmatched: string[] = [];
   const unreadable: ExpandedInputs['unreadable'] = [];
+  const ownOutputs: string[] = [];
   const seen = new Set<string>();
   // One file is one item, under the first path that reaches it: a glob through a symlink to `..`
   // or a link beside its target must not run the same image twice.
@@ -113,20 +152,25 @@ export async function expandInputs(args: string[], opts: { recursive: boolean })
     if (stat?.isDirectory()) {
       const found: string[] = [];
       const before = unreadable.length;
-      scanDir(arg, opts.recursive, found, unreadable);
+      scanDir(arg, { recursive: opts.recursive, skip: outputDirBelow(arg, opts.outputDir) }, found, unreadable);
       if (!found.length && unreadable.length === before) unmatched.push(arg);
       for (const f of found) add(f, arg);
     } else if (!stat && isGlob(arg)) {
       const { glob } = await import('tinyglobby');
-      const found = (await glob(arg, { onlyFiles: true, dot: false, expandDirectories: false })).filter(isImageName).sort();
+      const skip = outputDirBelow(globBase(arg), opts.outputDir);
+      const found = (await glob(arg, { onlyFiles: true, dot: false, expandDirectories: false }))
+        .filter((f) => isImageName(path.basename(f)) && !(skip && isWithin(f, skip))).sort();
       if (!found.length) unmatched.push(arg);
       for (const f of found) add(f, globBase(arg));
+    } else if (stat?.isFile() && !opts.includeOutputs && isOwnOutputName(path.basename(arg))) {
+      // A shell's `*.jpg` on a rerun names yesterday's `x.cutout.jpg` too: not a cutout of a cutout.
+      ownOutputs.push(arg);
     } else {
       // A plain path, present or not: a missing file fails on its own line, the others go on.
       add(arg, path.dirname(arg));
     }
   }
-  return { items, unmatched, unreadable };
+  return { items, unmatched, unreadable, ownOutputs };
 }
 
 export const FORMAT_BY_EXTENSION: Readonly<Record<string, Format | 'zip'>> = { '.png': 'png', '.webp': 'webp', '.jpg': 'jpg', '.jpeg': 'jpg', '.zip': 'zip' };

@@ -40,6 +40,7 @@ export interface RemoveFlags extends BatchFlags {
   model?: string;
   skipExisting?: boolean;
   overwrite?: boolean;
+  includeOutputs?: boolean;
   json?: boolean;
   key?: string;
   quality?: string;
@@ -70,6 +71,7 @@ export function registerRemove(program: Command): void {
     .option('-c, --concurrency <n>', 'images processed at once (default: 2 with two cores or more: one image\'s decode and encode beside the other\'s inference; inferences run one at a time)')
     .option('--model <name|file>', 'a model from `cutout models list`, or an .onnx file with its manifest')
     .option('-r, --recursive', 'descend into sub-directories of directory inputs')
+    .option('--include-outputs', 'take named files that look like cutout\'s outputs (x.cutout.png, x.mask.png) as inputs too; folders and globs never do')
     .option('--skip-existing', 'skip inputs whose output exists')
     .option('--overwrite', 'replace existing outputs')
     .option('--json', 'one JSON object per input on stdout')
@@ -178,6 +180,8 @@ interface RemovePlan {
   planned: PlannedItem[];
   unmatched: string[];
   unreadable: ExpandedInputs['unreadable'];
+  /** Named files that look like cutout's outputs, left out (no --include-outputs). */
+  ownOutputs: string[];
   outputPlan: OutputPlan;
 }
 
@@ -190,13 +194,15 @@ function waitedFor(arg: string): boolean {
 }
 
 async function planItems(inputs: string[], flags: RemoveFlags, options: ImageOptions): Promise<RemovePlan> {
-  const expanded = await expandInputs(inputs, { recursive: Boolean(flags.recursive) });
-  const { unreadable } = expanded;
+  const outputDir = flags.out && flags.out !== '-' ? flags.out : null;
+  const expanded = await expandInputs(inputs, { recursive: Boolean(flags.recursive), outputDir, includeOutputs: Boolean(flags.includeOutputs) });
+  const { unreadable, ownOutputs } = expanded;
   const isExcluded = excludeMatcher(flags.exclude ?? []);
   const items = expanded.items.filter((item) => item.path === '-' || !isExcluded(item.path));
   const unmatched = flags.watch ? expanded.unmatched.filter((arg) => !waitedFor(arg)) : expanded.unmatched;
   const excluded = expanded.items.length - items.length;
   if (!items.length && !unreadable.length && !flags.watch) {
+    if (ownOutputs.length && !unmatched.length) usage(`nothing to do: ${ownOutputsNote(ownOutputs)}`);
     usage(`nothing matched: ${unmatched.join(', ') || inputs.join(', ')}${excluded ? ` (${excluded} left out by --exclude)` : ''}`);
   }
   const outputPlan = planOutput(flags.out, items.length);
@@ -209,7 +215,13 @@ async function planItems(inputs: string[], flags: RemoveFlags, options: ImageOpt
   const outputs = items.map((item) => outputPathFor(item, outputPlan, fileFormat(options, Boolean(flags.mask)), outputSuffix(flags)));
   const shadowedBy = earlierWithSameOutput(items, outputs);
   const planned = items.map((item, i) => ({ item, output: outputs[i], shadowedBy: shadowedBy.get(item) }));
-  return { planned, unmatched, unreadable, outputPlan };
+  return { planned, unmatched, unreadable, ownOutputs, outputPlan };
+}
+
+/** The one line about named inputs left out as cutout's own outputs. */
+function ownOutputsNote(files: string[]): string {
+  const named = files.length === 1 ? `${files[0]} is` : `${files.length} files (${files.slice(0, 2).join(', ')}${files.length > 2 ? ', ...' : ''}) are`;
+  return `${named} named like cutout's own outputs (*.cutout.*, *.mask.*), left out so that a rerun never cuts out a cutout; --include-outputs takes them`;
 }
 
 const outputSuffix = (flags: RemoveFlags) => (flags.mask ? '.mask' : '.cutout');
@@ -278,6 +290,8 @@ async function driveBatch(run: BatchRun, d: DriveContext): Promise<number> {
   const { flags, plan, batch, reporter } = d;
   // --no-progress drops the progress lines; the batch's own lines (and the summary) only -q.
   const quiet = Boolean(flags.quiet);
+  if (plan.ownOutputs.length && !quiet) process.stderr.write(`cutout: ${ownOutputsNote(plan.ownOutputs)}\n`);
+  run.reportOwnOutputs(plan.ownOutputs);
   for (const u of plan.unmatched) run.failed({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
   for (const u of plan.unreadable) run.failed({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
   run.reportUnchanged(batch.unchanged, quiet);
