@@ -9,7 +9,8 @@
  */
 import { colorFromText, colorToText } from './colors.js';
 import { CutoutError } from './errors.js';
-import { parseCropMargin, parsePosition, parseRoi, parseScale, type Margin, type Position, type Roi } from './layout-options.js';
+import { createHash } from 'node:crypto';
+import { lengthsToText, parseCropMargin, parsePosition, parseRoi, parseScale, type Margin, type Position, type Roi } from './layout-options.js';
 import { OptionError, type OptionSource } from './option-error.js';
 import { LIMITS } from './limits.js';
 
@@ -181,9 +182,24 @@ export interface OptionRow<K extends keyof ImageOptions = keyof ImageOptions> {
   defaults: { api?: ImageOptions[K]; cli?: ImageOptions[K]; library?: ImageOptions[K] };
   /** False for a hint that is accepted and changes nothing (`type`). */
   changesOutput: boolean;
+  /**
+   * How a manifest line records an option that changes the output (commands/manifest.ts reads
+   * every such row): under `name` (default: the API name, else the key), `absent` when the
+   * request leaves it out (no `absent`: the option is left out of the line too, so a manifest
+   * written before the option existed still matches), and the value `text` makes of it (default:
+   * the value itself when it is a string, number or boolean, else its JSON).
+   */
+  record?: {
+    name?: string;
+    absent?: string | boolean | null;
+    text?(value: NonNullable<ImageOptions[K]>, request: RecordedRequest): string | boolean;
+  };
   /** The OpenAPI component (its name and schema) of the API parameter; `default` is added from `defaults.api`. */
   openapi: { name: string; schema: Schema } | null;
 }
+
+/** What a manifest's record of the options reads: the options, and the background picture's bytes. */
+export type RecordedRequest = Readonly<Partial<Omit<ImageOptions, 'format'>> & { format?: string; bgImageData?: Buffer }>;
 
 /** Keeps each row's key, parser and defaults of one type. */
 function row<K extends keyof ImageOptions>(r: OptionRow<K>): OptionRow<K> {
@@ -229,6 +245,7 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     key: 'bgColor', api: 'bg_color', flag: '--bg-color <color>', help: 'transparent, a hex colour such as #ffffff or 81d4fa77 (with alpha), or a CSS name such as green (default: transparent)',
     completion: { summary: 'background: transparent, a hex colour or a CSS name', values: ['transparent'] },
     library: {}, parse: (value, param, source) => parseColor(value, source, param), defaults: { api: null, cli: null, library: null }, changesOutput: true,
+    record: { absent: null, text: (color) => colorToHex(color) },
     openapi: {
       name: 'BgColor',
       schema: {
@@ -254,7 +271,7 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     key: 'quality', api: 'quality', flag: '--quality <quality>', cliConfig: 'quality',
     completion: { summary: 'speed against quality', values: QUALITIES },
     help: 'fast | balanced | best | max: speed against quality, the model\'s input size; max adds a second pass on a small subject\'s box (default: best, or `quality` in the config)',
-    library: {}, parse: enumOf(QUALITIES), defaults: { library: 'best' }, changesOutput: true,
+    library: {}, parse: enumOf(QUALITIES), defaults: { library: 'best' }, changesOutput: true, record: { absent: 'best' },
     openapi: {
       name: 'Quality',
       schema: {
@@ -268,7 +285,7 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     completion: { summary: 'model number format (int8 on VNNI CPUs)', values: PRECISIONS },
     help: 'auto | fp32 | int8: the model\'s number format; auto runs int8 only on a CPU with VNNI and when int8 passed the quality bar (default: auto, or `precision` in the config)',
     // The library sets it per remover (RemoverOptions), not per call.
-    library: false, parse: enumOf(PRECISIONS), defaults: {}, changesOutput: true,
+    library: false, parse: enumOf(PRECISIONS), defaults: {}, changesOutput: true, record: { absent: 'auto' },
     openapi: {
       name: 'Precision',
       schema: {
@@ -280,25 +297,25 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
   row({
     key: 'mask', api: 'mask', flag: '--mask', help: 'write the alpha matte alone (greyscale) instead of the cutout',
     completion: { summary: 'write the alpha matte alone' },
-    library: {}, parse: booleanOf, defaults: { cli: false, library: false }, changesOutput: true,
+    library: {}, parse: booleanOf, defaults: { cli: false, library: false }, changesOutput: true, record: { absent: false },
     openapi: { name: 'Mask', schema: { type: 'boolean', default: false, description: 'An addition to v1: the alpha matte alone (greyscale) instead of the cutout.' } },
   }),
   row({
     key: 'alpha', api: 'alpha', flag: '--alpha <mode>', help: 'soft | hard: hard thresholds the matte at 50 % (stickers, icons) (default: soft)',
     completion: { summary: 'soft matte, or hard (thresholded) for stickers and icons', values: ALPHAS },
-    library: {}, parse: enumOf(ALPHAS), defaults: { cli: 'soft', library: 'soft' }, changesOutput: true,
+    library: {}, parse: enumOf(ALPHAS), defaults: { cli: 'soft', library: 'soft' }, changesOutput: true, record: { absent: 'soft' },
     openapi: { name: 'Alpha', schema: { type: 'string', enum: [...ALPHAS], default: 'soft', description: 'An addition to v1: `hard` thresholds the matte at 50 % (stickers, icons).' } },
   }),
   row({
     key: 'refine', api: 'refine', flag: '--no-refine', help: 'plain bilinear matte instead of the guided refinement at full resolution',
     completion: { summary: 'plain bilinear matte, no guided refinement' },
-    library: {}, parse: booleanOf, defaults: { cli: true, library: true }, changesOutput: true,
+    library: {}, parse: booleanOf, defaults: { cli: true, library: true }, changesOutput: true, record: { absent: true },
     openapi: { name: 'Refine', schema: { type: 'boolean', default: true, description: 'An addition to v1: the guided refinement of the matte at full resolution; `false` gives the plain bilinear matte.' } },
   }),
   row({
     key: 'decontaminate', api: 'decontaminate', flag: '--no-decontaminate', help: 'keep the original colours at soft edges (no foreground colour estimation)',
     completion: { summary: 'keep the original colours at soft edges' },
-    library: {}, parse: booleanOf, defaults: { cli: true, library: true }, changesOutput: true,
+    library: {}, parse: booleanOf, defaults: { cli: true, library: true }, changesOutput: true, record: { absent: true },
     openapi: { name: 'Decontaminate', schema: { type: 'boolean', default: true, description: 'An addition to v1: foreground colour estimation at soft edges; `false` keeps the original colours there.' } },
   }),
   // remove.bg's image options (docs/removebg.md has their full meaning).
@@ -306,30 +323,36 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     key: 'cropMargin', api: 'crop_margin', flag: '--crop-margin <margin>', help: 'with --crop: a margin of 1, 2 or 4 lengths in px or % of the subject, e.g. 20px, 10% or "10px 20px"; at most 500px or 50% per side; the canvas may grow past the photo',
     completion: { summary: 'margin around the crop, px or %' },
     library: {}, parse: (value, param, source) => parseCropMargin(value, source), defaults: {}, changesOutput: true,
+    record: { text: (m) => lengthsToText([m.top, m.right, m.bottom, m.left]) },
     openapi: { name: 'CropMargin', schema: { type: 'string', examples: ['20px', '10%', '10px 20px', '0 5% 10px 5%'], description: 'With `crop`: a margin around the subject, 1, 2 or 4 lengths (CSS order) in `px` (the result\'s pixels) or `%` (of the subject\'s height, top and bottom, or width, left and right); at most 500px or 50% per side. The canvas may grow past the photo: the part outside it is transparent (or the background).' } },
   }),
   row({
     key: 'roi', api: 'roi', flag: '--roi <rect>', help: 'only this rectangle "x1 y1 x2 y2" (px or % of the photo) may hold the subject',
     completion: { summary: 'only this rectangle may hold the subject: x1 y1 x2 y2' },
     library: {}, parse: (value, param, source) => parseRoi(value, source), defaults: {}, changesOutput: true,
+    record: { text: (roi) => lengthsToText([roi.x1, roi.y1, roi.x2, roi.y2]) },
     openapi: { name: 'Roi', schema: { type: 'string', examples: ['0% 0% 100% 100%', '10px 20px 400px 300px'], description: 'Region of interest `x1 y1 x2 y2`, each in `px` of the input or `%` of its size: only this rectangle may hold foreground. Outside the image or empty: `invalid_request`.' } },
   }),
   row({
     key: 'scale', api: 'scale', flag: '--scale <percent>', help: 'the subject fills this share of the canvas, 10% to 100%, or original (default); implies --position center',
     completion: { summary: 'share of the canvas the subject fills', values: ['original'] },
     library: {}, parse: (value, param, source) => parseScale(value, source), defaults: {}, changesOutput: true,
+    record: { text: (scale) => `${Math.round(scale * 100)}%` },
     openapi: { name: 'Scale', schema: { type: 'string', examples: ['80%', 'original'], description: 'The subject\'s box is resized to fill this share of the canvas (10% to 100%, aspect kept), or `original`. Implies `position=center`.' } },
   }),
   row({
     key: 'position', api: 'position', flag: '--position <where>', help: 'original (default), center, or 1-2 percentages "X% Y%" (0% left/top, 100% right/bottom)',
     completion: { summary: 'where the subject goes', values: ['original', 'center'] },
     library: {}, parse: (value, param, source) => parsePosition(value, source), defaults: {}, changesOutput: true,
+    record: { text: (p) => (typeof p === 'string' ? p : `${p.x * 100}% ${p.y * 100}%`) },
     openapi: { name: 'Position', schema: { type: 'string', examples: ['center', '50% 100%', 'original'], description: 'Where the subject\'s box goes on the canvas: `original`, `center`, or one (both axes) or two (horizontal, vertical) percentages of the free space.' } },
   }),
   row({
     key: 'bgImage', api: 'bg_image_url', flag: '--bg-image <file|url>', help: 'a background picture (a file or an http(s) URL), centred and resized to cover the canvas',
     completion: { summary: 'background picture: a file or URL', values: 'file' },
     library: {}, parse: (value, param, source) => parseBgImage(value, param, source), defaults: {}, changesOutput: true,
+    // The picture's bytes, not its name: a changed picture redoes the outputs.
+    record: { name: 'bg_image_sha256', text: (place, request) => (request.bgImageData ? createHash('sha256').update(request.bgImageData).digest('hex') : place) },
     openapi: { name: 'BgImageUrl', schema: { type: 'string', format: 'uri', description: 'A background picture by URL, fetched under the same rules as `image_url`, centred and resized to cover the result (aspect kept). Not with `bg_color`.' } },
   }),
   row({

@@ -16,13 +16,10 @@
  * replace the output (without --overwrite) instead of refusing it. A path leaves the list once a
  * done line names its output; the list is removed when a run ends with none left.
  */
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fsReason } from '../errors.js';
-import { lengthsToText } from '../layout-options.js';
-import { colorToHex } from '../options.js';
-import type { RemoveRequest } from '../pipeline/index.js';
+import { OPTION_TABLE, type OptionRow, type RecordedRequest } from '../options.js';
 import type { ItemReport } from './remove-item.js';
 import { UsageError } from './usage-error.js';
 
@@ -40,28 +37,29 @@ export interface ManifestLine {
   at: string;
 }
 
-export function outputOptions(model: string, request: RemoveRequest): OutputOptions {
-  return {
-    model,
-    size: request.size,
-    format: request.format,
-    bg_color: request.bgColor ? colorToHex(request.bgColor) : null,
-    crop: request.crop,
-    mask: Boolean(request.mask),
-    alpha: request.alpha ?? 'soft',
-    refine: request.refine !== false,
-    decontaminate: request.decontaminate !== false,
-    quality: request.quality ?? 'best',
-    precision: request.precision ?? 'auto',
-    // remove.bg's layout options and the background picture, only when given: a manifest written
-    // before they existed still matches a run that does not use them.
-    ...(request.cropMargin ? { crop_margin: lengthsToText([request.cropMargin.top, request.cropMargin.right, request.cropMargin.bottom, request.cropMargin.left]) } : {}),
-    ...(request.roi ? { roi: lengthsToText([request.roi.x1, request.roi.y1, request.roi.x2, request.roi.y2]) } : {}),
-    ...(request.scale !== undefined ? { scale: `${Math.round(request.scale * 100)}%` } : {}),
-    ...(request.position !== undefined ? { position: typeof request.position === 'string' ? request.position : `${request.position.x * 100}% ${request.position.y * 100}%` } : {}),
-    // The picture's bytes, not its name: a changed picture redoes the outputs.
-    ...(request.bgImageData ? { bg_image_sha256: crypto.createHash('sha256').update(request.bgImageData).digest('hex') } : {}),
-  };
+/**
+ * The options of `request` that change its output, as a manifest line records them: the model,
+ * and each row of the options table with `changesOutput` (its `record` says how). Read off the
+ * table, so that an option added there is compared on reruns without a change here.
+ */
+export function outputOptions(model: string, request: RecordedRequest, table: readonly OptionRow[] = OPTION_TABLE): OutputOptions {
+  const options: OutputOptions = { model };
+  for (const row of table) {
+    if (!row.changesOutput) continue;
+    const name = row.record?.name ?? row.api ?? row.key;
+    const value = request[row.key as keyof RecordedRequest];
+    if (value === undefined || value === null) {
+      if (row.record && 'absent' in row.record) options[name] = row.record.absent ?? null;
+      continue;
+    }
+    options[name] = row.record?.text ? row.record.text(value as never, request) : plainValue(value);
+  }
+  return options;
+}
+
+function plainValue(value: unknown): string | boolean {
+  if (typeof value === 'string' || typeof value === 'boolean') return value;
+  return typeof value === 'number' ? String(value) : JSON.stringify(value);
 }
 
 /** Keys sorted, so that a line written by another version in another key order still compares equal. */
