@@ -48,14 +48,17 @@ export class CutoutError extends Error {
   readonly headers: Record<string, string>;
   /** The request parameter the error is about (a 422's `loc`), when one is. */
   readonly param: string | undefined;
+  /** Which case of its code this is (`output_exists`), for a caller that acts on it: never parse the message. */
+  readonly reason: string | undefined;
 
-  constructor(code: ErrorCode, message?: string, options: { status?: number; headers?: Record<string, string>; cause?: unknown; param?: string } = {}) {
+  constructor(code: ErrorCode, message?: string, options: { status?: number; headers?: Record<string, string>; cause?: unknown; param?: string; reason?: string } = {}) {
     super(message ?? ERROR_TABLE[code].message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'CutoutError';
     this.code = code;
     this.status = options.status ?? ERROR_TABLE[code].status;
     this.headers = options.headers ?? {};
     this.param = options.param;
+    this.reason = options.reason;
   }
 
   /** The reference for this code, as a path: a server answers `body(baseUrl)`, whose link is absolute. */

@@ -11,12 +11,11 @@ export class OptionError extends CutoutError {
   /** Parameter name as the user wrote it. */
   declare readonly param: string;
   /**
-   * A finer reason than `invalid_request` where one exists (`roi_exceeds_bounds`,
-   * `roi_region_empty`, `failed_bg_download`, ...): the remove.bg dialect answers it as its code.
+   * Its `reason` (CutoutError's) is a finer one than `invalid_request` where one exists
+   * (`roi_exceeds_bounds`, `roi_region_empty`, `failed_bg_download`, ...): the remove.bg dialect
+   * answers it as its code.
    */
-  readonly reason?: string;
   constructor(param: string, message: string, reason?: string) {
-    super('invalid_request', message, { param });
-    this.reason = reason;
+    super('invalid_request', message, { param, reason });
   }
 }

@@ -10,7 +10,7 @@ import type { Command } from 'commander';
 import { oneLine } from '../errors.js';
 import { Manifest, type OutputOptions } from './manifest.js';
 import { processItem, sha256Of, type ItemContext, type ItemReport, type PlannedItem } from './remove-item.js';
-import { removeStagedAndDie } from './output-files.js';
+import { isInputItself, removeStagedAndDie } from './output-files.js';
 import type { Reporter } from './progress.js';
 import { UsageError } from './usage-error.js';
 
@@ -46,37 +46,65 @@ export function startsModelAtOnce(flags: BatchFlags): boolean {
   return !flags.dryRun && !(flags.manifest && !flags.force && fs.existsSync(flags.manifest));
 }
 
-/** The inputs of a run split by the manifest: those to process, and those done already. */
+/** The inputs of a run split by the manifest: those to process, those done already, those adopted. */
 export interface BatchPlan {
   todo: PlannedItem[];
   unchanged: PlannedItem[];
+  /** Outputs made before the manifest that this run takes as done (see adoptable). */
+  adopted: { planned: PlannedItem; sha256: string }[];
   manifest: Manifest | null;
 }
 
 /**
- * Splits the inputs by the manifest. Only inputs whose last line could match are read and hashed
- * (a first run hashes nothing here; the unit hashes the bytes it processes).
+ * Splits the inputs by the manifest. Only inputs whose last line could match, or whose output
+ * could be adopted, are read and hashed (a first run over an empty folder hashes nothing here;
+ * the unit hashes the bytes it processes).
  */
 export async function planBatch(planned: PlannedItem[], flags: BatchFlags, options: OutputOptions): Promise<BatchPlan> {
-  if (!flags.manifest) return { todo: planned, unchanged: [], manifest: null };
+  if (!flags.manifest) return { todo: planned, unchanged: [], adopted: [], manifest: null };
   const manifest = Manifest.load(flags.manifest);
-  if (flags.force || !manifest.size) return { todo: planned, unchanged: [], manifest };
-  const todo: PlannedItem[] = [];
-  const unchanged: PlannedItem[] = [];
+  if (flags.force) return { todo: planned, unchanged: [], adopted: [], manifest };
+  const plan: BatchPlan = { todo: [], unchanged: [], adopted: [], manifest };
   const { default: pLimit } = await import('p-limit');
   const limit = pLimit(8);
-  const verdicts = await Promise.all(
-    planned.map((p) =>
-      limit(async () => {
-        const line = p.shadowedBy ? null : manifest.candidate(p.item.path, p.output, options);
-        if (!line) return false;
-        const bytes = await fs.promises.readFile(p.item.path).catch(() => null);
-        return bytes !== null && sha256Of(bytes) === line.sha256;
-      }),
-    ),
-  );
-  planned.forEach((p, i) => (verdicts[i] ? unchanged : todo).push(p));
-  return { todo, unchanged, manifest };
+  const verdicts = await Promise.all(planned.map((p) => limit(() => verdictOf(p, manifest, options))));
+  planned.forEach((p, i) => {
+    const verdict = verdicts[i];
+    if (verdict === 'todo') plan.todo.push(p);
+    else if (verdict === 'unchanged') plan.unchanged.push(p);
+    else plan.adopted.push({ planned: p, sha256: verdict.adopt });
+  });
+  return plan;
+}
+
+async function verdictOf(p: PlannedItem, manifest: Manifest, options: OutputOptions): Promise<'todo' | 'unchanged' | { adopt: string }> {
+  if (p.shadowedBy) return 'todo';
+  const line = manifest.candidate(p.item.path, p.output, options);
+  const adopt = !line && !manifest.hasLine(p.item.path) && adoptable(p);
+  if (!line && !adopt) return 'todo';
+  const bytes = await fs.promises.readFile(p.item.path).catch(() => null);
+  if (bytes === null) return 'todo';
+  const sha256 = sha256Of(bytes);
+  if (line) return sha256 === line.sha256 ? 'unchanged' : 'todo';
+  return { adopt: sha256 };
+}
+
+/**
+ * Whether an output that the manifest does not know is taken as done: a run that began without
+ * --manifest (then Ctrl-C) continued with it. The output has the name this run gives it, so it
+ * is complete (outputs are renamed into place whole), and it is newer than its photo (a photo
+ * changed since is redone, and then its output is refused unless --overwrite). Its line says
+ * `"adopted": true`; --force redoes it.
+ */
+function adoptable(p: PlannedItem): boolean {
+  if (!p.output || p.item.path === '-') return false;
+  try {
+    const output = fs.statSync(p.output);
+    const input = fs.statSync(p.item.path);
+    return output.isFile() && input.isFile() && output.mtimeMs >= input.mtimeMs && !isInputItself(p.output, p.item.path);
+  } catch {
+    return false;
+  }
 }
 
 /** Refusals of flags that a batch cannot honour. */
@@ -134,6 +162,8 @@ export interface BatchRunOptions {
   interrupt: Interrupt;
   /** Called once every item of the list is past its model call (not when watching: more may come). */
   releaseModel?: () => void;
+  /** --force: every input is redone, and the output it is named to replace is replaced. */
+  force?: boolean;
 }
 
 /** Feeds items to the per-item unit, `concurrency` at a time, and counts what became of them. */
@@ -143,6 +173,8 @@ export class BatchRun {
   private readonly written = new Set<string>();
   /** Each input this run took, by absolute path, with its size and time when taken (the watcher's dedup). */
   private readonly taken = new Map<string, string>();
+  /** Inputs refused because their output exists: the closing hint names the flags for them. */
+  private outputsInTheWay = 0;
   private limit: ((task: () => Promise<void>) => Promise<void>) | null = null;
 
   constructor(private readonly opts: BatchRunOptions) {}
@@ -190,6 +222,20 @@ export class BatchRun {
     return bytes !== null && sha256Of(bytes) === line.sha256;
   }
 
+  /** Outputs made before the manifest, taken as done (planBatch): a line each, counted as skipped. */
+  adopt(adopted: BatchPlan['adopted'], quiet: boolean): void {
+    const { manifest, options, reporter } = this.opts;
+    for (const { planned, sha256 } of adopted) {
+      const report: ItemReport = { input: planned.item.path, output: planned.output, width: null, height: null, ms: 0, skipped: true, error: null };
+      manifest!.append(report, sha256, options, true);
+      this.tally.skipped++;
+      reporter.done(report, { silent: true });
+    }
+    if (adopted.length && !quiet) {
+      process.stderr.write(`cutout: ${adopted.length} outputs made before ${manifest!.file} (named as this run names them, newer than their photos) taken as done; --force redoes them\n`);
+    }
+  }
+
   /** Named inputs left out as cutout's own outputs (inputs.ts): counted as skipped. */
   reportOwnOutputs(files: string[]): void {
     for (const input of files) {
@@ -232,7 +278,7 @@ export class BatchRun {
       this.noteTaken(planned.item.path);
       reporter.start(planned.item.path);
       const ctx = await this.opts.context();
-      const replaceOutput = manifest?.records(planned.output) || (planned.output !== null && this.written.has(planned.output));
+      const replaceOutput = Boolean(this.opts.force) || manifest?.records(planned.output) || (planned.output !== null && this.written.has(planned.output));
       // A done line is written the moment its output is in place, the output noted in the
       // in-flight list just before (manifest.ts: a kill -9 between the two is redone, not refused);
       // a failure's line after the item.
@@ -242,7 +288,8 @@ export class BatchRun {
         recorded = true;
       } : undefined;
       const beforeOutputInPlace = manifest ? (output: string) => manifest.placing(output) : undefined;
-      const { report, sha256 } = await processItem(ctx, planned, { afterModel, replaceOutput, onOutputInPlace, beforeOutputInPlace });
+      const { report, sha256, reason } = await processItem(ctx, planned, { afterModel, replaceOutput, onOutputInPlace, beforeOutputInPlace });
+      if (reason === 'output_exists') this.outputsInTheWay++;
       if (report.error) this.fail();
       else if (report.skipped) this.tally.skipped++;
       else {
@@ -275,6 +322,10 @@ export class BatchRun {
     if (opts.json) {
       const body = { done, skipped, failed, left, seconds: Number(seconds.toFixed(3)), images_per_second: Number(perSecond.toFixed(3)), interrupted: this.interrupted };
       process.stdout.write(JSON.stringify({ summary: body }) + '\n');
+    }
+    if (this.outputsInTheWay) {
+      const flags = this.opts.manifest ? '--skip-existing to leave them, or --overwrite to replace them' : '--skip-existing to leave them, --overwrite to replace them, or --manifest FILE to take them as done and redo only what changes';
+      process.stderr.write(`cutout: ${this.outputsInTheWay} output${this.outputsInTheWay === 1 ? '' : 's'} already there; run it again with ${flags}\n`);
     }
     if (this.interrupted && !opts.watching) {
       process.stderr.write(oneLine(`cutout: interrupted (${this.opts.interrupt.signal}): ${done} done, ${left} left; ${opts.hint}`) + '\n');
@@ -310,6 +361,10 @@ export function printDryRun(batch: BatchPlan, unusable: string[], opts: { json: 
   for (const p of batch.unchanged) {
     counts.skip++;
     say(p.item.path, p.output, 'skip', 'unchanged since the manifest');
+  }
+  for (const { planned: p } of batch.adopted) {
+    counts.skip++;
+    say(p.item.path, p.output, 'skip', 'output made before the manifest, would be taken as done');
   }
   for (const p of batch.todo) {
     const verdict = dryVerdict(p, batch.manifest, opts.existing);

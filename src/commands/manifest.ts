@@ -35,6 +35,8 @@ export interface ManifestLine {
   credits_charged: number;
   error: { code: string; message: string } | null;
   at: string;
+  /** The output was there before the manifest, and this run took it as done (batch.ts, adoption). */
+  adopted?: true;
 }
 
 /**
@@ -188,8 +190,13 @@ export class Manifest {
     this.inFlight.add(abs);
   }
 
-  /** Appends the line of a handled input (after its output is in place). */
-  append(report: ItemReport, sha256: string | null, options: OutputOptions): void {
+  /** Whether any line names `input` (done or failed). */
+  hasLine(input: string): boolean {
+    return this.last.has(path.resolve(input));
+  }
+
+  /** Appends the line of a handled input (after its output is in place); `adopted`: see ManifestLine. */
+  append(report: ItemReport, sha256: string | null, options: OutputOptions, adopted = false): void {
     const line: ManifestLine = {
       input: this.rel(report.input),
       sha256,
@@ -199,6 +206,7 @@ export class Manifest {
       credits_charged: report.credits_charged ?? 0,
       error: report.error,
       at: new Date().toISOString(),
+      ...(adopted ? { adopted: true as const } : {}),
     };
     try {
       if (this.fd === null) {

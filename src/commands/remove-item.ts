@@ -71,6 +71,8 @@ export interface ItemOutcome {
   report: ItemReport;
   /** sha256 of the bytes that were processed (null when the input was not read). */
   sha256: string | null;
+  /** The failure's case (CutoutError.reason), e.g. `output_exists`: the batch's closing hint counts them. */
+  reason?: string;
 }
 
 /** One line, no stack: what a person reads on stderr. */
@@ -122,7 +124,7 @@ function outputDecision(ctx: ItemContext, planned: PlannedItem, hooks: ItemHooks
   }
   if (output && fs.existsSync(output) && ctx.existing !== 'overwrite' && !hooks.replaceOutput) {
     if (ctx.existing === 'skip') return 'skip';
-    throw new CutoutError('invalid_request', `Output ${output} exists; use --overwrite or --skip-existing`);
+    throw new CutoutError('invalid_request', `Output ${output} exists; use --overwrite or --skip-existing`, { reason: 'output_exists' });
   }
   return 'write';
 }
@@ -169,6 +171,7 @@ export async function processItem(ctx: ItemContext, planned: PlannedItem, hooks:
   const started = performance.now();
   const report: ItemReport = { input: planned.item.path, output: planned.output, width: null, height: null, ms: 0, error: null };
   let sha256: string | null = null;
+  let reason: string | undefined;
   try {
     if (outputDecision(ctx, planned, hooks) === 'skip') {
       report.skipped = true;
@@ -187,11 +190,12 @@ export async function processItem(ctx: ItemContext, planned: PlannedItem, hooks:
     if (ctx.payer) report.credits_charged = credits;
   } catch (err) {
     const e = toCutoutError(err);
+    reason = e.reason;
     report.output = null; // nothing was written
     report.error = { code: e.code, message: describe(e) };
   } finally {
     hooks.afterModel?.(); // an input that failed or was skipped before its model call
     report.ms = Math.round(performance.now() - started);
   }
-  return { report, sha256 };
+  return { report, sha256, reason };
 }

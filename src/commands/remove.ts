@@ -265,6 +265,7 @@ export async function runRemove(inputs: string[], givenFlags: RemoveFlags): Prom
         // Once every input is past its model call, the worker thread and its sessions are let go while the last images
         // are still matted and encoded: freeing the session's memory then overlaps that work (cold start, docs/internals.md).
         releaseModel: flags.watch ? undefined : () => resources.releaseModel(),
+        force: Boolean(flags.force),
       });
       return await driveBatch(run, { inputs, flags, plan, batch, reporter, format: fileFormat(options, Boolean(flags.mask)) });
     } finally {
@@ -295,7 +296,8 @@ async function driveBatch(run: BatchRun, d: DriveContext): Promise<number> {
   for (const u of plan.unmatched) run.failed({ input: u, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: 'nothing matched' } });
   for (const u of plan.unreadable) run.failed({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
   run.reportUnchanged(batch.unchanged, quiet);
-  if (!batch.todo.length && batch.unchanged.length && !flags.watch && !quiet) {
+  run.adopt(batch.adopted, quiet);
+  if (!batch.todo.length && batch.unchanged.length && !batch.adopted.length && !flags.watch && !quiet) {
     process.stderr.write('cutout: nothing to do: every input is unchanged since the manifest; the model was not loaded\n');
   }
   await run.drive(batch.todo);
