@@ -53,7 +53,7 @@ _cutout() {
 
     local commands='remove serve model-server keys credits account usage models openapi completion help'
     local global_opts='--data --config -h --help'
-    local remove_opts="-o --out $_cutout_image_opts -c --concurrency --model --skip-existing --overwrite --json --key
+    local remove_opts="-o --out $_cutout_image_opts -c --concurrency --model --include-outputs --skip-existing --overwrite --json --key
         -q --quiet --no-progress --recursive --store --inference-workers --inference-threads
         --manifest --force --watch --exclude --dry-run"
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
