@@ -133,6 +133,12 @@ export const LIMITS = Object.freeze({
   presignMaxSeconds: 604_800,
   /** A result kept in PostgreSQL is read in slices of this size, never whole. */
   postgresResultSliceBytes: 1024 * 1024,
+  /**
+   * `Retry-After` on a queued or processing job's record: when to poll again (as Azure's and
+   * Google's long-running operations say it). Polls count against the rate limit; at this pace one
+   * job polled costs 30 of its 60 requests a minute. A callback URL costs none.
+   */
+  jobPollSeconds: 2,
   /** Default `--lease-ms`: how long a claimed job stays with a silent server. */
   jobLeaseMs: 30_000,
   /**

@@ -80,7 +80,10 @@ t.test('authentication: missing, malformed, unknown and revoked keys are 401 inv
     t.equal(res.headers.get('www-authenticate'), 'Bearer realm="cutout"', `${name}: the scheme is named`);
     const e = await errorCode(res);
     t.same([e.status, e.code], [401, 'invalid_api_key'], name);
+    if (name === 'unknown') t.match(e.message, /No key in this server's store \(sqlite\) matches.*another data directory or --store/, 'an unknown key: the hint names the store');
   }
+  const xApiKey = await errorCode(await fetch(`${srv.url}/api/v1/account`, { headers: { 'X-Api-Key': live.key } }));
+  t.match(xApiKey.message, /the v1 API does not read X-Api-Key/, 'X-Api-Key on v1: the 401 says which header to use');
   const ok = await fetch(`${srv.url}/api/v1/account`, { headers: bearer(live.key) });
   t.equal(ok.status, 200);
   t.same(await ok.json(), { account_id: live.account, balance: 10, plan: 'free', credits_used_this_month: 0, test: false });

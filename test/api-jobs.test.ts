@@ -73,6 +73,9 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
     const id = created.job_id as string;
     t.equal(res.headers.get('location'), `${srv.url}/api/v1/jobs/${id}`);
     t.ok(res.headers.get('x-ratelimit-limit'), 'rate-limit headers on the 202');
+    const early = await fetch(`${srv.url}/api/v1/jobs/${id}`, { headers: bearer(owner.key) });
+    const earlyStatus = ((await early.json()) as any).status;
+    t.equal(early.headers.get('retry-after'), earlyStatus === 'done' ? null : '2', `a ${earlyStatus} job says when to poll again`);
 
     const { job, seen } = await waitForJob(srv.url, owner.key, id);
     t.ok(seen[0] === 'queued' || seen[0] === 'processing', `statuses seen: ${seen.join(' -> ')}`);
@@ -95,6 +98,9 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
     await new Promise((r) => setTimeout(r, 300));
     t.equal(receiver.received.filter((r) => r.path === '/done').length, 1, 'delivered once');
     t.same(await getJob(srv.url, owner.key, id), job, 'the record stays as it was');
+    const final = await fetch(`${srv.url}/api/v1/jobs/${id}`, { headers: bearer(owner.key) });
+    t.equal(final.headers.get('retry-after'), null, 'a done job: no Retry-After');
+    await final.arrayBuffer();
     t.equal(await balanceOf(srv.url, owner.key), 9, 'never charged again');
 
     // Ownership: another account's key cannot tell this job from one that does not exist.

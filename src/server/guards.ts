@@ -59,9 +59,17 @@ export async function identify(req: IncomingMessage, store: Store, marketplaceSe
   // RFC 9110: a 401 names the scheme it wants.
   const challenge = { headers: { 'WWW-Authenticate': 'Bearer realm="cutout"' } };
   const authorization = header(req, 'authorization');
-  if (!authorization) throw new CutoutError('invalid_api_key', 'Missing Authorization: Bearer <API_KEY> header.', challenge);
+  if (!authorization) {
+    const other = header(req, 'x-api-key') ? ' (the v1 API does not read X-Api-Key; remove.bg\'s and rembg\'s routes do)' : '';
+    throw new CutoutError('invalid_api_key', `Missing Authorization: Bearer <API_KEY> header${other}.`, challenge);
+  }
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   const auth = match ? await store.authenticate(match[1]) : null;
+  if (!auth && match) {
+    // The first hour's 401: a key made by another user (another ~/.cutout) or for another store.
+    // The store's kind, not its path or URL: a client is not told where the server keeps things.
+    throw new CutoutError('invalid_api_key', `No key in this server's store (${store.kind}) matches: unknown or revoked. A key made by \`cutout keys create\` with another data directory or --store is not known here; the server prints its own at start.`, challenge);
+  }
   if (!auth) throw new CutoutError('invalid_api_key', undefined, challenge);
   return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
 }

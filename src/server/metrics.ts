@@ -53,6 +53,99 @@ export interface MetricsSources {
   readiness: { check(): Promise<{ ready: boolean }>; checkResults?(): Promise<{ ready: boolean }> | null };
 }
 
+/** What a gauge reads at scrape time. */
+interface ScrapeContext {
+  sources: MetricsSources;
+  /** The store's job counts, one read per scrape shared by the gauges that need them; null when it did not answer in time. */
+  jobCounts(): Promise<JobCounts | null>;
+}
+
+type JobCounts = Awaited<ReturnType<MetricsSources['store']['jobCounts']>>;
+
+/** One gauge, read at scrape time: its name, help and labels, whether this server has it, and how it is read. */
+interface GaugeDefinition {
+  name: string;
+  help: string;
+  labelNames?: string[];
+  /** Absent: every server has it. */
+  when?: (sources: MetricsSources) => boolean;
+  collect(gauge: Gauge<string>, ctx: ScrapeContext): void | Promise<void>;
+}
+
+/** Every gauge of /metrics (docs/fleet.md lists them for operators). */
+const GAUGES: readonly GaugeDefinition[] = [
+  {
+    name: 'cutout_jobs',
+    help: 'Jobs in the store by state (fleet-wide: read from the shared store at scrape time).',
+    labelNames: ['state'],
+    async collect(gauge, ctx) {
+      const counts = await ctx.jobCounts();
+      gauge.reset();
+      if (!counts) return;
+      gauge.set({ state: 'queued' }, counts.queued);
+      gauge.set({ state: 'processing' }, counts.processing);
+    },
+  },
+  {
+    name: 'cutout_queue_depth',
+    help: 'Work waiting for an inference slot: kind="job" is the store\'s queued jobs (fleet-wide), kind="sync" the sync requests waiting on this server.',
+    labelNames: ['kind'],
+    async collect(gauge, ctx) {
+      const counts = await ctx.jobCounts();
+      gauge.reset();
+      if (counts) gauge.set({ kind: 'job' }, counts.queued);
+      gauge.set({ kind: 'sync' }, ctx.sources.pool.stats().sync.waiting);
+    },
+  },
+  {
+    name: 'cutout_inference_slots',
+    help: 'This server\'s inference slots (--workers): state="busy" in use by a sync request or a job, state="total" all of them.',
+    labelNames: ['state'],
+    collect(gauge, { sources }) {
+      const stats = sources.pool.stats();
+      gauge.set({ state: 'busy' }, stats.sync.running + stats.jobs.running);
+      gauge.set({ state: 'total' }, sources.pool.size);
+    },
+  },
+  {
+    name: 'cutout_store_ready',
+    help: 'Whether this server\'s store answered a trivial query within 2 s at scrape time (1) or not (0): the store part of GET /readyz.',
+    async collect(gauge, { sources }) {
+      gauge.set((await sources.readiness.check()).ready ? 1 : 0);
+    },
+  },
+  {
+    name: 'cutout_store_info',
+    help: 'The store this server uses (always 1; the engine is the label).',
+    labelNames: ['store'],
+    collect(gauge, { sources }) {
+      gauge.reset();
+      gauge.set({ store: sources.store.kind }, 1);
+    },
+  },
+  {
+    // Where result bytes live; with an object store, whether it answers (below): an outage of S3
+    // is seen on a dashboard, not only by the load balancer.
+    name: 'cutout_results_info',
+    help: 'Where this server keeps result bytes (always 1; the place is the label: files, database or s3).',
+    labelNames: ['results'],
+    when: (sources) => Boolean(sources.store.resultsKind),
+    collect(gauge, { sources }) {
+      gauge.reset();
+      gauge.set({ results: sources.store.resultsKind! }, 1);
+    },
+  },
+  {
+    name: 'cutout_results_ready',
+    help: 'Whether the object store of the results answered a HEAD of its probe object within 2 s at scrape time (1) or not (0): the results part of GET /readyz.',
+    when: (sources) => sources.store.resultsKind === 's3' && Boolean(sources.readiness.checkResults),
+    async collect(gauge, { sources }) {
+      const state = await sources.readiness.checkResults!();
+      gauge.set(state?.ready ? 1 : 0);
+    },
+  },
+];
+
 export class ServerMetrics {
   readonly registry = new Registry();
   private readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
@@ -61,12 +154,6 @@ export class ServerMetrics {
   private readonly callbacks: Counter<'outcome'>;
 
   constructor(sources: MetricsSources) {
-    // One store read per scrape: prom-client collects every metric at once, and two gauges need
-    // the job counts; the read in flight is shared, and forgotten once it settles.
-    // A store that does not answer within the readiness timeout leaves the job gauges empty for
-    // that scrape, rather than failing it (cutout_store_ready then says why).
-    let inFlight: ReturnType<MetricsSources['store']['jobCounts']> | null = null;
-    const jobCounts = () => (inFlight ??= withTimeout(sources.store.jobCounts(), LIMITS.readyStoreTimeoutMs).finally(() => { inFlight = null; }));
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     this.httpDuration = new Histogram({
@@ -91,47 +178,6 @@ export class ServerMetrics {
     });
     // Every outcome from zero, so rate() and alerts work before the first failure.
     for (const outcome of ['delivered', 'retry', 'gave_up'] as const) this.callbacks.inc({ outcome }, 0);
-    new Gauge({
-      name: 'cutout_jobs',
-      help: 'Jobs in the store by state (fleet-wide: read from the shared store at scrape time).',
-      labelNames: ['state'], registers,
-      async collect() {
-        const counts = await jobCounts().catch(() => null);
-        this.reset();
-        if (!counts) return;
-        this.set({ state: 'queued' }, counts.queued);
-        this.set({ state: 'processing' }, counts.processing);
-      },
-    });
-    new Gauge({
-      name: 'cutout_queue_depth',
-      help: 'Work waiting for an inference slot: kind="job" is the store\'s queued jobs (fleet-wide), kind="sync" the sync requests waiting on this server.',
-      labelNames: ['kind'], registers,
-      async collect() {
-        const counts = await jobCounts().catch(() => null);
-        this.reset();
-        if (counts) this.set({ kind: 'job' }, counts.queued);
-        this.set({ kind: 'sync' }, sources.pool.stats().sync.waiting);
-      },
-    });
-    new Gauge({
-      name: 'cutout_inference_slots',
-      help: 'This server\'s inference slots (--workers): state="busy" in use by a sync request or a job, state="total" all of them.',
-      labelNames: ['state'], registers,
-      collect() {
-        const stats = sources.pool.stats();
-        this.set({ state: 'busy' }, stats.sync.running + stats.jobs.running);
-        this.set({ state: 'total' }, sources.pool.size);
-      },
-    });
-    new Gauge({
-      name: 'cutout_store_ready',
-      help: 'Whether this server\'s store answered a trivial query within 2 s at scrape time (1) or not (0): the store part of GET /readyz.',
-      registers,
-      async collect() {
-        this.set((await sources.readiness.check()).ready ? 1 : 0);
-      },
-    });
     const heartbeatFailures = new Counter({
       name: 'cutout_store_heartbeat_failures_total',
       help: 'Heartbeats of this server that the store did not take (unreachable or too slow). Past a lease of them in a row, the fleet takes this server\'s jobs and claims over.',
@@ -139,46 +185,30 @@ export class ServerMetrics {
     });
     heartbeatFailures.inc(0);
     sources.store.onHeartbeatFailure(() => heartbeatFailures.inc());
-    this.registerResultsMetrics(sources, registers);
-    new Gauge({
-      name: 'cutout_store_info',
-      help: 'The store this server uses (always 1; the engine is the label).',
-      labelNames: ['store'], registers,
-      collect() {
-        this.reset();
-        this.set({ store: sources.store.kind }, 1);
-      },
-    });
+    this.registerGauges(sources, registers);
   }
 
   /**
-   * Where result bytes live (`cutout_results_info`), and with an object store whether it answers
-   * (`cutout_results_ready`, the results part of /readyz): an outage of S3 is seen on a dashboard,
-   * not only by the load balancer.
+   * The gauges of GAUGES that this server has. One store read per scrape: prom-client collects
+   * every metric at once, and two gauges need the job counts; the read in flight is shared, and
+   * forgotten once it settles. A store that does not answer within the readiness timeout leaves
+   * the job gauges empty for that scrape, rather than failing it (cutout_store_ready says why).
    */
-  private registerResultsMetrics(sources: MetricsSources, registers: Registry[]): void {
-    const kind = sources.store.resultsKind;
-    if (!kind) return;
-    new Gauge({
-      name: 'cutout_results_info',
-      help: 'Where this server keeps result bytes (always 1; the place is the label: files, database or s3).',
-      labelNames: ['results'], registers,
-      collect() {
-        this.reset();
-        this.set({ results: kind }, 1);
-      },
-    });
-    if (kind !== 's3' || !sources.readiness.checkResults) return;
-    const checkResults = sources.readiness.checkResults.bind(sources.readiness);
-    new Gauge({
-      name: 'cutout_results_ready',
-      help: 'Whether the object store of the results answered a HEAD of its probe object within 2 s at scrape time (1) or not (0): the results part of GET /readyz.',
-      registers,
-      async collect() {
-        const state = await checkResults();
-        this.set(state?.ready ? 1 : 0);
-      },
-    });
+  private registerGauges(sources: MetricsSources, registers: Registry[]): void {
+    let inFlight: Promise<JobCounts | null> | null = null;
+    const ctx: ScrapeContext = {
+      sources,
+      jobCounts: () => (inFlight ??= withTimeout(sources.store.jobCounts(), LIMITS.readyStoreTimeoutMs).catch(() => null).finally(() => { inFlight = null; })),
+    };
+    for (const def of GAUGES) {
+      if (def.when && !def.when(sources)) continue;
+      new Gauge({
+        name: def.name, help: def.help, labelNames: def.labelNames ?? [], registers,
+        collect() {
+          return def.collect(this, ctx);
+        },
+      });
+    }
   }
 
   /** Starts timing a request; the observation is made when its response ends or the connection closes. */

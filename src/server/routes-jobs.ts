@@ -277,5 +277,6 @@ export async function handleGetJob(ctx: JobsContext, res: ServerResponse, caller
   if (!isUuidV4(jobId)) return sendInvalidJobId(res, jobId);
   const job = await ctx.store.getJob(jobId.toLowerCase(), caller.accountId);
   if (!job) throw new CutoutError('not_found', `No job with id ${jobId} for this account, or it has expired.`);
-  sendJson(res, 200, jobRecord(ctx, job), { 'Cache-Control': 'no-store' });
+  const pending = job.status === 'queued' || job.status === 'processing';
+  sendJson(res, 200, jobRecord(ctx, job), { 'Cache-Control': 'no-store', ...(pending ? { 'Retry-After': String(LIMITS.jobPollSeconds) } : {}) });
 }
