@@ -185,6 +185,18 @@ t.test('in Chromium: upload, cutout, credits, download, screenshots, keyboard, n
   await page.reload();
   t.equal(await page.inputValue('#key'), key.key, 'the key survives a reload');
 
+  // Above the fold at 1280x900: the key and the button, also with "More" open (the button stays in reach).
+  await page.setViewportSize({ width: 1280, height: 900 });
+  for (const more of [false, true]) {
+    if (more) await page.click('#more > summary');
+    await page.evaluate(() => window.scrollTo(0, 0));
+    for (const id of ['key', 'go']) {
+      const box = await page.locator(`#${id}`).boundingBox();
+      t.ok(box && box.y >= 0 && box.y + box.height <= 900, `#${id} is in the first screen at 1280x900${more ? ' with More open' : ''} (${JSON.stringify(box)})`);
+    }
+  }
+  await page.click('#more > summary');
+
   // Every control is reachable with Tab, in order.
   await page.focus('#url');
   await page.evaluate(() => (document.activeElement as any).blur());

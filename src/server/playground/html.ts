@@ -22,6 +22,13 @@ export const PLAYGROUND_HTML = `<!doctype html>
 </header>
 <main>
 <form id="controls" class="controls" novalidate>
+  <fieldset class="auth">
+    <legend>API key</legend>
+    <label for="key">Your API key</label>
+    <input id="key" name="api_key" type="password" autocomplete="off" spellcheck="false" placeholder="cut_live_..." aria-describedby="key-hint">
+    <p class="hint" id="key-hint">Kept in this browser's localStorage only and sent to this server as <code>Authorization: Bearer</code>. Create one with <code>cutout keys create</code>.</p>
+  </fieldset>
+
   <fieldset class="source">
     <legend>Image</legend>
     <div id="dropzone" class="dropzone">
@@ -92,13 +99,6 @@ export const PLAYGROUND_HTML = `<!doctype html>
       </div>
       <p class="hint" id="more-hint">remove.bg's options: the margin goes around a crop (Crop on); only the region may hold the subject; scale is the subject's share of the canvas, which position places. A picture replaces the background colour; a picture file works up to 4 MP at full size (larger images run as jobs, which take the picture by URL).</p>
     </details>
-  </fieldset>
-
-  <fieldset class="auth">
-    <legend>API key</legend>
-    <label for="key">Your API key</label>
-    <input id="key" name="api_key" type="password" autocomplete="off" spellcheck="false" placeholder="cut_live_..." aria-describedby="key-hint">
-    <p class="hint" id="key-hint">Kept in this browser's localStorage only and sent to this server as <code>Authorization: Bearer</code>. Create one with <code>cutout keys create</code>.</p>
   </fieldset>
 
   <button id="go" type="submit" class="go">Remove background</button>

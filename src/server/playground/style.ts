@@ -55,6 +55,8 @@ input[type=color]:disabled { opacity: 0.4; }
   background: var(--accent); color: var(--accent-fg); cursor: pointer;
 }
 .go:hover { background: #3730a3; }
+/* Always in reach at 1280x900 and below, however long the options grow (issue 42). */
+.go { position: sticky; bottom: 0.75rem; z-index: 1; box-shadow: 0 0.25rem 0.75rem rgba(17, 24, 39, 0.25); }
 .go:disabled { background: #6b7280; cursor: progress; }
 .output { min-width: 0; display: flex; flex-direction: column; gap: 0.6rem; }
 .progress progress { width: 100%; height: 0.6rem; }
