@@ -138,5 +138,7 @@ export interface RemoveCallOptions {
   signal?: AbortSignal;
   /** Called once this image needs the model no more (its post-processing still to come). */
   afterModel?: () => void;
+  /** Handed the matte's signals behind the confidence (`npm run bench:confidence` fits on them). */
+  onSignals?: (signals: import('./confidence.js').MatteSignals) => void;
 }
 

@@ -16,6 +16,7 @@ import { cropRaw, rgbToTensor, type Box } from './matte.js';
 import { cleanGridMatte, decontaminateEdges, edgeParamsOf, matteAtSize } from './edges.js';
 import type { Precision } from '../options.js';
 import { COLLECT_BEFORE_PIXELS, collectGarbage } from './memory.js';
+import { confidenceOf, matteSignals, type MatteSignals } from './confidence.js';
 import { cropToContent, inputPlan, isLetterboxed, type InputPlan } from './variants.js';
 import { pasteMatte, scaleBox, zoomBox } from './zoom.js';
 import type { RawPixels, RemoveRequest, RemoveResult, StageTimings } from './types.js';
@@ -144,10 +145,10 @@ function planOutput(probe: { width: number; height: number }, req: RemoveRequest
  */
 export async function removeOne(
   manifest: ModelManifest, model: ImageModel, input: Buffer | RawPixels, req: RemoveRequest,
-  opts: { signal?: AbortSignal; afterModel?: () => void },
+  opts: { signal?: AbortSignal; afterModel?: () => void; onSignals?: (signals: MatteSignals) => void },
 ): Promise<RemoveResult> {
   const started = performance.now();
-  const timings: StageTimings = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, encode: 0 };
+  const timings: StageTimings = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, encode: 0, confidence: 0 };
   checkAborted(opts.signal);
 
   let t = performance.now();
@@ -184,6 +185,11 @@ export async function removeOne(
   t = performance.now();
   const grid = cropToContent(inference.data, modelRgb, plan);
   const matte = cleanGridMatte(grid.data, manifest.output.range, grid, edgeParamsOf(req.edgeParams));
+  const tc = performance.now();
+  const signals = matteSignals(matte, grid.data, manifest.output.range, grid.width, grid.height);
+  const confidence = confidenceOf(signals);
+  opts.onSignals?.(signals);
+  timings.confidence = performance.now() - tc;
   const alpha = matteAtSize(matte, grid, grid.rgb, rgb, out.width, out.height, req);
   timings.postprocess += performance.now() - t;
   if (req.quality === 'max') {
@@ -211,6 +217,7 @@ export async function removeOne(
     resolvedSize,
     foreground: composed.foreground,
     input: src.probe,
+    confidence,
     ms: Math.round(performance.now() - started),
     timings,
   };

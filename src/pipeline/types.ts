@@ -73,6 +73,8 @@ export interface StageTimings {
   inference: number;
   postprocess: number;
   encode: number;
+  /** The confidence's signals (confidence.ts), part of postprocess: measured apart for its cost. */
+  confidence: number;
 }
 
 export interface RemoveResult {
@@ -89,6 +91,8 @@ export interface RemoveResult {
   /** The subject's box in the result, in its pixels (remove.bg's `foreground_*`); the whole result when none. */
   foreground: { left: number; top: number; width: number; height: number };
   input: ImageProbe;
+  /** 0..1, 1: sure; ranks cutouts by how likely they are to be wrong (confidence.ts). */
+  confidence: number;
   ms: number;
   timings: StageTimings;
 }
