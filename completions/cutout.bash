@@ -53,7 +53,7 @@ _cutout() {
 
     local commands='remove serve model-server keys credits account usage models openapi completion help'
     local global_opts='--data --config -h --help'
-    local remove_opts="-o --out $_cutout_image_opts -c --concurrency --model --include-outputs --skip-existing --overwrite --json --key
+    local remove_opts="-o --out $_cutout_image_opts -c --concurrency --model --include-outputs --skip-existing --overwrite --json --review-below --key
         -q --quiet --no-progress --recursive --store --inference-workers --inference-threads
         --manifest --force --watch --exclude --dry-run"
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
@@ -65,7 +65,7 @@ _cutout() {
     local value_opts=" --data --config -o --out$_cutout_image_value_opts-c --concurrency --model --key
         --precision --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton
-        --inference-workers --inference-threads --manifest --exclude --results "
+        --inference-workers --inference-threads --manifest --exclude --results --review-below "
     value_opts=${value_opts//$'\n'/ } # one line, so that " $word " finds a flag at a line's end
 
     # Values of the option before the cursor

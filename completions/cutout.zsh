@@ -39,6 +39,7 @@ _cutout_remove_opts=(
   '--inference-workers=[inference worker threads, each with its own session]:number: '
   '--inference-threads=[intra-op threads of each session]:number: '
   '--model=[model name or .onnx file]:model:_files'
+  '--review-below[flag cutouts whose confidence is below T]:confidence (0..1):'
   '--include-outputs[take named files like x.cutout.png as inputs too]'
   '(--overwrite)--skip-existing[skip inputs whose output exists]'
   '(--skip-existing)--overwrite[overwrite existing outputs]'

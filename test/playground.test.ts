@@ -161,6 +161,7 @@ t.test('in Chromium: upload, cutout, credits, download, screenshots, keyboard, n
   t.ok(face > 240 && chest > 240, `the subject is opaque in the page (${face}, ${chest})`);
 
   t.match(await page.textContent('#credits'), /Credits charged: 1\b.*credits remaining: 9\b/, 'credits charged and left are shown');
+  t.match(await page.textContent('#confidence'), /confidence (0\.\d\d|1\.00)/, 'the cutout\'s confidence is shown beside it');
   t.match(await page.textContent('#status'), /Done in/);
   t.equal(await page.isHidden('#error'), true, 'no error shown');
   const download = await page.getAttribute('#download', 'href');

@@ -150,6 +150,8 @@ export interface BatchTally {
   failed: number;
   /** Inputs not started because of an interrupt. */
   left: number;
+  /** Done cutouts flagged by --review-below. */
+  review: number;
 }
 
 export interface BatchRunOptions {
@@ -164,11 +166,13 @@ export interface BatchRunOptions {
   releaseModel?: () => void;
   /** --force: every input is redone, and the output it is named to replace is replaced. */
   force?: boolean;
+  /** --review-below T: a done cutout whose confidence is below T is flagged for review. */
+  reviewBelow?: number;
 }
 
 /** Feeds items to the per-item unit, `concurrency` at a time, and counts what became of them. */
 export class BatchRun {
-  readonly tally: BatchTally = { done: 0, skipped: 0, failed: 0, left: 0 };
+  readonly tally: BatchTally = { done: 0, skipped: 0, failed: 0, left: 0, review: 0 };
   /** Outputs written by this run: a changed photo seen again by the watcher may replace its own. */
   private readonly written = new Set<string>();
   /** Each input this run took, by absolute path, with its size and time when taken (the watcher's dedup). */
@@ -295,6 +299,11 @@ export class BatchRun {
       else {
         this.tally.done++;
         if (report.output) this.written.add(report.output);
+        const confidence = report.fields?.confidence;
+        if (this.opts.reviewBelow !== undefined && confidence !== undefined && confidence < this.opts.reviewBelow) {
+          report.review = true;
+          this.tally.review++;
+        }
       }
       if (manifest && !report.skipped && (report.error || !recorded)) manifest.append(report, sha256, options);
       reporter.done(report);
@@ -312,15 +321,16 @@ export class BatchRun {
 
   /** The summary line (and with --json its object); the exit code of the batch. */
   finish(opts: { json: boolean; watching: boolean; hint: string }): { code: number; summary: string } {
-    const { done, skipped, failed, left } = this.tally;
+    const { done, skipped, failed, left, review } = this.tally;
     // The whole command's time, from the process's start: planning and hashing included.
     const seconds = performance.now() / 1000;
     const perSecond = seconds > 0 ? done / seconds : 0;
     const parts = [`${done} done`, `${skipped} skipped`, `${failed} failed`];
     if (left) parts.push(`${left} left`);
+    if (this.opts.reviewBelow !== undefined) parts.push(`${review} to review (confidence below ${this.opts.reviewBelow})`);
     const summary = `${parts.join(', ')} in ${seconds.toFixed(1)} s (${perSecond.toFixed(2)} images/s)`;
     if (opts.json) {
-      const body = { done, skipped, failed, left, seconds: Number(seconds.toFixed(3)), images_per_second: Number(perSecond.toFixed(3)), interrupted: this.interrupted };
+      const body = { done, skipped, failed, left, ...(this.opts.reviewBelow !== undefined ? { review } : {}), seconds: Number(seconds.toFixed(3)), images_per_second: Number(perSecond.toFixed(3)), interrupted: this.interrupted };
       process.stdout.write(JSON.stringify({ summary: body }) + '\n');
     }
     if (this.outputsInTheWay) {

@@ -3,6 +3,7 @@
  * JSON lines on stdout with --json. Failures are always named on stderr, one line each.
  */
 import type { Ora } from 'ora';
+import { resultJson } from '../result-fields.js';
 import { oneLine } from '../errors.js';
 import type { PreparationEvent } from '../pipeline/weights.js';
 import type { ItemReport } from './remove-item.js';
@@ -59,7 +60,12 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
       active.delete(r.input);
       completed++;
       // credits_charged on every line (cli-contract): 0 for a local run, a skipped input or a failure.
-      if (opts.json) process.stdout.write(JSON.stringify({ ...r, credits_charged: r.credits_charged ?? 0 }) + '\n');
+      if (opts.json) {
+        const { fields, review, ...line } = r;
+        process.stdout.write(JSON.stringify({ ...line, ...resultJson(fields), credits_charged: r.credits_charged ?? 0, ...(review ? { review: true } : {}) }) + '\n');
+      }
+      // Asked for with --review-below: said even with -q.
+      if (r.review) line(`review: ${r.input} (confidence ${r.fields!.confidence!.toFixed(2)})`);
       if (r.error) {
         failed++;
         line(`cutout: ${r.input}: ${r.error.message}`);

@@ -14,6 +14,7 @@ import type { InputItem } from './inputs.js';
 import type { CutoutPipeline, RemoveRequest, RemoveResult } from '../pipeline/index.js';
 import { payerOfKey } from '../billing.js';
 import { RemovalService } from '../service/removal.js';
+import { resultFieldsOf, type ResultFields } from '../result-fields.js';
 import type { Store } from '../store/db.js';
 
 export interface ItemReport {
@@ -25,6 +26,10 @@ export interface ItemReport {
   credits_charged?: number;
   skipped?: boolean;
   error: { code: string; message: string } | null;
+  /** What the result says of itself (confidence, ...): written under RESULT_FIELDS' JSON keys. */
+  fields?: Partial<ResultFields>;
+  /** --review-below: its confidence is below the threshold. */
+  review?: boolean;
 }
 
 /** Who pays for a run: the account of `--key`, or nobody (a local run, recorded but free). */
@@ -182,11 +187,13 @@ export async function processItem(ctx: ItemContext, planned: PlannedItem, hooks:
     const inPlace = (result: RemoveResult, credits: number) => {
       report.width = result.width;
       report.height = result.height;
+      report.fields = resultFieldsOf(result);
       hooks.onOutputInPlace?.({ ...report, ms: Math.round(performance.now() - started), credits_charged: credits }, sha256!);
     };
     const { result, credits } = await removeAndWrite(ctx, planned, bytes, hooks, inPlace);
     report.width = result.width;
     report.height = result.height;
+    report.fields = resultFieldsOf(result);
     if (ctx.payer) report.credits_charged = credits;
   } catch (err) {
     const e = toCutoutError(err);

@@ -41,6 +41,7 @@ export interface RemoveFlags extends BatchFlags {
   skipExisting?: boolean;
   overwrite?: boolean;
   includeOutputs?: boolean;
+  reviewBelow?: string;
   json?: boolean;
   key?: string;
   quality?: string;
@@ -74,7 +75,8 @@ export function registerRemove(program: Command): void {
     .option('--include-outputs', 'take named files that look like cutout\'s outputs (x.cutout.png, x.mask.png) as inputs too; folders and globs never do')
     .option('--skip-existing', 'skip inputs whose output exists')
     .option('--overwrite', 'replace existing outputs')
-    .option('--json', 'one JSON object per input on stdout')
+    .option('--json', 'one JSON object per input on stdout (with each cutout\'s confidence)')
+    .option('--review-below <t>', 'flag each cutout whose confidence (0..1) is below T: a "review:" line on stderr, "review": true in its --json line, the count in the summary')
     .option('--key <api_key>', 'charge that key\'s credits by the same rules as the server')
     .option('--inference-workers <n>', 'inference worker threads, each with its own session (default: 1 up to 8 cores, then one per 8 cores; docs/benchmarks.md)')
     .option('--inference-threads <n>', 'intra-op threads of each session (default: the cores over the workers; env CUTOUT_THREADS)')
@@ -114,10 +116,19 @@ function usage(message: string): never {
   throw new UsageError(message);
 }
 
+/** `--review-below T`: a number from 0 to 1 (undefined without the flag). */
+function reviewThreshold(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const t = Number(value);
+  if (value.trim() === '' || !Number.isFinite(t) || t < 0 || t > 1) usage(`--review-below takes a confidence from 0 to 1, such as 0.8, not ${JSON.stringify(value)}`);
+  return t;
+}
+
 /** Checked on the flags given over the config file's defaults (a config may set `overwrite`). */
 function checkFlagCombinations(inputs: string[], flags: RemoveFlags): void {
   if (flags.skipExisting && flags.overwrite) usage('--skip-existing and --overwrite cannot be used together');
   if (flags.out === '-' && flags.json) usage('--out - writes the image to stdout; it cannot be combined with --json');
+  reviewThreshold(flags.reviewBelow);
   checkBatchFlags(inputs, flags);
 }
 
@@ -266,6 +277,7 @@ export async function runRemove(inputs: string[], givenFlags: RemoveFlags): Prom
         // are still matted and encoded: freeing the session's memory then overlaps that work (cold start, docs/internals.md).
         releaseModel: flags.watch ? undefined : () => resources.releaseModel(),
         force: Boolean(flags.force),
+        reviewBelow: reviewThreshold(flags.reviewBelow),
       });
       return await driveBatch(run, { inputs, flags, plan, batch, reporter, format: fileFormat(options, Boolean(flags.mask)) });
     } finally {

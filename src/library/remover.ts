@@ -33,6 +33,11 @@ export interface CutoutResult {
   contentType: string;
   /** The input as read from its bytes: format and size after EXIF orientation. */
   input: ImageProbe;
+  /**
+   * How sure cutout is of this cutout, 0 to 1 (1: sure): it ranks cutouts by how likely they are
+   * to be wrong, so that a reviewer looks at the least confident first (docs/models.md, "Confidence").
+   */
+  confidence: number;
 }
 
 export interface Remover {
@@ -80,7 +85,7 @@ class PipelineRemover implements Remover {
     const bytes = await readImageInput(input, signal);
     const bgImageData = request.bgImage ? await readBgImage(request.bgImage) : undefined;
     const r = await this.pipeline.removeBackground(bytes, { ...request, bgImageData }, { signal });
-    return { data: r.data, width: r.width, height: r.height, format: r.format, channels: r.channels, contentType: r.contentType, input: r.input };
+    return { data: r.data, width: r.width, height: r.height, format: r.format, channels: r.channels, contentType: r.contentType, input: r.input, confidence: r.confidence };
   }
 
   async close(): Promise<void> {

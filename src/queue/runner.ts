@@ -15,6 +15,7 @@
  * - Stop: no new claims; running jobs get `graceMs` to finish; those still running then go back
  *   to `queued` (their late end commits nothing) and run again at the next start.
  */
+import { resultFieldsOf } from '../result-fields.js';
 import type { CutoutConfig } from '../config.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
@@ -251,8 +252,8 @@ export class JobRunner {
         // Checked at submission; the charge's transaction decides, and its refusal says why below.
         checkFundsFirst: false,
         signal,
-        within: async (tx, charged) => {
-          const done = { creditsCharged: charged.creditsCharged, creditsRemaining: charged.creditsRemaining ?? 0 };
+        within: async (tx, charged, result) => {
+          const done = { creditsCharged: charged.creditsCharged, creditsRemaining: charged.creditsRemaining ?? 0, fields: resultFieldsOf(result) };
           const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'done', url, ...done }) } : null;
           if (!(await store.markJobDoneIn(tx, job.id, job.attempts, done, callback))) throw new ClaimLost();
         },

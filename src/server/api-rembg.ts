@@ -5,6 +5,7 @@
  * `{"detail": ...}`; a bad parameter is a 422 with `loc`/`msg`/`type`). Keyed like every other
  * route (`Authorization: Bearer` or `X-Api-Key`), charged like v1 (a full-size result, 1 credit).
  */
+import { RESULT_HEADERS, resultFieldsOf, resultHeaders } from '../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request } from 'polka';
@@ -111,7 +112,7 @@ async function removeAndAnswer(ctx: RembgContext, res: ServerResponse, caller: C
     id: crypto.randomUUID(), request, payer: payerOfCaller(caller), input, channel: 'api', description: `rembg ${description}`,
     signal, slot: (work) => ctx.pool.run(work, { signal }), commit,
   }));
-  sendBytes(res, 200, result.data, 'image/png');
+  sendBytes(res, 200, result.data, 'image/png', resultHeaders(resultFieldsOf(result)));
 }
 
 async function handleGet(ctx: RembgContext, req: Request, res: ServerResponse, caller: Caller): Promise<void> {
@@ -150,7 +151,7 @@ export function rembgApi(ctx: RembgContext): ApiPlugin {
     name: 'rembg',
     prefix: REMBG_PREFIX,
     // rembg's server allows every origin without credentials (FastAPI's CORSMiddleware).
-    cors: { exposeHeaders: ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'] },
+    cors: { exposeHeaders: ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', ...RESULT_HEADERS] },
     authenticate: (req) => authenticate(ctx, req),
     renderError,
     notFound: () => new CutoutError('not_found', 'Not Found'),

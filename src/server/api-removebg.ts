@@ -5,6 +5,7 @@
  * limits, pool and remove-and-record service as v1. Every size is answered synchronously through
  * the pool that runs jobs, under the dialect's own deadline (not v1's 4 MP sync rule).
  */
+import { RESULT_HEADERS, resultFieldsOf, resultHeaders } from '../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { canAfford, payerOfCaller, priceOf } from '../billing.js';
@@ -31,7 +32,8 @@ const EXPOSED_HEADERS = [
   'X-Width', 'X-Height', 'X-Max-Width', 'X-Max-Height', 'X-Type', 'X-Credits-Charged',
   'X-Foreground-Top', 'X-Foreground-Left', 'X-Foreground-Width', 'X-Foreground-Height',
   'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset',
-] as const;
+  ...RESULT_HEADERS,
+];
 
 type RemoveBgContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'store' | 'pipeline'>;
 
@@ -177,6 +179,7 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
     'X-Foreground-Left': String(result.foreground.left),
     'X-Foreground-Width': String(result.foreground.width),
     'X-Foreground-Height': String(result.foreground.height),
+    ...resultHeaders(resultFieldsOf(result)),
   };
   if (asked.xType) headers['X-Type'] = asked.xType;
   if (wantsRemoveBgJson(req)) {

@@ -6,6 +6,7 @@
 import { CutoutError, ERROR_TABLE, errorDocsUrl, type ErrorCode } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
 import { CONTENT_TYPES, FORMATS, OPTION_TABLE } from '../options.js';
+import { RESULT_FIELDS } from '../result-fields.js';
 import { REQUEST_ID_HEADER } from './request-log.js';
 
 type Json = Record<string, unknown>;
@@ -53,6 +54,12 @@ function errorResponse(status: number, codes: ErrorCode[], description: string, 
 }
 
 /** The image options' parameters, each a reference to its component (both from the options table). */
+/** What a result says of itself (result-fields.ts): the header components, the headers of a sync answer, the JSON properties, their schemas. */
+const headerComponent = (header: string) => header.replace(/-/g, '');
+const resultFieldHeaderComponents: Json = Object.fromEntries(RESULT_FIELDS.flatMap((r) => (r.header ? [[headerComponent(r.header), { description: r.openapi.schema.description, schema: schema(r.openapi.name) }]] : [])));
+const resultFieldHeaders: Json = Object.fromEntries(RESULT_FIELDS.flatMap((r) => (r.header ? [[r.header, ref('headers', headerComponent(r.header))]] : [])));
+const resultFieldProps = (when?: string): Json => Object.fromEntries(RESULT_FIELDS.map((r) => [r.json, when ? { ...schema(r.openapi.name), description: when } : schema(r.openapi.name)]));
+const resultFieldSchemas: Json = Object.fromEntries(RESULT_FIELDS.map((r) => [r.openapi.name, r.openapi.schema]));
 const imageOptionProps: Json = Object.fromEntries(OPTION_TABLE.flatMap((r) => (r.api && r.openapi ? [[r.api, schema(r.openapi.name)]] : [])));
 /** The options' components: Size, Format, BgColor, ... as the table describes them. */
 const imageOptionSchemas: Json = Object.fromEntries(OPTION_TABLE.flatMap((r) => {
@@ -170,6 +177,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
               'X-Credits-Remaining': ref('headers', 'XCreditsRemaining'),
               'X-Job-Id': ref('headers', 'XJobId'),
               'X-Cutout-Size': ref('headers', 'XCutoutSize'),
+              ...resultFieldHeaders,
               ...RATE_LIMIT_HEADERS,
             },
             content: { ...imageContent(), 'application/json': { schema: schema('SyncResult') } },
@@ -498,6 +506,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
       XRateLimitRemaining: { description: 'Requests left in the sliding window.', schema: { type: 'integer', minimum: 0 } },
       XRateLimitReset: { description: 'Unix timestamp (seconds) when the window resets.', schema: { type: 'integer' } },
       RetryAfter: { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
+      ...resultFieldHeaderComponents,
       XRequestId: {
         description: `This request's id: the caller's \`X-Request-Id\` when it is sane, else a new UUID. It is in the server's log line for the request.`,
         schema: { type: 'string', pattern: `^[A-Za-z0-9._:-]{1,${LIMITS.maxRequestIdLength}}$` },
@@ -533,6 +542,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
     },
     schemas: {
       ...imageOptionSchemas,
+      ...resultFieldSchemas,
       ImageUrl: {
         type: 'string',
         format: 'uri',
@@ -593,6 +603,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           credits_charged: { type: 'integer', enum: [0, 1] },
           credits_remaining: { type: 'integer', minimum: 0 },
           processing_ms: { type: 'integer', minimum: 0 },
+          ...resultFieldProps(),
         },
       },
       JobStatus: { type: 'string', enum: ['queued', 'processing', 'done', 'failed'] },
@@ -623,6 +634,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           url: { type: 'string', format: 'uri', description: 'When `done`.' },
           credits_charged: { type: 'integer', enum: [0, 1], description: 'When `done`.' },
           credits_remaining: { type: 'integer', minimum: 0, description: 'When `done`.' },
+          ...resultFieldProps('When `done`.'),
           error: { ...schema('JobError'), description: 'When `failed`; nothing was charged.' },
           created_at: { type: 'string', format: 'date-time' },
           updated_at: { type: 'string', format: 'date-time' },
@@ -637,6 +649,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           url: { type: 'string', format: 'uri', description: 'When `done`.' },
           credits_charged: { type: 'integer', enum: [0, 1], description: 'When `done`.' },
           credits_remaining: { type: 'integer', minimum: 0, description: 'When `done`.' },
+          ...resultFieldProps('When `done`.'),
           error: { ...schema('JobError'), description: 'When `failed`.' },
         },
       },

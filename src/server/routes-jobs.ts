@@ -7,6 +7,7 @@
  * transaction and only then answers 202. The work itself is done by the JobRunner
  * (src/queue/runner.ts) in the pool shared with the sync route.
  */
+import { resultJson } from '../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
@@ -265,6 +266,7 @@ export function jobRecord(ctx: Pick<ServerContext, 'baseUrl'>, job: JobRow): Rec
     out.url = `${ctx.baseUrl}/api/v1/results/${job.id}`;
     out.credits_charged = job.creditsCharged ?? 0;
     out.credits_remaining = job.creditsRemaining ?? 0;
+    Object.assign(out, resultJson(job.resultFields));
   }
   if (job.status === 'failed') out.error = { code: job.error?.code ?? 'processing_failed', message: job.error?.message ?? 'Processing failed; nothing was charged.' };
   out.created_at = new Date(job.createdAt).toISOString();

@@ -5,6 +5,7 @@
  * timeout has answered 504 nothing is charged even if the model finishes later, and once the
  * commit has begun the timeout no longer fires.
  */
+import { resultFieldsOf, resultHeaders, resultJson, type ResultFields } from '../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
@@ -34,6 +35,8 @@ export interface RemoveOutcome {
   content_type: string;
   /** The size served (`auto` resolved), for X-Cutout-Size; absent in outcomes stored before it was kept. */
   size?: 'preview' | 'full';
+  /** What the result says of itself (result-fields.ts): headers, and keys of the JSON answer; absent in older outcomes. */
+  fields?: Partial<ResultFields>;
 }
 
 function timeoutError(ms: number): CutoutError {
@@ -114,6 +117,7 @@ function removeOnce(
           processing_ms: Math.round(result.ms),
           content_type: result.contentType,
           size: result.resolvedSize,
+          fields: resultFieldsOf(result),
         };
         await seal(tx, outcome);
       },
@@ -144,13 +148,14 @@ export async function handleRemove(ctx: RemoveContext, req: IncomingMessage, res
     'X-Job-Id': outcome.id,
     'X-Credits-Charged': String(outcome.credits_charged),
     'X-Credits-Remaining': String(outcome.credits_remaining),
+    ...resultHeaders(outcome.fields),
   };
   // Which size was served: a request without `size` gets a preview (api-spec 2.1), unlike the CLI.
   if (outcome.size) headers['X-Cutout-Size'] = outcome.size;
   if (replayed) headers['Idempotent-Replayed'] = 'true';
   if (wantsJson(req)) {
-    const { content_type: _type, size: _size, ...metadata } = outcome;
-    sendJson(res, 200, metadata, headers);
+    const { content_type: _type, size: _size, fields, ...metadata } = outcome;
+    sendJson(res, 200, { ...metadata, ...resultJson(fields) }, headers);
     return;
   }
   if (made && !replayed) return sendBytes(res, 200, made, outcome.content_type, headers);

@@ -15,6 +15,7 @@
  * A callback delivery row (deliveries.ts) is written in the same transaction as the job's final
  * state, so a finished job with a callback URL always has a delivery to make.
  */
+import { parseResultFields, resultJson, type ResultFields } from '../result-fields.js';
 import type { ImageOptions } from '../options.js';
 import { sqlNow } from './clock.js';
 import type { Staged } from './engine.js';
@@ -65,6 +66,8 @@ export interface JobRow extends JobFields {
   createdAt: number;
   updatedAt: number;
   finishedAt: number | null;
+  /** What a done job's result says of itself (result-fields.ts); null before it is done, and for jobs done before it was kept. */
+  resultFields: Partial<ResultFields> | null;
 }
 
 interface RawJob {
@@ -72,10 +75,11 @@ interface RawJob {
   callback_url: string | null; error: string | null; credits_charged: number | null; credits_remaining: number | null;
   lease_until: number | null; lease_owner: string | null; attempts: number; outages: number; created_at: number; updated_at: number; finished_at: number | null;
   source_kind: JobSourceKind | null; source_url: string | null; input_desc: string | null; billable: number; batch_id: string | null;
+  result_fields: string | null;
 }
 
 const JOB_COLUMNS = `id, account_id, key_id, status, params, callback_url, error, credits_charged, credits_remaining, lease_until, lease_owner,
-  attempts, outages, created_at, updated_at, finished_at, source_kind, source_url, input_desc, billable, batch_id`;
+  attempts, outages, created_at, updated_at, finished_at, source_kind, source_url, input_desc, billable, batch_id, result_fields`;
 
 /**
  * The version of a job's stored `params` (its ImageOptions as JSON, with `v`). 1: before `v` was
@@ -105,6 +109,7 @@ function toJob(r: RawJob): JobRow {
     error: r.error === null ? null : (JSON.parse(r.error) as JobError),
     creditsCharged: r.credits_charged, creditsRemaining: r.credits_remaining, leaseUntil: r.lease_until, leaseOwner: r.lease_owner,
     attempts: r.attempts, outages: r.outages, createdAt: r.created_at, updatedAt: r.updated_at, finishedAt: r.finished_at,
+    resultFields: parseResultFields(r.result_fields),
   };
 }
 
@@ -194,13 +199,13 @@ export async function renewJobLease(ctx: StoreContext, id: string, attempt: numb
  */
 export async function markJobDoneIn(
   ctx: StoreContext, tx: Queryable, id: string, attempt: number,
-  done: { creditsCharged: number; creditsRemaining: number | null }, callback: { url: string; body: string } | null,
+  done: { creditsCharged: number; creditsRemaining: number | null; fields?: Partial<ResultFields> }, callback: { url: string; body: string } | null,
 ): Promise<boolean> {
   const now = ctx.now();
   const { changes } = await tx.run(
-    `UPDATE jobs SET status = 'done', credits_charged = ?, credits_remaining = ?, lease_until = NULL, updated_at = ?, finished_at = ?
+    `UPDATE jobs SET status = 'done', credits_charged = ?, credits_remaining = ?, result_fields = ?, lease_until = NULL, updated_at = ?, finished_at = ?
       WHERE id = ? AND ${HELD}`,
-    [done.creditsCharged, done.creditsRemaining, now, now, id, ctx.owner, attempt],
+    [done.creditsCharged, done.creditsRemaining, done.fields ? JSON.stringify(resultJson(done.fields)) : null, now, now, id, ctx.owner, attempt],
   );
   if (changes !== 1) return false;
   if (callback) await insertDeliveryIn(tx, id, callback.url, callback.body, now);

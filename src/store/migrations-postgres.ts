@@ -171,6 +171,10 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE results ALTER COLUMN data DROP NOT NULL;
   `,
+  // 4: what a done job's result says of itself, as one JSON object (SQLite's migration 6).
+  `
+  ALTER TABLE jobs ADD COLUMN result_fields TEXT;
+  `,
 ];
 
 /** Brings the schema up to date under the advisory lock. Returns the version. */

@@ -155,6 +155,11 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE jobs ADD COLUMN outages INTEGER NOT NULL DEFAULT 0; -- claims handed back because inference was unavailable
   `,
+  // 6: what a done job's result says of itself (result-fields.ts: confidence, ...), as one JSON
+  // object, so that the next field needs no migration (kept the same on both engines).
+  `
+  ALTER TABLE jobs ADD COLUMN result_fields TEXT;
+  `,
 ];
 
 /** Runs the migrations not yet applied; a no-op on an up-to-date database. Returns the version. */

@@ -118,7 +118,7 @@ export const PLAYGROUND_HTML = `<!doctype html>
     </figure>
     <figure class="pane">
       <div class="checker" id="result-box"><img id="result" alt="The cutout: the image with its background removed" hidden><p class="empty" id="result-empty">The cutout appears here.</p></div>
-      <figcaption>Cutout</figcaption>
+      <figcaption>Cutout<span id="confidence" class="confidence"></span></figcaption>
     </figure>
   </div>
   <div class="after">

@@ -23,7 +23,7 @@ export const PLAYGROUND_JS = String.raw`(function () {
     cropMargin: $('crop-margin'), roi: $('roi'), scale: $('scale'), position: $('position'), bgUrl: $('bg-url'), bgFile: $('bg-file'),
     progressBox: $('progress-box'), progress: $('progress'), status: $('status'), error: $('error'),
     original: $('original'), originalEmpty: $('original-empty'), result: $('result'), resultEmpty: $('result-empty'),
-    download: $('download'), credits: $('credits'), output: document.querySelector('.output')
+    download: $('download'), credits: $('credits'), confidence: $('confidence'), output: document.querySelector('.output')
   };
 
   var state = { file: null, fileUrl: null, dims: null, resultUrl: null, busy: false, tick: null };
@@ -80,6 +80,7 @@ export const PLAYGROUND_JS = String.raw`(function () {
     els.download.hidden = true;
     els.download.removeAttribute('href');
     els.credits.textContent = '';
+    els.confidence.textContent = '';
   }
 
   function setFile(file) {
@@ -295,6 +296,10 @@ export const PLAYGROUND_JS = String.raw`(function () {
 
   function finish(info, started) {
     els.credits.textContent = 'Credits charged: ' + info.charged + ' \u00b7 credits remaining: ' + info.remaining;
+    // The result's confidence (1: sure): low ones are those worth a second look.
+    if (typeof info.confidence === 'number') {
+      els.confidence.textContent = ' \u00b7 confidence ' + info.confidence.toFixed(2) + (info.confidence < 0.5 ? ' (worth a second look)' : '');
+    }
     var took = seconds(performance.now() - started);
     setStatus('Done in ' + took + (info.job ? ' (background job ' + info.job + ')' : '') + '.');
   }
@@ -305,7 +310,7 @@ export const PLAYGROUND_JS = String.raw`(function () {
     var body = await readJson(res);
     if (!res.ok) throw new ApiError(messageOf(res, body));
     if (!body || typeof body.url !== 'string') throw new ApiError('The server answered without a result URL.');
-    await showResult({ url: body.url, charged: body.credits_charged, remaining: body.credits_remaining }, format, started);
+    await showResult({ url: body.url, charged: body.credits_charged, remaining: body.credits_remaining, confidence: body.confidence }, format, started);
   }
 
   async function runJob(key, form, format, started) {
@@ -336,12 +341,14 @@ export const PLAYGROUND_JS = String.raw`(function () {
         continue;
       }
       if (!r.ok) throw new ApiError(messageOf(r, job));
+      // A pending job's Retry-After says how often to poll (docs/http-api.md): never faster.
+      wait = Math.max(wait, (Number(r.headers.get('Retry-After')) || 0) * 1000);
       status = (job && job.status) || status;
       describe();
       if (status === 'done') {
         clearInterval(state.tick);
         state.tick = null;
-        await showResult({ url: job.url, charged: job.credits_charged, remaining: job.credits_remaining, job: id }, format, started);
+        await showResult({ url: job.url, charged: job.credits_charged, remaining: job.credits_remaining, confidence: job.confidence, job: id }, format, started);
         return;
       }
       if (status === 'failed') {
