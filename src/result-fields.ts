@@ -1,8 +1,8 @@
 /**
  * What a result says of itself beside its bytes, described once, as the options are in
  * OPTION_TABLE: the record (ResultFields) and one table of where each field goes. Every door reads
- * the table: the CLI's `--json` line and the manifest's line, the v1 API's sync answer (a header,
- * and a key of its JSON answer), a job's record and its callback body (kept in the job's
+ * the table: the CLI's `--json` line and the manifest's line, the v1 API's sync answer (a header;
+ * its JSON metadata stays api-spec 2.2's, exactly), a job's record and its callback body (kept in the job's
  * `result_fields` JSON column, so that a new field needs no migration), remove.bg's and rembg's
  * answers (the header), the OpenAPI document, and the playground (which reads the header or the
  * record). Adding a field is adding it to ResultFields, to ResultFieldsOf's source, and a row.
@@ -17,10 +17,7 @@ export interface ResultFields {
 /** One field: where it goes, and how it is written. */
 export interface ResultFieldRow<K extends keyof ResultFields = keyof ResultFields> {
   key: K;
-  /**
-   * Its key in JSON: each `--json` line and manifest line of a done input, the v1 sync answer's
-   * JSON, and a done job's record and callback body.
-   */
+  /** Its key in JSON: each `--json` line and manifest line of a done input, a done job's record and callback body. */
   json: string;
   /** The response header of every door's sync answer (v1, remove.bg's, rembg's), or null. */
   header: string | null;
@@ -53,7 +50,7 @@ export function resultFieldsOf(result: { confidence: number }): ResultFields {
   return { confidence: result.confidence };
 }
 
-/** The fields as JSON keys (a `--json` line, a manifest line, a job record, the sync JSON answer). */
+/** The fields as JSON keys (a `--json` line, a manifest line, a job record and callback). */
 export function resultJson(fields: Partial<ResultFields> | null | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (!fields) return out;

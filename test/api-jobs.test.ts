@@ -79,7 +79,8 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
 
     const { job, seen } = await waitForJob(srv.url, owner.key, id);
     t.ok(seen[0] === 'queued' || seen[0] === 'processing', `statuses seen: ${seen.join(' -> ')}`);
-    t.same(Object.keys(job).sort(), ['created_at', 'credits_charged', 'credits_remaining', 'job_id', 'status', 'updated_at', 'url']);
+    t.same(Object.keys(job).sort(), ['confidence', 'created_at', 'credits_charged', 'credits_remaining', 'job_id', 'status', 'updated_at', 'url']);
+    t.ok(job.confidence >= 0 && job.confidence <= 1, `the cutout's confidence (cli-contract), ${job.confidence}`);
     t.match(job, { job_id: id, status: 'done', url: `${srv.url}/api/v1/results/${id}`, credits_charged: 1, credits_remaining: 9 });
     t.ok(Date.parse(job.updated_at) >= Date.parse(job.created_at));
 
@@ -94,7 +95,7 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
     t.equal(callback.headers['content-type'], 'application/json');
     t.ok(signatureValid(callback, secret), 'X-Service-Signature is the HMAC-SHA256 of the raw body');
     t.notOk(signatureValid(callback, 'another secret'), 'and not of another key');
-    t.same(callback.json, { job_id: id, status: 'done', url: job.url, credits_charged: 1, credits_remaining: 9 });
+    t.same(callback.json, { job_id: id, status: 'done', url: job.url, credits_charged: 1, credits_remaining: 9, confidence: job.confidence });
     await new Promise((r) => setTimeout(r, 300));
     t.equal(receiver.received.filter((r) => r.path === '/done').length, 1, 'delivered once');
     t.same(await getJob(srv.url, owner.key, id), job, 'the record stays as it was');

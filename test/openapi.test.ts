@@ -110,7 +110,7 @@ t.test('operations carry their headers, responses and auth', async (t) => {
   t.same(Object.keys(remove.responses['200'].content).sort(), ['application/json', 'image/jpeg', 'image/png', 'image/webp']);
   t.same(
     Object.keys(remove.responses['200'].headers).sort(),
-    ['X-Credits-Charged', 'X-Credits-Remaining', 'X-Cutout-Size', 'X-Job-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Request-Id'],
+    ['X-Credits-Charged', 'X-Credits-Remaining', 'X-Cutout-Confidence', 'X-Cutout-Size', 'X-Job-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Request-Id'],
   );
   for (const h of ['header:Authorization', 'header:Accept', 'header:Idempotency-Key']) t.ok(params(remove).includes(h), h);
   t.equal(remove.parameters.find((p: any) => p.name === 'Authorization').required, false, 'Authorization declared optional (5.6)');

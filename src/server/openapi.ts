@@ -603,7 +603,6 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           credits_charged: { type: 'integer', enum: [0, 1] },
           credits_remaining: { type: 'integer', minimum: 0 },
           processing_ms: { type: 'integer', minimum: 0 },
-          ...resultFieldProps(),
         },
       },
       JobStatus: { type: 'string', enum: ['queued', 'processing', 'done', 'failed'] },

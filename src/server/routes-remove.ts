@@ -5,7 +5,7 @@
  * timeout has answered 504 nothing is charged even if the model finishes later, and once the
  * commit has begun the timeout no longer fires.
  */
-import { resultFieldsOf, resultHeaders, resultJson, type ResultFields } from '../result-fields.js';
+import { resultFieldsOf, resultHeaders, type ResultFields } from '../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
@@ -35,7 +35,7 @@ export interface RemoveOutcome {
   content_type: string;
   /** The size served (`auto` resolved), for X-Cutout-Size; absent in outcomes stored before it was kept. */
   size?: 'preview' | 'full';
-  /** What the result says of itself (result-fields.ts): headers, and keys of the JSON answer; absent in older outcomes. */
+  /** What the result says of itself (result-fields.ts), answered as headers; absent in older outcomes. */
   fields?: Partial<ResultFields>;
 }
 
@@ -154,8 +154,9 @@ export async function handleRemove(ctx: RemoveContext, req: IncomingMessage, res
   if (outcome.size) headers['X-Cutout-Size'] = outcome.size;
   if (replayed) headers['Idempotent-Replayed'] = 'true';
   if (wantsJson(req)) {
-    const { content_type: _type, size: _size, fields, ...metadata } = outcome;
-    sendJson(res, 200, { ...metadata, ...resultJson(fields) }, headers);
+    // The metadata of api-spec 2.2, exactly: the result's fields travel in the headers.
+    const { content_type: _type, size: _size, fields: _fields, ...metadata } = outcome;
+    sendJson(res, 200, metadata, headers);
     return;
   }
   if (made && !replayed) return sendBytes(res, 200, made, outcome.content_type, headers);

@@ -310,7 +310,8 @@ export const PLAYGROUND_JS = String.raw`(function () {
     var body = await readJson(res);
     if (!res.ok) throw new ApiError(messageOf(res, body));
     if (!body || typeof body.url !== 'string') throw new ApiError('The server answered without a result URL.');
-    await showResult({ url: body.url, charged: body.credits_charged, remaining: body.credits_remaining, confidence: body.confidence }, format, started);
+    var confidence = res.headers.get('X-Cutout-Confidence');
+    await showResult({ url: body.url, charged: body.credits_charged, remaining: body.credits_remaining, confidence: confidence === null ? undefined : Number(confidence) }, format, started);
   }
 
   async function runJob(key, form, format, started) {
