@@ -9,7 +9,6 @@ import { RESULT_HEADERS, resultFieldsOf, resultHeaders } from '../result-fields.
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request } from 'polka';
-import { payerOfCaller } from '../billing.js';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
@@ -19,7 +18,7 @@ import type { ServerContext } from './context.js';
 import { identify, type Caller } from './guards.js';
 import { mediaType, readMultipart, sendBytes, sendJson } from './http.js';
 import type { ApiPlugin } from './plugin.js';
-import { withDeadline } from './routes-remove.js';
+import { runSyncRemoval } from './sync-removal.js';
 
 export const REMBG_PREFIX = '/api/remove';
 
@@ -106,12 +105,11 @@ async function authenticate(ctx: RembgContext, req: IncomingMessage): Promise<Ca
 async function removeAndAnswer(ctx: RembgContext, res: ServerResponse, caller: Caller, asked: RemoveRequest, input: Buffer | (() => Promise<Buffer>), description: string): Promise<void> {
   // A test key's results are previews, as on v1.
   // rembg's clients cannot name a quality: the server's configured one applies (CUTOUT_QUALITY).
-  const request: RemoveRequest = { ...asked, quality: ctx.config.quality, ...(caller.test ? { size: 'preview' as const } : {}) };
-  const timeoutMs = Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs);
-  const { result } = await withDeadline(timeoutMs, (signal, commit) => ctx.removals.removeAndRecord({
-    id: crypto.randomUUID(), request, payer: payerOfCaller(caller), input, channel: 'api', description: `rembg ${description}`,
-    signal, slot: (work) => ctx.pool.run(work, { signal }), commit,
-  }));
+  // A test key's preview, the slot, the deadline and a hang-up: the door policy's (sync-removal.ts).
+  const { result } = await runSyncRemoval(ctx, res, {
+    id: crypto.randomUUID(), caller, request: { ...asked, quality: ctx.config.quality }, input, description: `rembg ${description}`,
+    deadlineMs: Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs),
+  });
   sendBytes(res, 200, result.data, 'image/png', resultHeaders(resultFieldsOf(result)));
 }
 

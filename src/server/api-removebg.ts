@@ -19,7 +19,7 @@ import type { Caller } from './guards.js';
 import { sendBytes, sendJson } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { readRemoveBgRequest, type RemoveBgSource } from './removebg-params.js';
-import { withDeadline } from './routes-remove.js';
+import { runSyncRemoval } from './sync-removal.js';
 
 export const REMOVEBG_PREFIX = '/v1.0';
 
@@ -125,7 +125,8 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
   // A test key's results are previews, as on v1 (and free).
   // remove.bg's clients cannot name a quality: the server's configured one applies (CUTOUT_QUALITY).
   const quality = asked.request.quality ?? ctx.config.quality;
-  const request: RemoveRequest = caller.test ? { ...asked.request, quality, size: 'preview', maxArea: LIMITS.removebgPreviewPixels } : { ...asked.request, quality };
+  // A test key's preview (with remove.bg's preview area) is the door policy's (sync-removal.ts).
+  const request: RemoveRequest = { ...asked.request, quality };
   const payer = payerOfCaller(caller);
   if (asked.autoSize && !(await canAfford(payer, priceOf('full'), (id) => ctx.store.balance(id)))) {
     // remove.bg's `auto` is "the highest available resolution (based on image size and available
@@ -133,41 +134,27 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
     request.size = 'preview';
     request.maxArea = LIMITS.removebgPreviewPixels;
   }
-  const timeoutMs = Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs);
-  const { result, charged } = await withDeadline(timeoutMs, async (signal, commit) => {
-    // A client that hangs up stops the work (nothing is charged).
-    const controller = new AbortController();
-    const hangUp = () => { if (!res.writableEnded) controller.abort(new CutoutError('processing_failed', 'The client closed the connection.')); };
-    res.once('close', hangUp);
-    const both = AbortSignal.any([signal, controller.signal]);
-    try {
-      return await ctx.removals.removeAndRecord({
-        id: crypto.randomUUID(),
-        request,
-        payer,
-        input: async () => {
-          const [bytes, background] = await Promise.all([
-            fetchSource(ctx, asked.source, 'image_url', both),
-            asked.background ? fetchSource(ctx, asked.background, 'bg_image_url', both) : Promise.resolve(undefined),
-          ]);
-          // The request is this call's own object: what is known only once the bytes are here is set on it.
-          request.bgImageData = background;
-          if (asked.autoSize && request.size !== 'preview') {
-            // remove.bg's `auto`: the highest resolution, a preview when the image is no larger than one (free).
-            const probe = await ctx.pipeline.probeImage(bytes);
-            if (probe.width * probe.height <= LIMITS.removebgPreviewPixels) request.size = 'preview';
-          }
-          return bytes;
-        },
-        channel: 'api',
-        description: `remove.bg ${asked.source.description}`,
-        signal: both,
-        slot: (work) => ctx.pool.run(work, { signal: both }),
-        commit,
-      });
-    } finally {
-      res.off('close', hangUp);
-    }
+  const { result, charged } = await runSyncRemoval(ctx, res, {
+    id: crypto.randomUUID(),
+    caller,
+    request,
+    testPreview: { maxArea: LIMITS.removebgPreviewPixels },
+    deadlineMs: Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs),
+    input: async (signal) => {
+      const [bytes, background] = await Promise.all([
+        fetchSource(ctx, asked.source, 'image_url', signal),
+        asked.background ? fetchSource(ctx, asked.background, 'bg_image_url', signal) : Promise.resolve(undefined),
+      ]);
+      // The request is this call's own object: what is known only once the bytes are here is set on it.
+      request.bgImageData = background;
+      if (asked.autoSize && request.size !== 'preview') {
+        // remove.bg's `auto`: the highest resolution, a preview when the image is no larger than one (free).
+        const probe = await ctx.pipeline.probeImage(bytes);
+        if (probe.width * probe.height <= LIMITS.removebgPreviewPixels) request.size = 'preview';
+      }
+      return bytes;
+    },
+    description: `remove.bg ${asked.source.description}`,
   });
   const headers: Record<string, string> = {
     'X-Width': String(result.width),

@@ -5,12 +5,12 @@
  * timeout has answered 504 nothing is charged even if the model finishes later, and once the
  * commit has begun the timeout no longer fires.
  */
+import { runSyncRemoval } from './sync-removal.js';
 import { resultFieldsOf, resultHeaders, type ResultFields } from '../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { payerOfCaller } from '../billing.js';
 import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
 import type { RemoveRequest } from '../pipeline/types.js';
@@ -39,90 +39,53 @@ export interface RemoveOutcome {
   fields?: Partial<ResultFields>;
 }
 
-function timeoutError(ms: number): CutoutError {
-  return new CutoutError('processing_failed', `Processing took longer than the ${ms / 1000} s sync limit; nothing was charged. Large images go through POST /api/v1/jobs.`, { status: 504 });
-}
-
-/**
- * Runs `work` under a hard deadline. `work` gets the abort signal and `commit`: the final step
- * (charge and store) must run inside `commit`, which refuses once the deadline has passed and,
- * once started, stops the deadline from firing.
- */
-export function withDeadline<T>(ms: number, work: (signal: AbortSignal, commit: <R>(step: () => Promise<R>) => Promise<R>) => Promise<T>): Promise<T> {
-  const controller = new AbortController();
-  let committing = false;
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      if (committing) return;
-      const err = timeoutError(ms);
-      controller.abort(err);
-      reject(err);
-    }, ms);
-  });
-  expired.catch(() => undefined);
-  const commit = <R>(step: () => Promise<R>): Promise<R> => {
-    if (controller.signal.aborted) return Promise.reject(controller.signal.reason);
-    committing = true;
-    clearTimeout(timer);
-    return step();
-  };
-  const done = work(controller.signal, commit);
-  done.catch(() => undefined); // after a timeout its late failure has nobody to tell
-  return Promise.race([done, expired]).finally(() => clearTimeout(timer));
-}
-
 /**
  * `seal`: marks the Idempotency-Key done with the outcome, inside the charge's transaction.
  * `made`: told the result's bytes once they are committed, so the answer needs no read back.
  */
 function removeOnce(
-  ctx: RemoveContext, caller: Caller, options: ImageOptions, given: { image: ImageSource; background?: Buffer }, seal: Seal<RemoveOutcome>, made: (data: Buffer) => void,
+  ctx: RemoveContext, res: ServerResponse, caller: Caller, options: ImageOptions, given: { image: ImageSource; background?: Buffer }, seal: Seal<RemoveOutcome>, made: (data: Buffer) => void,
 ): Promise<RemoveOutcome> {
   const { image: source, background: uploaded } = given;
-  const { config, pool } = ctx;
+  const { config } = ctx;
   const id = crypto.randomUUID();
-  return withDeadline(config.syncTimeoutMs, async (signal, commit) => {
-    let outcome!: RemoveOutcome;
-    const fetching = { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) };
-    const request: RemoveRequest = { ...options, maxFullPixels: LIMITS.maxSyncFullPixels };
-    const { result: committed } = await ctx.removals.removeAndRecord({
-      id,
-      request,
-      payer: payerOfCaller(caller),
-      // The image and the background picture (bg_image_url) are fetched side by side; the picture's
-      // bytes (fetched, or uploaded as bg_image_file) go on this call's own request.
-      input: async () => {
-        const [bytes, background] = await Promise.all([
-          source.kind === 'image_url' ? fetchImageUrl(source.url, fetching) : source.bytes,
-          options.bgImage ? fetchImageUrl(options.bgImage, { ...fetching, label: 'bg_image_url' }) : uploaded,
-        ]);
-        request.bgImageData = background;
-        return bytes;
-      },
-      channel: 'api',
-      description: source.description,
-      storeResult: {},
-      signal,
-      slot: (work) => pool.run(work, { signal }),
-      commit,
-      within: async (tx, charged, result) => {
-        outcome = {
-          id,
-          url: `${ctx.baseUrl}/api/v1/results/${id}`,
-          width: result.width,
-          height: result.height,
-          credits_charged: charged.creditsCharged,
-          credits_remaining: charged.creditsRemaining ?? 0,
-          processing_ms: Math.round(result.ms),
-          content_type: result.contentType,
-          size: result.resolvedSize,
-          fields: resultFieldsOf(result),
-        };
-        await seal(tx, outcome);
-      },
-    });
-    made(committed.data);
+  let outcome!: RemoveOutcome;
+  const fetching = { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) };
+  const request: RemoveRequest = { ...options, maxFullPixels: LIMITS.maxSyncFullPixels };
+  return runSyncRemoval(ctx, res, {
+    id,
+    caller,
+    request,
+    deadlineMs: config.syncTimeoutMs,
+    // The image and the background picture (bg_image_url) are fetched side by side; the picture's
+    // bytes (fetched, or uploaded as bg_image_file) go on this call's own request.
+    input: async () => {
+      const [bytes, background] = await Promise.all([
+        source.kind === 'image_url' ? fetchImageUrl(source.url, fetching) : source.bytes,
+        options.bgImage ? fetchImageUrl(options.bgImage, { ...fetching, label: 'bg_image_url' }) : uploaded,
+      ]);
+      request.bgImageData = background;
+      return bytes;
+    },
+    description: source.description,
+    storeResult: {},
+    within: async (tx, charged, result) => {
+      outcome = {
+        id,
+        url: `${ctx.baseUrl}/api/v1/results/${id}`,
+        width: result.width,
+        height: result.height,
+        credits_charged: charged.creditsCharged,
+        credits_remaining: charged.creditsRemaining ?? 0,
+        processing_ms: Math.round(result.ms),
+        content_type: result.contentType,
+        size: result.resolvedSize,
+        fields: resultFieldsOf(result),
+      };
+      await seal(tx, outcome);
+    },
+  }).then(({ result }) => {
+    made(result.data);
     return outcome;
   });
 }
@@ -141,7 +104,7 @@ export async function handleRemove(ctx: RemoveContext, req: IncomingMessage, res
   let made: Buffer | null = null;
   const { value: outcome, replayed } = await ctx.idempotency.run<RemoveOutcome>(
     caller, 'remove', Array.isArray(idempotencyKey) ? idempotencyKey[0] : idempotencyKey, requestPrint,
-    (seal) => removeOnce(ctx, caller, options, { image: source, background }, seal, (data) => { made = data; }),
+    (seal) => removeOnce(ctx, res, caller, options, { image: source, background }, seal, (data) => { made = data; }),
   );
 
   const headers: Record<string, string> = {
