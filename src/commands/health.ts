@@ -16,20 +16,26 @@ export function registerHealth(program: Command): void {
   program
     .command('health')
     .description("ask a running server's /readyz; exit 0 when ready, 1 otherwise (the container image's health check)")
-    .option('--url <url>', "the server's base URL (default: http://127.0.0.1:PORT of this configuration)")
+    .option('--url <url>', "the server's base URL (default: http://127.0.0.1:PORT of this configuration), or a probe URL with its path (a model server's http://127.0.0.1:8000/v2/health/ready)")
     .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
     .action(async (flags: { url?: string; config?: string }) => {
       const config = await loadConfig({}, { configFile: flags.config });
-      const base = (flags.url ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, '');
+      const probe = probeUrl(flags.url ?? `http://127.0.0.1:${config.port}`);
       try {
-        const res = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+        const res = await fetch(probe, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
         const body = (await res.text()).trim();
         process.stdout.write(`${res.status} ${body}\n`);
         process.exitCode = res.status === 200 ? 0 : 1;
       } catch (err) {
         const e = err as Error & { cause?: { code?: string } };
-        process.stdout.write(`cannot reach ${base}/readyz: ${e.cause?.code ?? e.name ?? e.message}\n`);
+        process.stdout.write(`cannot reach ${probe}: ${e.cause?.code ?? e.name ?? e.message}\n`);
         process.exitCode = 1;
       }
     });
+}
+
+/** A base URL gets `/readyz`; a URL with a path of its own (a model server's readiness) is asked as it is. */
+export function probeUrl(url: string): string {
+  const parsed = new URL(url);
+  return parsed.pathname === '/' || parsed.pathname === '' ? `${url.replace(/\/+$/, '')}/readyz` : url;
 }
