@@ -19,7 +19,8 @@ ENV npm_config_nodedir=/usr/local \
     npm_config_audit=false
 COPY package.json package-lock.json tsconfig.json ./
 COPY bin ./bin
-COPY scripts ./scripts
+# postinstall.mjs: npm ci runs it (it does nothing in a clone, where `prepare` builds the model).
+COPY scripts/postinstall.mjs ./scripts/
 COPY models ./models
 COPY src ./src
 # npm ci runs `prepare`: tsc builds dist/, then `cutout models pull` assembles the model from its npm
@@ -71,11 +72,13 @@ LABEL org.opencontainers.image.title="cutout" \
       io.cutout.model.license="AGPL-3.0"
 
 # State under /data (a volume; with PostgreSQL and S3 none is needed). The API on 0.0.0.0:8080,
-# moved with -e CUTOUT_PORT. NODE_ENV as the official images' users set it.
+# moved with -e CUTOUT_PORT. NODE_ENV as the official images' users set it. onnxruntime keeps a
+# device id under the cache directory: in /tmp, so nothing is written outside /data and /tmp.
 ENV CUTOUT_HOME=/data \
     CUTOUT_HOST=0.0.0.0 \
     CUTOUT_PORT=8080 \
-    NODE_ENV=production
+    NODE_ENV=production \
+    XDG_CACHE_HOME=/tmp/.cache
 VOLUME /data
 WORKDIR /data
 USER 1000:1000
