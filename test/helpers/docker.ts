@@ -47,18 +47,19 @@ export interface Run {
 /** Runs the docker client to the end (never through a shell). */
 export function docker(args: string[], options: { timeoutMs?: number; input?: string } = {}): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(DOCKER, args, { env: { ...process.env, DOCKER_BUILDKIT: '1' }, stdio: ['pipe', 'pipe', 'pipe'] });
+    // stdin only when there is input: a client that exits before reading it would fail the write (EPIPE).
+    const child = spawn(DOCKER, args, { env: { ...process.env, DOCKER_BUILDKIT: '1' }, stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d));
-    child.stderr.on('data', (d: Buffer) => (stderr += d));
+    child.stdout!.on('data', (d: Buffer) => (stdout += d));
+    child.stderr!.on('data', (d: Buffer) => (stderr += d));
     const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 120_000);
     child.on('error', reject);
     child.on('close', (status) => {
       clearTimeout(timer);
       resolve({ status, stdout, stderr });
     });
-    child.stdin.end(options.input ?? '');
+    if (options.input !== undefined) child.stdin!.end(options.input);
   });
 }
 

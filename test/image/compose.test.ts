@@ -52,10 +52,21 @@ if (requireDocker(t)) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-compose-'));
     const storeUrl = path.join(dir, 'store_url');
     fs.writeFileSync(storeUrl, `${fs.readFileSync(path.join(ROOT, 'deploy/compose/secrets/store_url'), 'utf8').trim().replace('@postgres:5432', `@127.0.0.1:${ports.pg}`)}\n`, { mode: 0o644 });
+    // s3rver, standing in for MinIO, knows one key of its own (S3RVER), not the fleet's.
+    const s3rverCredentials = path.join(dir, 'aws_credentials');
+    fs.writeFileSync(s3rverCredentials, '[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n', { mode: 0o644 });
     const override = path.join(dir, 'compose.host.yaml');
-    fs.writeFileSync(override, hostOverride(ports, storeUrl));
+    fs.writeFileSync(override, hostOverride(ports, storeUrl, s3rverCredentials));
     const project = `cutouttest${process.pid}`;
-    const compose = (args: string[], timeoutMs = 300_000) => runCompose(['-p', project, '-f', path.join(ROOT, 'compose.yaml'), '-f', override, ...args], timeoutMs);
+    // compose.yaml with the override, as compose merges them; then the proxy's published port taken
+    // out (a host-network container has none, and compose 1.29 cannot reset a list in an override).
+    const merged = await runCompose(['-f', path.join(ROOT, 'compose.yaml'), '-f', override, 'config'], 60_000);
+    t.equal(merged.status, 0, `docker-compose config merges compose.yaml and the override${merged.status ? `: ${merged.stderr}` : ''}`);
+    const fleet = parse(merged.stdout);
+    delete fleet.services.proxy.ports;
+    const fleetFile = path.join(dir, 'compose.fleet.yaml');
+    fs.writeFileSync(fleetFile, JSON.stringify(fleet, null, 2));
+    const compose = (args: string[], timeoutMs = 300_000) => runCompose(['-p', project, '-f', fleetFile, ...args], timeoutMs);
     t.teardown(async () => {
       await compose(['down', '-v', '--timeout', '10']);
       fs.rmSync(dir, { recursive: true, force: true });
@@ -63,6 +74,11 @@ if (requireDocker(t)) {
 
     const up = await compose(['up', '-d', '--no-build'], 600_000);
     t.equal(up.status, 0, `docker-compose up: ${up.status === 0 ? 'ok' : up.stderr.slice(-1500)}`);
+    if (up.status !== 0) {
+      const logs = await compose(['logs', '--no-color', '--tail', '15']);
+      t.comment(logs.stdout.slice(-6000));
+      return;
+    }
     const proxy = `http://127.0.0.1:${ports.proxy}`;
     await until('the proxy answers /readyz', async () => (await fetch(`${proxy}/readyz`).catch(() => null))?.status === 200, 180_000);
     const ps = await compose(['ps']);
@@ -93,7 +109,7 @@ if (requireDocker(t)) {
 
 function runCompose(args: string[], timeoutMs: number) {
   return import('node:child_process').then(({ spawn }) => new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(COMPOSE, args, { cwd: ROOT, env: { ...process.env, DOCKER_BUILDKIT: '1', COMPOSE_DOCKER_CLI_BUILD: '1' } });
+    const child = spawn(COMPOSE, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, DOCKER_BUILDKIT: '1', COMPOSE_DOCKER_CLI_BUILD: '1' } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d));
@@ -104,14 +120,14 @@ function runCompose(args: string[], timeoutMs: number) {
 }
 
 /** Every service on the host's network, on the free ports; addresses that were service names become 127.0.0.1. */
-function hostOverride(p: Record<string, number>, storeUrlFile: string): string {
+function hostOverride(p: Record<string, number>, storeUrlFile: string, s3rverCredentials: string): string {
   const api = (port: number) => ({
     network_mode: 'host',
     environment: {
       CUTOUT_PORT: String(port), CUTOUT_UPSTREAM: `http://127.0.0.1:${p.model}`, AWS_ENDPOINT_URL_S3: `http://127.0.0.1:${p.s3}`,
-      CUTOUT_STORE_FILE: '/run/secrets/store_url_host',
+      CUTOUT_STORE_FILE: '/run/secrets/store_url_host', AWS_SHARED_CREDENTIALS_FILE: '/run/secrets/aws_credentials_s3rver',
     },
-    secrets: ['store_url_host'],
+    secrets: ['store_url_host', 'aws_credentials_s3rver'],
   });
   const doc = {
     services: {
@@ -126,7 +142,7 @@ function hostOverride(p: Record<string, number>, storeUrlFile: string): string {
       'api-2': api(p.api2),
       proxy: { network_mode: 'host', command: ['caddy', 'reverse-proxy', '--from', `:${p.proxy}`, '--to', `127.0.0.1:${p.api1}`, '--to', `127.0.0.1:${p.api2}`] },
     },
-    secrets: { store_url_host: { file: storeUrlFile } },
+    secrets: { store_url_host: { file: storeUrlFile }, aws_credentials_s3rver: { file: s3rverCredentials } },
   };
   return JSON.stringify(doc, null, 2);
 }
