@@ -49,10 +49,12 @@ RUN npm prune --omit=dev --no-audit --no-fund \
 FROM node:22-bookworm-slim
 # tini (Debian's) is PID 1: it hands SIGTERM to cutout and reaps zombies, as `docker run --init`
 # does, but baked in so that every runtime (Kubernetes, compose, plain docker) gets it.
-# libjemalloc2: see docs/deploy.md "Memory"; it is loaded only where LD_PRELOAD names it.
+# libjemalloc2: the allocator, chosen by measurement (docs/deploy.md "Memory"), linked at one path
+# for every architecture so that LD_PRELOAD below names it.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends tini libjemalloc2 \
  && rm -rf /var/lib/apt/lists/* \
+ && ln -s /usr/lib/*-linux-gnu/libjemalloc.so.2 /usr/local/lib/libjemalloc.so.2 \
  && mkdir -p /data && chown 1000:1000 /data && chmod 0750 /data
 COPY --from=build /app /app
 RUN ln -s /app/bin/cutout /usr/local/bin/cutout
@@ -78,7 +80,9 @@ ENV CUTOUT_HOME=/data \
     CUTOUT_HOST=0.0.0.0 \
     CUTOUT_PORT=8080 \
     NODE_ENV=production \
-    XDG_CACHE_HOME=/tmp/.cache
+    XDG_CACHE_HOME=/tmp/.cache \
+    LD_PRELOAD=/usr/local/lib/libjemalloc.so.2 \
+    MALLOC_ARENA_MAX=2
 VOLUME /data
 WORKDIR /data
 USER 1000:1000

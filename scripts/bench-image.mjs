@@ -6,7 +6,7 @@
 //   photo, size=full, alternated request by request; the ratio of the medians (host / container:
 //   1.0 means as fast);
 // - the server's RSS over a soak of a few hundred preview removals, with glibc's allocator and with
-//   Debian's jemalloc (LD_PRELOAD, MALLOC_ARENA_MAX=2 as imgproxy sets it).
+//   Debian's jemalloc (LD_PRELOAD, MALLOC_ARENA_MAX=2 as imgproxy sets it; the image's default).
 // The image is $CUTOUT_IMAGE_TAG (default cutout:test, which npm run test:image builds). Containers
 // use the host's network and are reached on 127.0.0.1 only. Writes bench-out/image.json.
 import { spawn, spawnSync } from 'node:child_process';
@@ -22,7 +22,7 @@ const TAG = process.env.CUTOUT_IMAGE_TAG ?? 'cutout:test';
 const PHOTO = fs.readFileSync(path.join(ROOT, 'test', 'fixtures', 'chelsea.jpg'));
 const SOAK = Number(process.env.CUTOUT_SOAK_REQUESTS ?? 300);
 const SPEED_ROUNDS = Number(process.env.CUTOUT_SPEED_ROUNDS ?? 6);
-const JEMALLOC = `/usr/lib/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu/libjemalloc.so.2`;
+const JEMALLOC = '/usr/local/lib/libjemalloc.so.2'; // the Dockerfile's link
 
 function docker(args) {
   const r = spawnSync(DOCKER, args, { encoding: 'utf8' });
@@ -157,9 +157,10 @@ async function main() {
   }
 
   out.soak_requests = SOAK;
-  out.rss_glibc = await soak({});
+  // The image preloads jemalloc: an empty LD_PRELOAD gives glibc's allocator back.
+  out.rss_glibc = await soak({ LD_PRELOAD: '', MALLOC_ARENA_MAX: '' });
   process.stdout.write(`RSS over ${SOAK} preview removals, glibc malloc: ${JSON.stringify(out.rss_glibc)}\n`);
-  out.rss_jemalloc = await soak({ LD_PRELOAD: JEMALLOC, MALLOC_ARENA_MAX: '2' });
+  out.rss_jemalloc = await soak({ LD_PRELOAD: JEMALLOC, MALLOC_ARENA_MAX: '2' }); // the image's default
   process.stdout.write(`RSS over ${SOAK} preview removals, jemalloc: ${JSON.stringify(out.rss_jemalloc)}\n`);
 
   fs.mkdirSync(path.join(ROOT, 'bench-out'), { recursive: true });
