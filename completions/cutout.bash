@@ -51,7 +51,7 @@ _cutout() {
         prev=${COMP_WORDS[COMP_CWORD - 2]}
     fi
 
-    local commands='remove serve model-server keys credits account usage models openapi completion help'
+    local commands='remove serve model-server keys credits account usage models openapi health completion help'
     local global_opts='--data --config -h --help'
     local remove_opts="-o --out $_cutout_image_opts -c --concurrency --model --include-outputs --skip-existing --overwrite --json --review-below --key
         -q --quiet --no-progress --recursive --store --inference-workers --inference-threads
@@ -59,12 +59,12 @@ _cutout() {
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
         --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
         --results --results-path-style --results-redirect
-        --no-exit-with-parent --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
+        --no-exit-with-parent --preload --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
     local model_server_opts='--host --port --model --precision --token --inference-workers --inference-threads'
     # Options that take a value, so the word after them is not a command or an input
     local value_opts=" --data --config -o --out$_cutout_image_value_opts-c --concurrency --model --key
         --precision --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton
+        --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton --url
         --inference-workers --inference-threads --manifest --exclude --results --review-below "
     value_opts=${value_opts//$'\n'/ } # one line, so that " $word " finds a flag at a line's end
 
@@ -127,6 +127,7 @@ _cutout() {
             return
             ;;
         serve) opts=$serve_opts ;;
+        health) opts='--url' ;;
         model-server) opts=$model_server_opts ;;
         keys)
             case $sub in

@@ -3,7 +3,7 @@
 # Install: copy this file to ~/.config/fish/completions/cutout.fish, or run:
 #   cutout completion fish | source
 
-set -l __cutout_commands remove serve model-server keys credits account usage models openapi completion help
+set -l __cutout_commands remove serve model-server keys credits account usage models openapi health completion help
 
 # Prints the command being completed: nothing before one is typed, `remove` when the first word
 # is an input (`cutout photo.jpg` means `cutout remove photo.jpg`). Values of options are skipped.
@@ -27,7 +27,7 @@ function __cutout_command
                 --inference-workers --inference-threads --results
                 set skip 1
             case '-*'
-            case remove serve model-server keys credits account usage models openapi completion help
+            case remove serve model-server keys credits account usage models openapi health completion help
                 echo $word
                 return
             case '*'
@@ -71,6 +71,7 @@ complete -c cutout -n __cutout_no_command -a account -d 'Credit balance and plan
 complete -c cutout -n __cutout_no_command -a usage -d 'Credits used per day'
 complete -c cutout -n __cutout_no_command -a models -d 'List, verify and pull models'
 complete -c cutout -n __cutout_no_command -a openapi -d 'Print the OpenAPI 3.1.0 document'
+complete -c cutout -n __cutout_no_command -a health -d "Ask a running server's /readyz (exit 0 when ready)"
 complete -c cutout -n __cutout_no_command -a completion -d 'Print a shell completion script'
 complete -c cutout -n __cutout_no_command -a help -d 'Show help for a command'
 
@@ -120,6 +121,7 @@ complete -c cutout -n $rm -l dry-run -d 'Print what would be processed and skipp
 set -l serve '__cutout_is serve'
 complete -c cutout -n $serve -l host -x -a '(__fish_print_hostnames)' -d 'Bind address'
 complete -c cutout -n $serve -l port -x -d 'Port; 0 picks a free one'
+complete -c cutout -n $serve -l preload -d 'Load the model before listening'
 complete -c cutout -n $serve -l base-url -x -d 'Base URL of result URLs'
 complete -c cutout -n $serve -l workers -x -d 'Inference jobs run at once'
 complete -c cutout -n $serve -l inference-workers -x -d 'Inference worker threads, each with its own session'
@@ -194,6 +196,10 @@ complete -c cutout -n $models -f
 
 # openapi
 complete -c cutout -n '__cutout_is openapi' -f
+
+# health
+complete -c cutout -n '__cutout_is health' -f
+complete -c cutout -n '__cutout_is health' -l url -x -d "The server's base URL"
 
 # completion bash|zsh|fish
 set -l comp '__cutout_is completion'

@@ -68,6 +68,7 @@ _cutout_commands() {
     'usage:credits used per day'
     'models:list, verify and pull models'
     'openapi:print the OpenAPI 3.1.0 document'
+    "health:ask a running server's /readyz (exit 0 when ready)"
     'completion:print a shell completion script'
     'help:show help for a command'
   )
@@ -101,6 +102,7 @@ _cutout() {
           _arguments -S $_cutout_global_opts \
             '--host=[bind address]:host:_hosts' \
             '--port=[port; 0 picks a free one]:port: ' \
+            '--preload[load the model before listening; /readyz is 503 until it is loaded]' \
             '--base-url=[base URL of result URLs]:URL:_urls' \
             '--workers=[inference jobs run at once]:number: ' \
             '--queue-limit=[jobs waiting before 503]:number: ' \
@@ -171,6 +173,9 @@ _cutout() {
           ;;
         openapi)
           _arguments -S $_cutout_global_opts && ret=0
+          ;;
+        health)
+          _arguments -S $_cutout_global_opts '--url=[the server'"'"'s base URL (default http://127.0.0.1:PORT)]:URL:_urls' && ret=0
           ;;
         completion)
           _arguments -S $_cutout_global_opts '1:shell:(bash zsh fish)' && ret=0

@@ -4,18 +4,24 @@
  * Validated here, then frozen; nothing else reads process.env for settings.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { requireCjs } from './cjs.js';
 import { CutoutError, isPermissionError } from './errors.js';
-import { LIMITS } from './limits.js';
-import { redactUrl } from './store/url.js';
-import { parseColor, parseEnum, parseFormat, PRECISIONS, QUALITIES, SIZES, type ImageFormat, type Precision, type Quality, type Size } from './options.js';
-import { inferenceSplit } from './pipeline/inference-split.js';
+import { parseColor, parseEnum, parseFormat, SIZES, type ImageFormat, type Precision, type Quality, type Size } from './options.js';
+import { bool, expandHome, LOG_LEVELS, SETTINGS, str, type LogLevel } from './settings.js';
 
+export { LOG_LEVELS, type LogLevel };
+
+/** The resolved settings; each field is a row of the settings table (settings.ts), but `remove`. */
 export interface CutoutConfig {
   /** Data directory: SQLite database, results, generated secrets. */
   dataDir: string;
+  /** The config file given (`--config`, `CUTOUT_CONFIG`); null: the one cosmiconfig finds, if any. */
+  configFile: string | null;
+  /** serve: load the model before listening is announced; /readyz is 503 until it is loaded. */
+  preload: boolean;
+  /** serve: stop as on SIGTERM when the process that started it exits (not watched under init or a container's entry point). */
+  exitWithParent: boolean;
   /** Default model name or .onnx path. */
   model: string;
   /** CLI: images processed at once. */
@@ -154,180 +160,42 @@ export function withRemoveDefaults<F extends { [K in keyof RemoveDefaults]?: unk
   return merged as F;
 }
 
-export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
-
 export type ConfigInput = { [K in keyof CutoutConfig]?: unknown };
 
-const cpuCount = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
-const split = inferenceSplit(cpuCount, os.totalmem());
+type SettingKey = Exclude<keyof CutoutConfig, 'remove'>;
+const ROWS = SETTINGS as readonly (typeof SETTINGS[number] & { key: SettingKey })[];
+// Every field of CutoutConfig but `remove` is a row, and every row a field (checked at start-up
+// by the tests, here by the types as far as they go).
+const VALIDATORS = Object.fromEntries(ROWS.map((r) => [r.key, r.parse])) as { [K in SettingKey]: (v: unknown) => CutoutConfig[K] };
 
 export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
-  dataDir: path.join(os.homedir(), '.cutout'),
-  model: 'isnet-medium',
-  // Two images in flight where there are two cores or more: the worker still runs one inference
-  // at a time on every core, and the other image's decode, matte and encode fill the gaps beside
-  // it. Measured at int8 (docs/benchmarks.md, "The defaults chosen"): `npm run bench` 4-10 % more images/s
-  // on the fixtures; through the CLI within 3 % on small photos, and 3.7-3.9 s against 4.5-4.6 s
-  // for three 50 MP photos, peak RSS 930-950 MB against 660-730 MB (under the 1.5 GB budget).
-  // (At fp32 1 had measured ahead, and was the default for a while.)
-  concurrency: cpuCount > 1 ? 2 * split.workers : 1,
-  inferenceWorkers: split.workers,
-  inferenceThreads: Number(process.env.CUTOUT_THREADS) > 0 ? Math.floor(Number(process.env.CUTOUT_THREADS)) : split.threads,
-  quality: 'best',
-  precision: 'auto',
-  host: '127.0.0.1',
-  port: 8080,
-  baseUrl: null,
-  workers: Math.max(1, Math.floor(cpuCount / 2)),
-  queueLimit: 100,
-  syncTimeoutMs: LIMITS.syncTimeoutMs,
-  rateLimit: LIMITS.rateLimitPerMinute,
-  resultTtlSeconds: LIMITS.resultTtlSeconds,
-  callbackBackoffMs: 2000,
-  allowPrivateNetwork: false,
-  playground: true,
-  removebg: true,
-  metrics: true,
-  metricsPort: null,
-  metricsHost: null,
-  logLevel: 'info',
-  callbackSecret: null,
-  marketplaceSecret: null,
-  store: null,
-  results: null,
-  resultsPathStyle: false,
-  resultsRedirect: false,
-  leaseMs: LIMITS.jobLeaseMs,
-  upstream: null,
-  upstreamModel: null,
-  upstreamToken: null,
-  modelServerHost: '127.0.0.1',
-  // Triton's HTTP port.
-  modelServerPort: 8000,
-  modelServerToken: null,
+  ...(Object.fromEntries(ROWS.map((r) => [r.key, r.default])) as Omit<CutoutConfig, 'remove'>),
   remove: Object.freeze({}),
 });
 
-/** Environment variables of cli-contract.md, mapped to config fields. */
-export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = Object.freeze({
-  dataDir: 'CUTOUT_HOME',
-  host: 'CUTOUT_HOST',
-  port: 'CUTOUT_PORT',
-  baseUrl: 'CUTOUT_BASE_URL',
-  callbackSecret: 'CUTOUT_CALLBACK_SECRET',
-  marketplaceSecret: 'CUTOUT_MARKETPLACE_SECRET',
-  model: 'CUTOUT_MODEL',
-  quality: 'CUTOUT_QUALITY',
-  logLevel: 'CUTOUT_LOG_LEVEL',
-  store: 'CUTOUT_STORE',
-  results: 'CUTOUT_RESULTS',
-  upstream: 'CUTOUT_UPSTREAM',
-  precision: 'CUTOUT_PRECISION',
-  upstreamToken: 'CUTOUT_UPSTREAM_TOKEN',
-  modelServerHost: 'CUTOUT_MODEL_SERVER_HOST',
-  modelServerPort: 'CUTOUT_MODEL_SERVER_PORT',
-  modelServerToken: 'CUTOUT_MODEL_SERVER_TOKEN',
-});
+/** Environment variables of cli-contract.md, mapped to config fields (from the settings table). */
+export const ENV_VARS: Readonly<Partial<Record<keyof CutoutConfig, string>>> = Object.freeze(
+  Object.fromEntries(ROWS.filter((r) => r.env).map((r) => [r.key, r.env as string])),
+);
 
-function fail(field: string, what: string, got: unknown): never {
-  throw new CutoutError('invalid_request', `Expected ${what} for ${field} but received ${JSON.stringify(got)}`);
-}
-
-function int(field: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max) fail(field, `an integer from ${min} to ${max}`, v);
-  return n;
-}
-
-function bool(field: string, v: unknown): boolean {
-  if (typeof v === 'boolean') return v;
-  if (v === 'true' || v === '1') return true;
-  if (v === 'false' || v === '0') return false;
-  return fail(field, 'true or false', v);
-}
-
-function str(field: string, v: unknown): string {
-  if (typeof v !== 'string' || v.trim() === '') fail(field, 'a non-empty string', v);
-  return v;
-}
-
-function nullableStr(field: string, v: unknown): string | null {
-  return v === null ? null : str(field, v);
-}
-
-const VALIDATORS: { [K in Exclude<keyof CutoutConfig, 'remove'>]: (v: unknown) => CutoutConfig[K] } = {
-  dataDir: (v) => path.resolve(expandHome(str('dataDir', v))),
-  model: (v) => str('model', v),
-  concurrency: (v) => int('concurrency', v, 1, 64),
-  inferenceWorkers: (v) => int('inferenceWorkers', v, 1, 64),
-  inferenceThreads: (v) => int('inferenceThreads', v, 1, 1024),
-  // The API's spelling of the name (`quality`) in the message, as for the other settings.
-  quality: (v) => parseEnum('quality', QUALITIES, v, 'api'),
-  precision: (v) => parseEnum('precision', PRECISIONS, v, 'api'),
-  host: (v) => str('host', v),
-  port: (v) => int('port', v, 0, 65535),
-  baseUrl: (v) => {
-    const s = nullableStr('baseUrl', v);
-    if (s !== null && !/^https?:\/\//i.test(s)) fail('baseUrl', 'an http(s) URL', v);
-    return s === null ? null : s.replace(/\/+$/, '');
-  },
-  workers: (v) => int('workers', v, 1, 64),
-  queueLimit: (v) => int('queueLimit', v, 0, 1_000_000),
-  syncTimeoutMs: (v) => int('syncTimeoutMs', v, 1, 3_600_000),
-  rateLimit: (v) => int('rateLimit', v, 1, 1_000_000),
-  resultTtlSeconds: (v) => int('resultTtlSeconds', v, 1, 365 * 86400),
-  callbackBackoffMs: (v) => int('callbackBackoffMs', v, 1, 3_600_000),
-  allowPrivateNetwork: (v) => bool('allowPrivateNetwork', v),
-  playground: (v) => bool('playground', v),
-  removebg: (v) => bool('removebg', v),
-  metrics: (v) => bool('metrics', v),
-  metricsPort: (v) => (v === null ? null : int('metricsPort', v, 0, 65535)),
-  metricsHost: (v) => nullableStr('metricsHost', v),
-  logLevel: (v) => {
-    if (typeof v !== 'string' || !(LOG_LEVELS as readonly string[]).includes(v)) fail('logLevel', `one of ${LOG_LEVELS.join(', ')}`, v);
-    return v as LogLevel;
-  },
-  callbackSecret: (v) => nullableStr('callbackSecret', v),
-  marketplaceSecret: (v) => nullableStr('marketplaceSecret', v),
-  store: (v) => {
-    const s = nullableStr('store', v);
-    // The value may hold a password: it is not repeated in the message.
-    if (s !== null && !/^postgres(ql)?:\/\/\S+$/i.test(s)) fail('store', 'a postgres:// or postgresql:// URL', redactUrl(s));
-    return s;
-  },
-  results: (v) => {
-    const s = nullableStr('results', v);
-    if (s !== null && !/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/\S*)?$/i.test(s)) fail('results', 's3://BUCKET[/PREFIX]', s);
-    return s;
-  },
-  resultsPathStyle: (v) => bool('resultsPathStyle', v),
-  resultsRedirect: (v) => bool('resultsRedirect', v),
-  leaseMs: (v) => int('leaseMs', v, LIMITS.minJobLeaseMs, LIMITS.maxJobLeaseMs),
-  upstream: (v) => {
-    const s = nullableStr('upstream', v);
-    if (s !== null && !/^https?:\/\/[^/]/i.test(s)) fail('upstream', 'an http(s) URL', v);
-    return s === null ? null : s.replace(/\/+$/, '');
-  },
-  upstreamModel: (v) => nullableStr('upstreamModel', v),
-  // A secret: never repeated in a message.
-  upstreamToken: (v) => token('upstreamToken', v),
-  modelServerHost: (v) => str('modelServerHost', v),
-  modelServerPort: (v) => int('modelServerPort', v, 0, 65535),
-  modelServerToken: (v) => token('modelServerToken', v),
-};
-
-/** A bearer token: printable ASCII without spaces (it travels in an HTTP header), or null. */
-function token(field: string, v: unknown): string | null {
-  if (v === null) return null;
-  if (typeof v !== 'string' || !/^[\x21-\x7e]{1,4096}$/.test(v)) {
-    throw new CutoutError('invalid_request', `Expected a token of printable ASCII characters without spaces for ${field}`);
+/**
+ * A setting's value from the environment: the variable, else for a secret the file its `_FILE`
+ * variable names (Docker and Kubernetes secrets), read once, its trailing newline dropped. Both
+ * set is an error: which one wins would be a guess.
+ */
+function fromEnvironment(row: (typeof ROWS)[number], env: NodeJS.ProcessEnv): string | undefined {
+  if (!row.env) return undefined;
+  const direct = env[row.env];
+  const file = row.secret ? env[`${row.env}_FILE`] : undefined;
+  if (direct !== undefined && direct !== '' && file) {
+    throw new CutoutError('invalid_request', `Both ${row.env} and ${row.env}_FILE are set; set one`);
   }
-  return v;
-}
-
-function expandHome(p: string): string {
-  return p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p;
+  if (!file) return direct === '' ? undefined : direct;
+  try {
+    return fs.readFileSync(file, 'utf8').replace(/\r?\n$/, '');
+  } catch (err) {
+    throw new CutoutError('invalid_request', `Cannot read ${row.env}_FILE ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
 }
 
 /**
@@ -394,37 +262,49 @@ export async function loadConfig(
   options: { configFile?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<Readonly<CutoutConfig>> {
   const env = options.env ?? process.env;
-  const file = await readConfigFile(options.configFile);
-  const merged: Record<string, unknown> = { ...DEFAULTS };
-  const remove: Record<string, unknown> = {};
-  if (file) {
-    for (const [k, v] of Object.entries(file.config)) {
-      if (k in REMOVE_VALIDATORS) {
-        try {
-          remove[k] = REMOVE_VALIDATORS[k as keyof RemoveDefaults](v);
-        } catch (err) {
-          throw new CutoutError('invalid_request', `${(err as Error).message} in ${file.filepath}`);
-        }
-        if (k === 'out' && v !== '-') remove[k] = path.resolve(path.dirname(file.filepath), expandHome(v as string));
-        continue;
-      }
-      if (!(k in VALIDATORS) || k === 'remove') {
-        const known = [...Object.keys(VALIDATORS), ...REMOVE_DEFAULT_KEYS].join(', ');
-        throw new CutoutError('invalid_request', `Unknown setting "${k}" in ${file.filepath}; known: ${known}`);
-      }
-      merged[k] = v;
-    }
-    if (remove.skipExisting && remove.overwrite) {
-      throw new CutoutError('invalid_request', `skipExisting and overwrite cannot both be true in ${file.filepath}`);
-    }
+  const fromEnv = new Map<string, string>();
+  for (const row of ROWS) {
+    const v = fromEnvironment(row, env);
+    if (v !== undefined) fromEnv.set(row.key, v);
   }
-  for (const [k, name] of Object.entries(ENV_VARS)) {
-    const v = env[name as string];
-    if (v !== undefined && v !== '') merged[k] = v;
-  }
+  // The file's own path comes before the file: a flag, else CUTOUT_CONFIG.
+  const configFile = options.configFile ?? (typeof flags.configFile === 'string' ? flags.configFile : fromEnv.get('configFile'));
+  const file = await readConfigFile(configFile);
+  const merged: Record<string, unknown> = { ...DEFAULTS, configFile: configFile ?? null };
+  const remove = file ? fileSettings(file, merged) : {};
+  for (const [k, v] of fromEnv) merged[k] = v;
   for (const [k, v] of Object.entries(flags)) if (v !== undefined) merged[k] = v;
   const out = {} as Record<string, unknown>;
   for (const [k, validate] of Object.entries(VALIDATORS)) out[k] = (validate as (v: unknown) => unknown)(merged[k]);
   out.remove = Object.freeze(remove);
   return Object.freeze(out as unknown as CutoutConfig);
+}
+
+/**
+ * The config file's settings into `merged`; returns its `cutout remove` defaults. Unknown keys are
+ * an error (a typo must not be silently ignored), and so is the file's own path.
+ */
+function fileSettings(file: { config: Record<string, unknown>; filepath: string }, merged: Record<string, unknown>): Record<string, unknown> {
+  const remove: Record<string, unknown> = {};
+  const inFile = new Set(ROWS.filter((r) => !r.notInFile).map((r) => r.key as string));
+  for (const [k, v] of Object.entries(file.config)) {
+    if (k in REMOVE_VALIDATORS) {
+      try {
+        remove[k] = REMOVE_VALIDATORS[k as keyof RemoveDefaults](v);
+      } catch (err) {
+        throw new CutoutError('invalid_request', `${(err as Error).message} in ${file.filepath}`);
+      }
+      if (k === 'out' && v !== '-') remove[k] = path.resolve(path.dirname(file.filepath), expandHome(v as string));
+      continue;
+    }
+    if (!inFile.has(k)) {
+      const known = [...inFile, ...REMOVE_DEFAULT_KEYS].join(', ');
+      throw new CutoutError('invalid_request', `Unknown setting "${k}" in ${file.filepath}; known: ${known}`);
+    }
+    merged[k] = v;
+  }
+  if (remove.skipExisting && remove.overwrite) {
+    throw new CutoutError('invalid_request', `skipExisting and overwrite cannot both be true in ${file.filepath}`);
+  }
+  return remove;
 }

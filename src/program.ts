@@ -15,6 +15,7 @@ import { registerCredits } from './commands/credits.js';
 import { registerAccount } from './commands/account.js';
 import { registerOpenapi } from './commands/openapi.js';
 import { registerCompletion } from './commands/completion.js';
+import { registerHealth } from './commands/health.js';
 import { closestName, COMMAND_NAMES, isCommandWord } from './commands/names.js';
 import { UsageError } from './commands/usage-error.js';
 
@@ -39,6 +40,7 @@ export function buildProgram(): Command {
   registerCredits(program);
   registerAccount(program);
   registerOpenapi(program);
+  registerHealth(program);
   registerCompletion(program);
   refuseUnknownCommands(program);
   // `cutout --help` shows the main command's flags too, from that command's own help (no copy to drift).

@@ -8,38 +8,15 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
-
-interface ModelServerFlags {
-  host?: string;
-  port?: string;
-  model?: string;
-  precision?: string;
-  inferenceWorkers?: string;
-  inferenceThreads?: string;
-  token?: string;
-  data?: string;
-  config?: string;
-}
+import { addSettingFlags, flagsGiven } from './serve.js';
 
 export function registerModelServer(program: Command): void {
-  program
+  const command = program
     .command('model-server')
-    .description('serve the model over the Open Inference Protocol v2 (KServe v2 / Triton), for serve --upstream')
-    .option('--host <host>', 'bind address (env CUTOUT_MODEL_SERVER_HOST; default 127.0.0.1)')
-    .option('--port <port>', 'port; 0 picks a free one (env CUTOUT_MODEL_SERVER_PORT; default 8000, as Triton)')
-    .option('--model <name|file>', 'the model (env CUTOUT_MODEL; default: the default model)')
-    .option('--precision <precision>', 'auto | fp32 | int8: the models served: fp32 as NAME, int8 as NAME-int8; auto serves what auto runs here under its own name, and the fp32 names (env CUTOUT_PRECISION; default auto)')
-    .option('--token <token>', 'require "Authorization: Bearer TOKEN" on every endpoint but /v2/health/* (env CUTOUT_MODEL_SERVER_TOKEN)')
-    .option('--inference-workers <n>', 'inference worker threads, each with its own session (default: 1 up to 8 cores, then one per 8 cores; docs/benchmarks.md)')
-    .option('--inference-threads <n>', 'intra-op threads of each session (default: the cores over the workers; env CUTOUT_THREADS)')
-    .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
-    .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
-    .action(async (flags: ModelServerFlags) => {
-      const given = {
-        modelServerHost: flags.host, modelServerPort: flags.port, modelServerToken: flags.token, model: flags.model, precision: flags.precision, dataDir: flags.data,
-        inferenceWorkers: flags.inferenceWorkers, inferenceThreads: flags.inferenceThreads,
-      };
-      const config = await loadConfig(given, { configFile: flags.config });
+    .description('serve the model over the Open Inference Protocol v2 (KServe v2 / Triton), for serve --upstream');
+  addSettingFlags(command, 'model-server')
+    .action(async (flags: Record<string, unknown>) => {
+      const config = await loadConfig(flagsGiven(command, flags, 'model-server'));
       const { createPipeline } = await import('../pipeline/index.js');
       const { startModelServer, modelsToServe, pipelineModel } = await import('../oip/server.js');
       const { int8Sides, resolvePrecision } = await import('../pipeline/int8.js');

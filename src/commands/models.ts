@@ -1,5 +1,6 @@
 /** `cutout models list|verify|pull`: the known models, their source, licence, presence and checksum. */
 import fs from 'node:fs';
+import path from 'node:path';
 import type { Command } from 'commander';
 import type { Quality } from '../options.js';
 import { loadConfig } from '../config.js';
@@ -131,6 +132,10 @@ async function pullModels(name: string | undefined, flags: { variants: boolean }
       process.stdout.write(`ok   ${m.name} ${label}: ${await ensureInt8Model(m, side, ctx)}\n`);
     }
   }
+  // Every file of the model is built: the cache may now be made read-only (the container image).
+  const { PREPARED_MARKER } = await import('../pipeline/weights.js');
+  const cacheDir = modelCacheDir(ctx.dataDir);
+  fs.writeFileSync(path.join(cacheDir, PREPARED_MARKER), `${m.name} ${m.sha256}\n`);
   // onnxruntime's optimised copy of what a plain `cutout photo.jpg` runs on this machine
   // (inference-worker.ts), made by one session here rather than by the first cutout, which
   // would take about 0.3 s longer for it. Not needed: a failure only leaves it to that cutout.

@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs';
 
-export const COMMAND_NAMES = ['remove', 'models', 'serve', 'model-server', 'keys', 'credits', 'account', 'usage', 'openapi', 'completion', 'help'] as const;
+export const COMMAND_NAMES = ['remove', 'models', 'serve', 'model-server', 'keys', 'credits', 'account', 'usage', 'openapi', 'health', 'completion', 'help'] as const;
 
 /**
  * Whether a word where a command is expected is meant as one (`cutout watch photos/`, a mistyped

@@ -50,6 +50,12 @@ async function preparing<T>(ctx: ModelFilesContext, model: string, step: string,
 }
 
 /**
+ * Written into the cache by `cutout models pull` once every file of the default model is built
+ * (weights, quality variants, int8 copies): a cache that holds it can be read-only.
+ */
+export const PREPARED_MARKER = 'PREPARED';
+
+/**
  * Where assembled models are cached: models/cache in the package when writable (a clone, where
  * `npm install` fills it), else `models/` in the data directory (a read-only global install).
  */
@@ -60,6 +66,9 @@ export function modelCacheDir(dataDir?: string): string {
     fs.accessSync(inPackage, fs.constants.W_OK);
     return inPackage;
   } catch {
+    // A read-only cache that `cutout models pull` completed (the container image bakes it so):
+    // read from where it is, so that nothing is rebuilt in the data directory at start.
+    if (fs.existsSync(path.join(inPackage, PREPARED_MARKER))) return inPackage;
     const fallback = path.join(dataDir ?? (process.env.CUTOUT_HOME || path.join(os.homedir(), '.cutout')), 'models');
     fs.mkdirSync(fallback, { recursive: true });
     return fallback;

@@ -195,6 +195,8 @@ function buildContext(config: Readonly<CutoutConfig>, store: Store, callbackSecr
     metrics,
     upstream,
     readiness,
+    // Loaded by startServing after the port opens; an upstream loads its own model.
+    preload: config.preload && !upstream ? { model: loaded.manifest.name, loaded: false } : null,
   };
   return context;
 }
@@ -209,7 +211,9 @@ function createHttpServer(context: ServerContext): http.Server {
     assignRequestId(req, res);
     linkErrorDocs(res, context.baseUrl);
     context.metrics?.observeRequest(req, res);
-    requestLog(req, res);
+    // The probes answered while --preload loads the model go unlogged: the listening line, printed
+    // once it is loaded, stays the first line on stdout for the scripts that wait for it.
+    if (!context.preload || context.preload.loaded) requestLog(req, res);
     (app.handler as (req: http.IncomingMessage, res: http.ServerResponse) => void)(req, res);
   });
   server.on('clientError', (err: Error & { code?: string }, socket: import('node:stream').Duplex) => answerClientError(err, socket, context.baseUrl));
@@ -294,6 +298,16 @@ async function startServing(config: Readonly<CutoutConfig>, loaded: CutoutPipeli
     throw err;
   }
   const close = stopper(context, server, loaded, purgeTimer, metricsListener);
+  if (context.preload) {
+    // The port is open meanwhile, so that /readyz can say what it waits for (503 naming the model).
+    try {
+      await loaded.loadModel();
+    } catch (err) {
+      await close();
+      throw err;
+    }
+    context.preload.loaded = true;
+  }
   return { url, host: config.host, port, metricsUrl: metricsListener?.url ?? null, context, close };
 }
 

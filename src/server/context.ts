@@ -38,4 +38,6 @@ export interface ServerContext {
   upstream: { health(): Promise<UpstreamHealth> } | null;
   /** Whether the store answers now (`/readyz`, the readiness metric). */
   readiness: StoreReadiness;
+  /** With `--preload`: the model being loaded, named by /readyz until it is (null: loaded on first use). */
+  preload: { model: string; loaded: boolean } | null;
 }

@@ -47,7 +47,7 @@ export async function handleHealth(ctx: Pick<ServerContext, 'pool' | 'store' | '
 }
 
 /** GET /readyz. */
-export async function handleReady(ctx: Pick<ServerContext, 'readiness' | 'upstream' | 'jobs'>, res: ServerResponse): Promise<void> {
+export async function handleReady(ctx: Pick<ServerContext, 'readiness' | 'upstream' | 'jobs' | 'preload'>, res: ServerResponse): Promise<void> {
   const [store, results, upstream] = await Promise.all([
     ctx.readiness.check(),
     ctx.readiness.checkResults(),
@@ -57,6 +57,7 @@ export async function handleReady(ctx: Pick<ServerContext, 'readiness' | 'upstre
   if (!store.ready) notReady.store = store.reason;
   if (results && !results.ready) notReady.results = results.reason;
   if (!upstream) notReady.upstream = 'the upstream inference server is not ready';
+  if (ctx.preload && !ctx.preload.loaded) notReady.model = `the model ${ctx.preload.model} is loading`;
   if (ctx.jobs.isStopping) notReady.server = 'the server is shutting down';
   const ready = Object.keys(notReady).length === 0;
   sendJson(res, ready ? 200 : 503, {
@@ -65,6 +66,7 @@ export async function handleReady(ctx: Pick<ServerContext, 'readiness' | 'upstre
       store: store.ready ? 'ready' : 'not_ready',
       ...(results ? { results: results.ready ? 'ready' : 'not_ready' } : {}),
       ...(ctx.upstream ? { upstream: upstream ? 'ready' : 'not_ready' } : {}),
+      ...(ctx.preload ? { model: ctx.preload.loaded ? 'ready' : 'not_ready' } : {}),
     },
     ...(ready ? {} : { not_ready: notReady }),
   }, { 'Cache-Control': 'no-store' });

@@ -1,0 +1,35 @@
+/**
+ * The settings table as Markdown, for docs/deploy.md "Settings": written from the settings table
+ * (settings.ts) by `npm run docs:settings` between the markers below, so that the docs cannot
+ * drift from the flags and variables (test/settings.test.ts compares them).
+ */
+import { SETTINGS, type SettingRow } from './settings.js';
+
+export const TABLE_START = '<!-- settings: written from src/settings.ts by `npm run docs:settings`; do not edit -->';
+export const TABLE_END = '<!-- /settings -->';
+
+const cell = (s: string) => s.replace(/\|/g, '\\|');
+
+function defaultOf(row: SettingRow): string {
+  if (row.defaultText) return row.defaultText;
+  return row.default === null ? 'unset' : String(row.default);
+}
+
+/** One line per setting that has a variable: variable, `_FILE`, flags, default, meaning. */
+export function settingsMarkdown(rows: readonly SettingRow[] = SETTINGS): string {
+  const lines = ['| variable | from a file | flag | default | meaning |', '|---|---|---|---|---|'];
+  for (const row of rows) {
+    if (!row.env) continue;
+    const flags = Object.entries(row.flags).map(([command, flag]) => `\`${command} ${flag}\``).join(', ') || '(environment or config file only)';
+    lines.push(`| \`${row.env}\` | ${row.secret ? `\`${row.env}_FILE\`` : ''} | ${cell(flags)} | ${cell(defaultOf(row))} | ${cell(row.help)} |`);
+  }
+  return lines.join('\n');
+}
+
+/** The document with its table between the markers rewritten; throws when the markers are missing. */
+export function withSettingsTable(doc: string, table: string): string {
+  const start = doc.indexOf(TABLE_START);
+  const end = doc.indexOf(TABLE_END);
+  if (start < 0 || end < start) throw new Error(`docs/deploy.md has no settings table markers (${TABLE_START} ... ${TABLE_END})`);
+  return doc.slice(0, start + TABLE_START.length) + '\n' + table + '\n' + doc.slice(end);
+}
