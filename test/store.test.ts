@@ -388,23 +388,43 @@ t.test('[postgres] migrations: versioned, a no-op on reopen, safe when several s
 });
 
 forEachEngine('rate limit: one sliding window per key across servers, refused requests not counted', async (t, kind) => {
+  // SQLite's clock is this process's (the test moves it); PostgreSQL's is the database's own, so
+  // there the window is short and real time slides it.
   const clock = { now: Date.UTC(2025, 5, 15, 12) };
   const { store, dir, url } = await openTestStore(t, kind, { now: () => clock.now });
   const other = await openStore(dir, { url, now: () => clock.now });
   t.teardown(() => other.close());
-  const decisions = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? other : store).hitRateLimit('key:a', 5, 60_000)));
+  const windowMs = kind === 'postgres' ? 3_000 : 60_000;
+  const pass = async (ms: number) => {
+    if (kind === 'postgres') await new Promise((resolve) => setTimeout(resolve, ms));
+    else clock.now += ms;
+  };
+  const started = Date.now();
+  const decisions = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? other : store).hitRateLimit('key:a', 5, windowMs)));
   t.equal(decisions.filter((d) => d.allowed).length, 5, 'exactly the limit allowed, whichever server counted');
   const refused = decisions.find((d) => !d.allowed)!;
-  t.same([refused.remaining, refused.limit, refused.retryAfter], [0, 5, 60]);
-  t.equal(refused.reset, Math.ceil((clock.now + 60_000) / 1000));
-  t.ok((await store.hitRateLimit('key:b', 5, 60_000)).allowed, 'another key has its own window');
-  clock.now += 30_000;
-  t.notOk((await other.hitRateLimit('key:a', 5, 60_000)).allowed);
-  clock.now += 30_001;
-  const after = await store.hitRateLimit('key:a', 5, 60_000);
+  t.same([refused.remaining, refused.limit, refused.retryAfter], [0, 5, windowMs / 1000]);
+  if (kind === 'sqlite') t.equal(refused.reset, Math.ceil((clock.now + windowMs) / 1000));
+  else t.ok(Math.abs(refused.reset - (started + windowMs) / 1000) < 3, `reset by the database's clock (${refused.reset})`);
+  t.ok((await store.hitRateLimit('key:b', 5, windowMs)).allowed, 'another key has its own window');
+  await pass(windowMs / 2);
+  t.notOk((await other.hitRateLimit('key:a', 5, windowMs)).allowed);
+  await pass(windowMs / 2 + 50);
+  const after = await store.hitRateLimit('key:a', 5, windowMs);
   t.same([after.allowed, after.remaining], [true, 4], 'the window slid: the old requests left it');
-  clock.now += 60_001;
-  t.equal(await store.purgeRateWindows(60_000), 2);
+  await pass(windowMs + 50);
+  t.equal(await store.purgeRateWindows(windowMs), 2);
+});
+
+t.test('rate limit on PostgreSQL: a server whose clock is 90 s ahead neither grants nor refuses extra requests', async (t) => {
+  const { store, dir, url } = await openTestStore(t, 'postgres');
+  const ahead = await openStore(dir, { url, now: () => Date.now() + 90_000 });
+  t.teardown(() => ahead.close());
+  const decisions: boolean[] = [];
+  for (let i = 0; i < 8; i++) decisions.push((await (i % 2 ? ahead : store).hitRateLimit('key:skew', 4, 60_000)).allowed);
+  t.same(decisions, [true, true, true, true, false, false, false, false], 'exactly 4, spread over both servers');
+  const fromAhead = await ahead.hitRateLimit('key:skew', 4, 60_000);
+  t.ok(fromAhead.retryAfter > 0 && fromAhead.retryAfter <= 60, `Retry-After by the database's clock (${fromAhead.retryAfter} s), not 90 s off`);
 });
 
 function newJob(accountId: string, extra: Partial<NewJob> = {}): NewJob {

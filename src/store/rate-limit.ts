@@ -6,6 +6,7 @@
  * counted exactly. Refused requests are not counted, so a client that backs off as told gets
  * through.
  */
+import { sqlNow } from './clock.js';
 import type { StoreContext } from './ledger.js';
 
 export interface RateDecision {
@@ -36,19 +37,25 @@ export function decide(log: number[], limit: number, windowMs: number, now: numb
   };
 }
 
-/** Counts one request of `rateKey` against `limit` per `windowMs`, atomically across servers. */
+/**
+ * Counts one request of `rateKey` against `limit` per `windowMs`, atomically across servers. The
+ * request's time is the store's clock (clock.ts: PostgreSQL's `now()`), read in the statement
+ * that locks the row, so that a server whose clock is off neither grants nor refuses extra
+ * requests: every server of a fleet stamps the one log by one clock.
+ */
 export function hitRateLimit(ctx: StoreContext, rateKey: string, limit: number, windowMs: number): Promise<RateDecision> {
   return ctx.db.transaction(async (tx) => {
-    const now = ctx.now();
-    await tx.run("INSERT INTO rate_windows (rate_key, hits, updated_at) VALUES (?, '[]', ?) ON CONFLICT (rate_key) DO NOTHING", [rateKey, now]);
-    const row = await tx.get<{ hits: string }>(`SELECT hits FROM rate_windows WHERE rate_key = ?${tx.dialect.forUpdate}`, [rateKey]);
+    await tx.run(`INSERT INTO rate_windows (rate_key, hits, updated_at) VALUES (?, '[]', ${sqlNow(ctx, tx)}) ON CONFLICT (rate_key) DO NOTHING`, [rateKey]);
+    const row = await tx.get<{ hits: string; now: number | string }>(`SELECT hits, ${sqlNow(ctx, tx)} AS now FROM rate_windows WHERE rate_key = ?${tx.dialect.forUpdate}`, [rateKey]);
+    // PostgreSQL answers a BIGINT as a string.
+    const now = Number(row?.now ?? ctx.now());
     const { decision, log } = decide(JSON.parse(row?.hits ?? '[]') as number[], limit, windowMs, now);
     if (decision.allowed) await tx.run('UPDATE rate_windows SET hits = ?, updated_at = ? WHERE rate_key = ?', [JSON.stringify(log), now, rateKey]);
     return decision;
   });
 }
 
-/** Forgets windows with no request in the last `windowMs`. */
+/** Forgets windows with no request in the last `windowMs` (by the store's clock, as they were stamped). */
 export async function purgeRateWindows(ctx: StoreContext, windowMs: number): Promise<number> {
-  return (await ctx.db.run('DELETE FROM rate_windows WHERE updated_at <= ?', [ctx.now() - windowMs])).changes;
+  return (await ctx.db.run(`DELETE FROM rate_windows WHERE updated_at <= ${sqlNow(ctx)} - ?`, [windowMs])).changes;
 }
