@@ -41,6 +41,26 @@ export const ERROR_TABLE: Readonly<Record<ErrorCode, { status: number; message: 
   not_found: { status: 404, message: 'No such resource, or it has expired.' },
 });
 
+/**
+ * The reasons an error can give beside its code: which case of the code it is, for a caller that
+ * acts on it (a dialect's own code, a retry policy, a hint) without reading the message. Set where
+ * the error is thrown. An option's reason (OptionError) is remove.bg's code for it
+ * (`roi_exceeds_bounds`, `failed_image_download`, ...), listed with that dialect.
+ */
+export const ERROR_REASONS = Object.freeze({
+  resolution_too_high: { code: 'image_too_large', meaning: 'over the pixel limit (50 MP), not the byte limit' },
+  not_an_image: { code: 'unsupported_format', meaning: 'the bytes are no image format cutout reads' },
+  missing_key: { code: 'invalid_api_key', meaning: 'no key was sent at all' },
+  queue_full: { code: 'gpu_unavailable', meaning: 'the job queue (--queue-limit) or the sync waiters are full' },
+  shutting_down: { code: 'gpu_unavailable', meaning: 'the server is stopping' },
+  store_unavailable: { code: 'gpu_unavailable', meaning: 'the database did not answer in time' },
+  results_unavailable: { code: 'gpu_unavailable', meaning: 'the object store of the results could not be reached' },
+  upstream_unavailable: { code: 'gpu_unavailable', meaning: 'the upstream inference server (serve --upstream) is unavailable' },
+  deadline: { code: 'processing_failed', meaning: 'past the sync deadline (504)' },
+  client_closed: { code: 'processing_failed', meaning: 'the client hung up; the work was stopped' },
+  output_exists: { code: 'invalid_request', meaning: 'the CLI\'s output is there already' },
+} as const satisfies Record<string, { code: ErrorCode; meaning: string }>);
+
 export class CutoutError extends Error {
   readonly code: ErrorCode;
   readonly status: number;

@@ -77,7 +77,7 @@ function isBusy(res: Response, body: Buffer): boolean {
 /** Why an upstream call failed in a way that retrying later can fix. */
 function unavailable(what: string, cause?: unknown): CutoutError {
   return new CutoutError('gpu_unavailable', `The inference server is unavailable (${what}); nothing was charged. Retry shortly.`, {
-    headers: { 'Retry-After': String(LIMITS.upstreamRetryAfterSeconds) }, cause,
+    headers: { 'Retry-After': String(LIMITS.upstreamRetryAfterSeconds) }, cause, reason: 'upstream_unavailable',
   });
 }
 

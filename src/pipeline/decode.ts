@@ -37,7 +37,7 @@ export function readBmpSize(b: Uint8Array): { width: number; height: number } {
 }
 
 function tooLarge(what: string): CutoutError {
-  return new CutoutError('image_too_large', what);
+  return new CutoutError('image_too_large', what, { reason: 'resolution_too_high' });
 }
 
 function checkArea(width: number, height: number): void {
@@ -124,7 +124,7 @@ export async function openImage(bytes: Buffer): Promise<SourceImage> {
   if (bytes.length === 0) throw new CutoutError('unsupported_format', 'Empty file');
   if (bytes.length > LIMITS.maxInputBytes) throw tooLarge(inputTooLargeMessage(bytes.length));
   const format = sniffFormat(bytes);
-  if (!format) throw new CutoutError('unsupported_format', 'Not a JPEG, PNG, WebP, GIF, BMP or TIFF image');
+  if (!format) throw new CutoutError('unsupported_format', 'Not a JPEG, PNG, WebP, GIF, BMP or TIFF image', { reason: 'not_an_image' });
   if (format === 'bmp') {
     const { width, height } = readBmpSize(bytes);
     if (!width || !height) throw new CutoutError('unsupported_format', 'Corrupt BMP header');

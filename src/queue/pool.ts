@@ -92,11 +92,11 @@ export class WorkPool {
     const { signal, maxQueued } = options;
     const kind = options.kind ?? 'sync';
     const retryAfter = { 'Retry-After': String(LIMITS.busyRetryAfterSeconds) };
-    if (this.closing) return Promise.reject(new CutoutError('gpu_unavailable', 'The server is shutting down.', { headers: retryAfter }));
+    if (this.closing) return Promise.reject(new CutoutError('gpu_unavailable', 'The server is shutting down.', { headers: retryAfter, reason: 'shutting_down' }));
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.busy < this.size) return this.execute(kind, task);
     if (maxQueued !== undefined && this.queuedCount >= maxQueued) {
-      return Promise.reject(new CutoutError('gpu_unavailable', undefined, { headers: retryAfter }));
+      return Promise.reject(new CutoutError('gpu_unavailable', undefined, { headers: retryAfter, reason: 'queue_full' }));
     }
     return new Promise<T>((resolve, reject) => {
       const queue = this.waiting[kind];

@@ -61,9 +61,10 @@ const PARAM_CODES: Readonly<Record<string, string>> = Object.freeze({
 /** remove.bg's `{status, code, title}` for a CutoutError; `detail` is cutout's message. */
 export function removeBgError(err: CutoutError): { status: number; code: string; title: string } {
   const base = REMOVEBG_ERRORS[err.code] ?? REMOVEBG_ERRORS.processing_failed;
-  if (err.code === 'image_too_large' && /megapixel/i.test(err.message)) return { ...base, code: 'resolution_too_high', title: 'Input image resolution too high' };
-  if (err.code === 'unsupported_format' && /^Not a /.test(err.message)) return { ...base, code: 'invalid_file_type', title: 'Invalid file type' };
-  if (err.code === 'invalid_api_key' && /Missing/.test(err.message)) return { ...base, title: 'Missing API Key' };
+  // By the error's reason (errors.ts ERROR_REASONS), never its message.
+  if (err.reason === 'resolution_too_high') return { ...base, code: 'resolution_too_high', title: 'Input image resolution too high' };
+  if (err.reason === 'not_an_image') return { ...base, code: 'invalid_file_type', title: 'Invalid file type' };
+  if (err.reason === 'missing_key') return { ...base, title: 'Missing API Key' };
   if (err instanceof OptionError) {
     const code = err.reason ?? PARAM_CODES[err.param];
     if (code) return { ...base, code, title: code.replace(/_/g, ' ').replace(/^./, (c) => c.toUpperCase()) };
@@ -85,7 +86,7 @@ function header(req: IncomingMessage, name: string): string | undefined {
 /** The key in X-Api-Key (every client), or as a Bearer token (remove.bg's OAuth place). */
 async function authenticate(ctx: Pick<ServerContext, 'store'>, req: IncomingMessage): Promise<Caller> {
   const key = header(req, 'x-api-key')?.trim() || /^Bearer\s+(\S+)\s*$/i.exec(header(req, 'authorization') ?? '')?.[1];
-  if (!key) throw new CutoutError('invalid_api_key', 'Missing API Key: send it in the X-Api-Key header.');
+  if (!key) throw new CutoutError('invalid_api_key', 'Missing API Key: send it in the X-Api-Key header.', { reason: 'missing_key' });
   const auth = await ctx.store.authenticate(key);
   if (!auth) throw new CutoutError('invalid_api_key', 'API Key invalid.');
   return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };

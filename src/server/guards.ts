@@ -61,7 +61,7 @@ export async function identify(req: IncomingMessage, store: Store, marketplaceSe
   const authorization = header(req, 'authorization');
   if (!authorization) {
     const other = header(req, 'x-api-key') ? ' (the v1 API does not read X-Api-Key; remove.bg\'s and rembg\'s routes do)' : '';
-    throw new CutoutError('invalid_api_key', `Missing Authorization: Bearer <API_KEY> header${other}.`, challenge);
+    throw new CutoutError('invalid_api_key', `Missing Authorization: Bearer <API_KEY> header${other}.`, { ...challenge, reason: 'missing_key' });
   }
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   const auth = match ? await store.authenticate(match[1]) : null;

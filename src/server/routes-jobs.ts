@@ -36,7 +36,7 @@ function header(req: IncomingMessage, name: string): string | undefined {
 }
 
 function refuseWhenStopping(ctx: JobsContext): void {
-  if (ctx.jobs.isStopping) throw new CutoutError('gpu_unavailable', 'The server is shutting down; retry shortly.', { headers: { 'Retry-After': String(LIMITS.busyRetryAfterSeconds) } });
+  if (ctx.jobs.isStopping) throw new CutoutError('gpu_unavailable', 'The server is shutting down; retry shortly.', { headers: { 'Retry-After': String(LIMITS.busyRetryAfterSeconds) }, reason: 'shutting_down' });
 }
 
 /** X-Callback-Url, checked like image_url (public http(s) only unless --allow-private-network). */
@@ -68,7 +68,7 @@ function queueFull(ctx: JobsContext, queued: number): CutoutError {
   return new CutoutError(
     'gpu_unavailable',
     `The job queue is full (${queued} waiting, --queue-limit ${ctx.config.queueLimit}); nothing was queued. Retry in ${retryAfter} s.`,
-    { headers: { 'Retry-After': String(retryAfter) } },
+    { headers: { 'Retry-After': String(retryAfter) }, reason: 'queue_full' },
   );
 }
 

@@ -72,6 +72,7 @@ export class ResultsUnavailable extends CutoutError {
     super('gpu_unavailable', 'The service\'s result storage could not be reached; nothing was charged. Retry shortly.', {
       headers: { 'Retry-After': String(LIMITS.objectStoreRetryAfterSeconds) },
       cause,
+      reason: 'results_unavailable',
     });
   }
 }

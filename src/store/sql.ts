@@ -73,6 +73,7 @@ export class StoreUnavailable extends CutoutError {
     super('gpu_unavailable', 'The service\'s database did not answer in time; retry shortly.', {
       headers: { 'Retry-After': String(LIMITS.storeRetryAfterSeconds) },
       cause,
+      reason: 'store_unavailable',
     });
   }
 }
