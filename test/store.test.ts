@@ -638,3 +638,34 @@ t.test('[postgres] a server whose clock is far off takes no live work: leases, h
   t.equal((await honest.claimDueDeliveries(10, 60_000)).length, 1, 'the attempt is claimed for a minute');
   t.same(await ahead.claimDueDeliveries(10, 60_000), [], 'a clock ten minutes ahead does not see that lease as run out');
 });
+
+forEachEngine('schema room: a run may charge any whole number of credits on any channel (migrations 7 and pg 5)', async (t, kind) => {
+  const { store } = await openTestStore(t, kind);
+  const { account } = await store.createKey({ name: 'room' });
+  const insert = (credits: number, channel: string) => store.db.run(
+    'INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?)',
+    [crypto.randomUUID(), account, channel, 'upload', 'full', credits, 5, Date.now()],
+  );
+  await insert(2, 'photoroom');
+  t.equal((await store.usage(account)).reduce((sum, d) => sum + d.credits, 0), 2, 'a charge of 2 credits counts in usage');
+  await t.rejects(insert(-1, 'api'), 'a negative charge is still refused');
+});
+
+t.test('an old SQLite database (schema 6, runs pinned to 0/1 credits) migrates with its runs kept', async (t) => {
+  const dir = await tempDir(t);
+  const { default: sqlite3 } = await import('sqlite3');
+  const { splitStatements } = await import('../src/store/split.js');
+  const old = new sqlite3.Database(path.join(dir, 'cutout.db'));
+  const run = (sql: string, params: unknown[] = []) => new Promise<void>((resolve, reject) => old.run(sql, params, (err) => (err ? reject(err) : resolve())));
+  for (const script of MIGRATIONS.slice(0, 6)) for (const statement of splitStatements(script)) await run(statement);
+  await run('PRAGMA user_version = 6');
+  await run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES ('r1', NULL, NULL, 'cli', 'a.jpg', 'full', 0, 10, 1)");
+  await t.rejects(run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES ('r2', NULL, NULL, 'photoroom', 'x', 'full', 2, 10, 1)"), 'schema 6 pins them');
+  await new Promise<void>((resolve) => old.close(() => resolve()));
+  const store = await openStore(dir);
+  t.teardown(() => store.close());
+  t.equal((await store.db.get<{ user_version: number }>('PRAGMA user_version'))?.user_version, MIGRATIONS.length);
+  t.same(await store.db.get('SELECT id, channel, credits FROM runs'), { id: 'r1', channel: 'cli', credits: 0 }, 'the old run is kept');
+  await store.db.run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES ('r2', NULL, NULL, 'photoroom', 'x', 'full', 2, 10, 1)");
+  t.equal((await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM runs'))?.n, 2, 'and the new shape is taken');
+});

@@ -175,6 +175,12 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE jobs ADD COLUMN result_fields TEXT;
   `,
+  // 5: room in runs: any whole number of credits, any channel (SQLite's migration 7).
+  `
+  ALTER TABLE runs DROP CONSTRAINT IF EXISTS runs_channel_check;
+  ALTER TABLE runs DROP CONSTRAINT IF EXISTS runs_credits_check;
+  ALTER TABLE runs ADD CONSTRAINT runs_credits_check CHECK (credits >= 0);
+  `,
 ];
 
 /** Brings the schema up to date under the advisory lock. Returns the version. */

@@ -160,6 +160,26 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE jobs ADD COLUMN result_fields TEXT;
   `,
+  // 7: room in runs: a charge of any whole number of credits (a price that is not 0 or 1), and any
+  // channel (a dialect of its own). SQLite drops a CHECK only by rebuilding the table.
+  `
+  CREATE TABLE runs_new (
+    id         TEXT PRIMARY KEY,
+    account_id TEXT REFERENCES accounts(id),
+    key_id     TEXT REFERENCES api_keys(id),
+    channel    TEXT NOT NULL,
+    input      TEXT,
+    size       TEXT NOT NULL CHECK (size IN ('preview', 'full')),
+    credits    INTEGER NOT NULL CHECK (credits >= 0),
+    ms         INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  INSERT INTO runs_new (id, account_id, key_id, channel, input, size, credits, ms, created_at)
+    SELECT id, account_id, key_id, channel, input, size, credits, ms, created_at FROM runs;
+  DROP TABLE runs;
+  ALTER TABLE runs_new RENAME TO runs;
+  CREATE INDEX runs_account_time ON runs(account_id, created_at);
+  `,
 ];
 
 /** Runs the migrations not yet applied; a no-op on an up-to-date database. Returns the version. */
