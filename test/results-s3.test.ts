@@ -15,7 +15,7 @@ import path from 'node:path';
 import { buffer } from 'node:stream/consumers';
 import sharp from 'sharp';
 import { CutoutError } from '../src/errors.js';
-import { openStore, type Store, type StoreKind } from '../src/store/db.js';
+import { openStore, type NewJob, type Store, type StoreKind } from '../src/store/db.js';
 import { bearer, createKey, startServe, upload } from './helpers/api-server.js';
 import { startReceiver } from './helpers/callback-receiver.js';
 import { FIXTURES } from './helpers/cli.js';
@@ -131,6 +131,39 @@ for (const kind of ENGINES) {
     t.equal(await after.purgeResults(3600), 2, 'both purged at their expiry');
     t.same(await objectsUnder(prefix), []);
     t.same(await fs.readdir(path.join(dir, 'results')).catch(() => []), [], 'the older file too');
+  });
+}
+
+for (const kind of ENGINES) {
+  t.test(`[${kind}] a job's upload waits in the object store, not the database, and is gone once the job ends`, async (t) => {
+    const clock = { now: Date.now() };
+    const { store, prefix, dir } = await s3Store(t, kind, clock);
+    const { account } = await store.createKey({});
+    const id = crypto.randomUUID();
+    const image = crypto.randomBytes(2 * 1024 * 1024 + 5);
+    const job = {
+      id, accountId: account, keyId: null, options: { size: 'preview' } as NewJob['options'], sourceKind: 'image_file' as const, sourceUrl: null,
+      input: image, inputDesc: 'upload', callbackUrl: null, billable: true, batchId: null,
+    };
+    t.same(await store.createJobs([job], 10), { created: true, queued: 1 });
+    t.same(await objectsUnder(prefix), [`${prefix}/inputs/${id}.input`], 'the upload is an object beside the results');
+    if (kind === 'postgres') t.equal((await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM job_inputs'))?.n, 0, 'no bytes in PostgreSQL');
+    else t.same(await fs.readdir(path.join(dir, 'jobs')).catch(() => []), [], 'no file in the data directory');
+    const claimed = (await store.claimNextJob(60_000))!;
+    t.ok((await store.readJobInput(claimed.id))?.equals(image), 'the worker reads it back whole');
+    t.ok(await store.failJob(claimed.id, claimed.attempts, { code: 'processing_failed', message: 'x' }, null));
+    await store.removeJobInput(id);
+    t.same(await objectsUnder(prefix), [], 'deleted once the job ended');
+    t.equal(await store.removeOrphanJobInputs(), 0, 'and nothing left for the sweep');
+
+    await s3.stop();
+    try {
+      const refused = await store.createJobs([{ ...job, id: crypto.randomUUID() }], 10).then(() => null, (e: unknown) => e);
+      t.match(refused, { code: 'gpu_unavailable', status: 503, reason: 'results_unavailable' }, 'an upload the object store cannot take: 503');
+      t.same(await store.jobCounts(), { queued: 0, processing: 0 }, 'nothing queued');
+    } finally {
+      await s3.start();
+    }
   });
 }
 

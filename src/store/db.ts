@@ -27,6 +27,7 @@
  *   fleet: startHeartbeat(leaseMs), onHeartbeatFailure(fn), listServers(), sweepGoneServers(), sharedSecret(name, generate)
  *   ping() -> one trivial round trip (readiness); a store that cannot serve throws StoreUnavailable (503)
  */
+import { objectStoreJobInputs } from './inputs-object-store.js';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fsReason } from '../errors.js';
@@ -81,7 +82,8 @@ export class Store {
     const postgres = db.dialect.kind === 'postgres';
     this.ctx = {
       db, dataDir, now,
-      inputs: postgres ? byteaJobInputs : fileJobInputs(dataDir),
+      // Beside the results when they are in an object store (inputs-object-store.ts), else the engine's own.
+      inputs: results?.kind === 's3' ? objectStoreJobInputs(results) : postgres ? byteaJobInputs : fileJobInputs(dataDir),
       results: results ?? (postgres ? databaseResults : fileResults(dataDir)),
       secrets: postgres ? tableSecrets : fileSecrets(dataDir),
       liveness: postgres ? heartbeatLiveness : pidLiveness,
@@ -135,7 +137,7 @@ export class Store {
   jobCounts() { return jobs.jobCounts(this.ctx); }
   claimNextJob(leaseMs: number) { return jobs.claimNextJob(this.ctx, leaseMs); }
   renewJobLease(id: string, attempt: number, leaseMs: number) { return jobs.renewJobLease(this.ctx, id, attempt, leaseMs); }
-  markJobDoneIn(tx: Queryable, id: string, attempt: number, done: { creditsCharged: number; creditsRemaining: number | null }, callback: { url: string; body: string } | null) {
+  markJobDoneIn(tx: Queryable, id: string, attempt: number, done: Parameters<typeof jobs.markJobDoneIn>[4], callback: { url: string; body: string } | null) {
     return jobs.markJobDoneIn(this.ctx, tx, id, attempt, done, callback);
   }
   failJob(id: string, attempt: number, error: jobs.JobError, callback: { url: string; body: string } | null) { return jobs.failJob(this.ctx, id, attempt, error, callback); }
