@@ -9,7 +9,7 @@ import t from 'tap';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { openStore } from '../src/store/db.js';
-import { bearer, createKey, startServe, tempDataDir } from './helpers/api-server.js';
+import { bearer, createKey, jobInputsOf, startServe, tempDataDir } from './helpers/api-server.js';
 import { signatureValid, startReceiver } from './helpers/callback-receiver.js';
 import { FIXTURES } from './helpers/cli.js';
 import { until } from './helpers/process.js';
@@ -47,6 +47,7 @@ t.test('kill, restart, graceful stop, restart: nothing lost, nothing charged twi
 
   // Phase 1: a batch of three and one single job; kill -9 while the first one runs.
   let srv = await startServe(t, [...flags, '--callback-backoff', '50'], { dataDir });
+  const accepting = srv; // the server that stored the jobs' inputs
   const callback = { 'X-Callback-Url': `${receiver.url}/cb` };
   const batch = await fetch(`${srv.url}/api/v1/jobs/batch`, {
     method: 'POST',
@@ -67,7 +68,7 @@ t.test('kill, restart, graceful stop, restart: nothing lost, nothing charged twi
   t.equal(killed.signal, 'SIGKILL');
   let view = await storeView(dataDir, ids);
   t.same(view.jobs.map((j) => j.status), ['processing', 'queued', 'queued', 'queued'], 'killed mid-job');
-  t.equal((await fs.readdir(path.join(dataDir, 'jobs'))).length, 4, 'every input is on disk');
+  t.equal((await jobInputsOf(accepting)).length, 4, 'every input is stored');
   t.same(view.charges, [], 'nothing charged yet');
 
   // Phase 2: the receiver is down (503). The restart requeues the interrupted job and runs it;
@@ -107,7 +108,8 @@ t.test('kill, restart, graceful stop, restart: nothing lost, nothing charged twi
   t.ok(receiver.received.every((r) => signatureValid(r, secret)), 'all signed with the secret kept in the data directory');
   for (const r of delivered) {
     const i = ids.indexOf(r.json.job_id);
-    t.same(r.json, { job_id: ids[i], status: 'done', url: r.json.url, credits_charged: [1, 0, 1, 0][i], credits_remaining: r.json.credits_remaining });
+    t.same(r.json, { job_id: ids[i], status: 'done', url: r.json.url, credits_charged: [1, 0, 1, 0][i], credits_remaining: r.json.credits_remaining, confidence: r.json.confidence });
+    t.ok(r.json.confidence >= 0 && r.json.confidence <= 1, 'with the cutout\'s confidence');
   }
   await srv.stop('SIGTERM');
 
@@ -115,5 +117,5 @@ t.test('kill, restart, graceful stop, restart: nothing lost, nothing charged twi
   t.same(view.charges.map((c) => [c.ref, c.n]).sort(), [[ids[0], 1], [ids[2], 1]].sort(), 'one charge row per full-size job');
   t.same(view.runs.filter((r) => ids.includes(r.id)).map((r) => r.channel), ['job', 'job', 'job', 'job'], 'one run per job');
   t.ok(view.deliveries.every((d) => d.length === 1 && d[0].delivered), 'every delivery recorded as delivered');
-  t.same(await fs.readdir(path.join(dataDir, 'jobs')), [], 'no input left behind');
+  t.same(await jobInputsOf(accepting), [], 'no input left behind');
 });

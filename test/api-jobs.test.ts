@@ -10,7 +10,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../src/store/db.js';
-import { balanceOf, bearer, createKey, errorCode, startServe, upload } from './helpers/api-server.js';
+import { balanceOf, bearer, createKey, errorCode, jobInputsOf, startServe, upload } from './helpers/api-server.js';
 import { signatureValid, startReceiver } from './helpers/callback-receiver.js';
 import { FIXTURES } from './helpers/cli.js';
 
@@ -142,7 +142,7 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
     const [callback] = await receiver.waitFor((r) => r.path === '/failed');
     t.ok(signatureValid(callback, secret));
     t.same(callback.json, { job_id: id, status: 'failed', error: job.error });
-    const input = await fs.readdir(path.join(srv.dataDir, 'jobs'));
+    const input = await jobInputsOf(srv);
     t.same(input, [], 'finished jobs leave no input file behind');
   });
 
@@ -222,7 +222,7 @@ t.test('a full queue answers 503 gpu_unavailable with Retry-After at once; sync 
     method: 'POST', headers: bearer(key, { 'Content-Type': 'application/json' }), body: JSON.stringify({ images: [{ image_file_b64: chelsea.toString('base64') }] }),
   });
   t.equal(batch.status, 503, 'a batch that does not fit is refused whole');
-  t.equal(await fs.readdir(path.join(srv.dataDir, 'jobs')).then((names) => names.length), 2, 'input files of the running and the queued job only');
+  t.equal((await jobInputsOf(srv)).length, 2, 'input files of the running and the queued job only');
 
   // A sync request arriving now takes the next free slot before the queued job.
   const sync = await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key, { Accept: 'application/json' }), body: upload(chelsea) });

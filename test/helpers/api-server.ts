@@ -11,6 +11,8 @@ import { testS3, TEST_BUCKET, type TestS3 } from './s3.js';
 import tap from 'tap';
 
 export interface ServeProcess {
+  /** With CUTOUT_TEST_RESULTS=s3: the prefix of this server's objects in the shared bucket. */
+  resultsPrefix?: string;
   url: string;
   dataDir: string;
   child: ChildProcess;
@@ -69,7 +71,17 @@ export async function startServe(t: Tap.Test, args: string[] = [], opts: { env?:
   });
   // Teardowns run last first: this one before the server stops and its data directory goes.
   if (s3.args.length) t.teardown(() => assertNoResultBytesOutsideS3(dataDir, args));
-  return { ...serving, dataDir };
+  return { ...serving, dataDir, resultsPrefix: s3.args.length ? s3.args[1].replace(`s3://${TEST_BUCKET}/`, '') : undefined };
+}
+
+/**
+ * The stored inputs of a server's waiting jobs, wherever they live: files in its data directory,
+ * or with results in an object store, objects beside them (`<prefix>/inputs/`).
+ */
+export async function jobInputsOf(srv: ServeProcess): Promise<string[]> {
+  if (!srv.resultsPrefix) return fs.readdir(path.join(srv.dataDir, 'jobs')).catch(() => [] as string[]);
+  const s3 = await sharedS3!;
+  return (await s3.keys()).filter((k) => k.startsWith(`${srv.resultsPrefix}/inputs/`));
 }
 
 export interface CreatedKey { id: string; key: string; account: string; credits: number }
