@@ -12,6 +12,9 @@ import { resultJson, type ResultFields } from '../result-fields.js';
 import { LIMITS } from '../limits.js';
 import { postJson } from '../net/fetch-url.js';
 import type { Delivery, JobError, Store } from '../store/db.js';
+
+/** What the callback deliveries need of the store: their rows and the store's clock. */
+export type DeliveryStore = Pick<Store, 'claimDueDeliveries' | 'nextDeliveryAt' | 'recordDeliveryAttempt' | 'releaseDeliveries' | 'now'>;
 import { deliveryDecision, type AttemptOutcome } from './backoff.js';
 import { signBody } from './secret.js';
 
@@ -30,7 +33,7 @@ export function callbackBody(
 }
 
 export interface CallbackDispatcherOptions {
-  store: Store;
+  store: DeliveryStore;
   secret: string;
   firstDelayMs: number;
   allowPrivateNetwork: boolean;

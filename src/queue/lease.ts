@@ -6,8 +6,11 @@
  */
 import type { Store } from '../store/db.js';
 
+/** What keeping a lease needs of the store. */
+export type LeaseStore = Pick<Store, 'renewJobLease'>;
+
 /** Starts renewing; returns the function that stops it. */
-export function keepLease(store: Store, job: { id: string; attempt: number }, leaseMs: number, onLost: () => void): () => void {
+export function keepLease(store: LeaseStore, job: { id: string; attempt: number }, leaseMs: number, onLost: () => void): () => void {
   let stopped = false;
   const timer = setInterval(() => {
     void store.renewJobLease(job.id, job.attempt, leaseMs).then((held) => {

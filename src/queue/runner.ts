@@ -24,13 +24,21 @@ import type { RemoveRequest } from '../pipeline/types.js';
 import type { RemovalService } from '../service/removal.js';
 import type { WorkPool } from './pool.js';
 import type { JobError, JobRow, Store } from '../store/db.js';
+
+/**
+ * What the job workers need of the store (issue 46: a narrow interface, as RecordingStore is the
+ * service's): the queue's claims and states, the inputs, and the lease a running job keeps.
+ */
+export type JobStore = Pick<Store,
+  | 'claimNextJob' | 'renewJobLease' | 'markJobDoneIn' | 'failJob' | 'requeueJobs' | 'requeueAfterOutage'
+  | 'reclaimAbandonedJobs' | 'adoptAbandonedJob' | 'readJobInput' | 'removeJobInput' | 'removeOrphanJobInputs' | 'onJobsQueued'>;
 import { callbackBody } from './callbacks.js';
 import { queueRetryAfterSeconds } from './backoff.js';
 import { keepLease } from './lease.js';
 import { OutagePause } from './outage.js';
 
 export interface JobRunnerOptions {
-  store: Store;
+  store: JobStore;
   pool: WorkPool;
   /** Runs, charges and records each job (the service the sync route calls too). */
   removals: RemovalService;
@@ -56,7 +64,7 @@ interface RunningJob {
 }
 
 export class JobRunner {
-  private readonly store: Store;
+  private readonly store: JobStore;
   private readonly pool: WorkPool;
   private readonly leaseMs: number;
   private readonly maxAttempts: number;

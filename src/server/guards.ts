@@ -78,8 +78,11 @@ export async function identify(req: IncomingMessage, store: Store, marketplaceSe
  * The per-key sliding-window rate limit (see store/rate-limit.ts): counted in the store, so the
  * servers of a fleet share one window per key, atomically per request.
  */
+/** What the rate limit needs of the store. */
+export type RateLimitStore = Pick<Store, 'hitRateLimit' | 'purgeRateWindows'>;
+
 export class RateLimiter {
-  constructor(private readonly store: Store, readonly limit: number, readonly windowMs = 60_000) {}
+  constructor(private readonly store: RateLimitStore, readonly limit: number, readonly windowMs = 60_000) {}
 
   hit(key: string): Promise<RateDecision> {
     return this.store.hitRateLimit(key, this.limit, this.windowMs);
