@@ -29,7 +29,7 @@ const value = (name: string): string | undefined => {
   const i = args.indexOf(name);
   return i >= 0 ? args[i + 1] : undefined;
 };
-const VALUED = new Set(['--dataset', '--folds', '--repeats', '--lambda', '--features']);
+const VALUED = new Set(['--dataset', '--folds', '--repeats', '--lambda', '--features', '--quality']);
 const corpus = args.find((a, i) => !a.startsWith('--') && !VALUED.has(args[i - 1] ?? ''));
 if (!corpus) {
   process.stderr.write('usage: npm run bench:confidence -- <corpus-dir> [--dataset FILE] [--fit] [--folds K] [--repeats R]\n');
@@ -91,7 +91,7 @@ async function secondLook(pipeline: ReturnType<typeof createPipeline>, bytes: Bu
 
 async function collect(): Promise<Row[]> {
   const manifest = JSON.parse(fs.readFileSync(path.join(corpus!, 'manifest.json'), 'utf8')) as { images: { id: string; image: string; alpha?: string }[] };
-  const request: RemoveRequest = { size: 'full', format: 'raw', bgColor: null, crop: false, mask: true };
+  const request: RemoveRequest = { size: 'full', format: 'raw', bgColor: null, crop: false, mask: true, quality: (value('--quality') ?? 'best') as RemoveRequest['quality'] };
   const pipeline = createPipeline({});
   await pipeline.loadModel({});
   const rows: Row[] = [];

@@ -12,6 +12,9 @@
  */
 import { labelComponents } from './cleanup.js';
 
+/** The grid side the band's shares are given at (the model's own input, --quality best). */
+const REFERENCE_SIDE = 1024;
+
 /** What the matte says of itself (each a plain number; docs/models.md lists them). */
 export interface MatteSignals {
   /** Share of the grid with p > 0.5. */
@@ -85,12 +88,17 @@ export function matteSignals(p: Float32Array, output: Float32Array, range: reado
   }
   for (let l = 1; l < mass.length; l++) if (mass[l] >= 0.01 * total) parts++;
   const union = lo; // p > 0.75 lies inside p > 0.25
+  // The soft band along an outline is a few of the grid's pixels wide whatever the grid's size, so
+  // its share of the grid grows as the grid shrinks (about 2x at --quality fast's 512 against
+  // best's 1024). The band's shares are brought to a 1024 grid, so that one photo gets one
+  // confidence at every quality.
+  const toReference = Math.sqrt(n) / REFERENCE_SIDE;
   return {
     area: fg / n,
-    softness: (2 * soft) / n,
-    bandPerArea: band / Math.max(fg, 1),
+    softness: ((2 * soft) / n) * toReference,
+    bandPerArea: (band / Math.max(fg, 1)) * toReference,
     bandPerEdge: band / Math.max(edge, 1),
-    thresholdShift: union ? 1 - both / union : 1,
+    thresholdShift: (union ? 1 - both / union : 1) * toReference,
     outsideLargest: total ? 1 - largest / total : 0,
     parts,
     frameTouch: frame / Math.max(framePixels, 1),
