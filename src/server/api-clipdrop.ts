@@ -116,7 +116,13 @@ async function checkImage(ctx: ClipdropContext, image: Buffer): Promise<ImagePro
 const WITH_ALPHA = new Set(['png', 'webp', 'gif', 'tiff']);
 
 async function handleRemove(ctx: ClipdropContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {
-  const format = clipdropFormat(req.headers.accept);
+  let format: Format;
+  try {
+    format = clipdropFormat(req.headers.accept);
+  } catch (err) {
+    req.resume(); // the body is not read: drained, so that the connection can carry the answer
+    throw err;
+  }
   const asked = await readClipdropRequest(req);
   const probe = await checkImage(ctx, asked.image);
   const transparency = WITH_ALPHA.has(probe.format) ? await import('../pipeline/transparency.js') : null;
