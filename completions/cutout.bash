@@ -57,7 +57,7 @@ _cutout() {
         -q --quiet --no-progress --recursive --store --inference-workers --inference-threads
         --manifest --force --watch --exclude --dry-run"
     local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
+        --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-photoroom --no-clipdrop --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
         --results --results-path-style --results-redirect
         --no-exit-with-parent --preload --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
     local model_server_opts='--host --port --model --precision --token --inference-workers --inference-threads'

@@ -134,6 +134,8 @@ complete -c cutout -n $serve -l callback-backoff -x -d 'First callback retry del
 complete -c cutout -n $serve -l allow-private-network -d 'Let URLs reach private addresses'
 complete -c cutout -n $serve -l no-playground -d 'Do not serve the playground page'
 complete -c cutout -n $serve -l no-removebg -d "Do not answer remove.bg's and rembg's APIs"
+complete -c cutout -n $serve -l no-photoroom -d "Do not answer Photoroom's API"
+complete -c cutout -n $serve -l no-clipdrop -d "Do not answer Clipdrop's API"
 complete -c cutout -n $serve -l no-metrics -d 'Do not serve /metrics'
 complete -c cutout -n $serve -l no-exit-with-parent -d 'Keep serving when the parent process exits'
 complete -c cutout -n $serve -l metrics-port -x -d 'Serve /metrics on a listener of its own'

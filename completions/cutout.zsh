@@ -113,6 +113,8 @@ _cutout() {
             '--allow-private-network[let URLs reach private addresses]' \
             '--no-playground[do not serve the playground page]' \
             "--no-removebg[do not answer remove.bg's and rembg's APIs]" \
+            "--no-photoroom[do not answer Photoroom's API]" \
+            "--no-clipdrop[do not answer Clipdrop's API]" \
             '--no-metrics[do not serve /metrics]' \
             '--no-exit-with-parent[keep serving when the parent process exits]' \
             '--metrics-port=[serve /metrics on a listener of its own]:port: ' \

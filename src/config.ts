@@ -58,6 +58,10 @@ export interface CutoutConfig {
   playground: boolean;
   /** serve: answer remove.bg's API v1.0 (`/v1.0/removebg`, `/v1.0/account`) and rembg's (`/api/remove`). */
   removebg: boolean;
+  /** serve: answer Photoroom's API (`/v1/segment`, `/v1/account`, `/v2/account`). */
+  photoroom: boolean;
+  /** serve: answer Clipdrop's API (`/remove-background/v1`). */
+  clipdrop: boolean;
   /** serve: serve Prometheus metrics at `/metrics`. */
   metrics: boolean;
   /** serve: serve `/metrics` on a listener of its own on this port (0 picks a free one); null: on the API's port. */

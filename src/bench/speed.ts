@@ -33,7 +33,7 @@ const args = process.argv.slice(2);
 const flag = (name: string) => args.includes(name);
 // --help says the usage instead of being ignored: the whole bench takes minutes of every core.
 if (flag('--help') || flag('-h')) {
-  process.stdout.write('npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best] [--model NAME] [--upstream URL] [--removebg]\n'
+  process.stdout.write('npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best] [--model NAME] [--upstream URL] [--removebg] [--dialects]\n'
     + '  [--precision fp32|int8] [--no-precision] [--no-cold] [--folder-defaults] [--cold-start] [--large-only] [--split]\n'
     + '  [--hugepages-only] [--hugepages-steady] [--no-hugepages] [--rounds-huge N] [--pause MS] [--children-huge N]   (see the header of src/bench/speed.ts and docs/benchmarks.md, "Benchmarks")\n');
   process.exit(0);
@@ -198,6 +198,8 @@ async function runChildMode(): Promise<boolean> {
   else if (flag('--upstream')) await (await import('./upstream.js')).benchUpstream(args);
   // `--removebg`: remove.bg's dialect against the native /remove on one server (removebg.ts).
   else if (flag('--removebg')) await (await import('./removebg.js')).benchRemoveBg(args);
+  // `--dialects`: every dialect (remove.bg, rembg, Photoroom, Clipdrop) against the native /remove (dialects.ts).
+  else if (flag('--dialects')) await (await import('./dialects.js')).benchDialects(args);
   else if (args[0] === '--raw-runs') await rawRuns(modelName, Number(args[1]));
   else if (args[0] === '--steady-child') await (await import('./hugepages.js')).steadyChild(args[1], args[2] === 'int8' ? 'int8' : 'fp32', Number(args[3]), args.slice(4));
   else if (args[0] === '--split-memory-child') await (await import('./split.js')).memoryChild(args[1], Number(args[2]), modelName);

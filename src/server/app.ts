@@ -29,6 +29,8 @@ import { registerPlayground } from './routes-playground.js';
 import { v1Api, v1NotFound } from './api-v1.js';
 import { rembgApi } from './api-rembg.js';
 import { removeBgApi } from './api-removebg.js';
+import { photoroomApis } from './api-photoroom.js';
+import { clipdropApi } from './api-clipdrop.js';
 import { applyCors, mountApi, pluginFor, type ApiPlugin } from './plugin.js';
 import type { ServerContext } from './context.js';
 
@@ -38,9 +40,19 @@ export type AppContext = ServerContext;
 
 const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-/** The APIs a server mounts: v1, and remove.bg's and rembg's dialects unless `--no-removebg`. */
+/**
+ * The APIs a server mounts: v1, remove.bg's and rembg's dialects unless `--no-removebg`,
+ * Photoroom's unless `--no-photoroom`, Clipdrop's unless `--no-clipdrop`. Their prefixes do not
+ * overlap (`/api/v1`, `/v1.0`, `/api/remove`, `/v1` and `/v2`, `/remove-background`; the longest
+ * prefix owns a path, and `/v1.0/...` is not under `/v1/`).
+ */
 export function serverApis(ctx: ServerContext): ApiPlugin[] {
-  return [v1Api(ctx), ...(ctx.config.removebg ? [removeBgApi(ctx), rembgApi(ctx)] : [])];
+  return [
+    v1Api(ctx),
+    ...(ctx.config.removebg ? [removeBgApi(ctx), rembgApi(ctx)] : []),
+    ...(ctx.config.photoroom ? photoroomApis(ctx) : []),
+    ...(ctx.config.clipdrop ? [clipdropApi(ctx)] : []),
+  ];
 }
 
 /**

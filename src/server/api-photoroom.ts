@@ -1,0 +1,182 @@
+/**
+ * Photoroom's Remove Background API ("basic plan", docs/photoroom.md) as two plugins: `/v1`
+ * (`POST /v1/segment`, `GET /v1/account`) and `/v2` (`GET /v2/account`), the key in `x-api-key`,
+ * Photoroom's parameters, its answers (the image, or `{"base64img"}` on `Accept:
+ * application/json`), its `x-uncertainty-score` header (cutout's own measure: 1 - confidence) and
+ * its error body `{detail, status_code, type}`. Only a translation: the same keys, ledger, rate
+ * limit, limits, pool and door policy (sync-removal.ts) as every other API.
+ */
+import crypto from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { CutoutError, type ErrorCode } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import { OptionError, parseBoolean, parseColor, parseEnum } from '../options.js';
+import type { RemoveRequest } from '../pipeline/types.js';
+import { RESULT_HEADERS, resultFieldsOf, resultHeaders } from '../result-fields.js';
+import type { ServerContext } from './context.js';
+import type { Caller } from './guards.js';
+import { mediaType, readMultipart, sendBytes, sendJson, tooLarge } from './http.js';
+import { wantsRemoveBgJson } from './api-removebg.js';
+import type { ApiPlugin } from './plugin.js';
+import { runSyncRemoval } from './sync-removal.js';
+
+export const PHOTOROOM_PREFIX = '/v1';
+export const PHOTOROOM_V2_PREFIX = '/v2';
+
+/** Photoroom's sizes: the cutout size each is priced as, and the output's largest area. */
+export const PHOTOROOM_SIZES: Readonly<Record<string, { size: 'preview' | 'full'; maxArea: number }>> = Object.freeze({
+  preview: { size: 'preview', maxArea: 250_000 },
+  medium: { size: 'full', maxArea: 1_500_000 },
+  hd: { size: 'full', maxArea: 4_000_000 },
+  full: { size: 'full', maxArea: 36_000_000 },
+});
+const FORMATS = ['png', 'jpg', 'webp'] as const;
+
+type PhotoroomContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'store'>;
+
+/** Photoroom's status and `type` for each of cutout's error codes (docs/photoroom.md "Errors"). */
+const PHOTOROOM_ERRORS: Readonly<Record<ErrorCode, { status: number; type: string }>> = Object.freeze({
+  invalid_api_key: { status: 403, type: 'invalid_api_key' },
+  // Photoroom's own answer when the credits are gone (its docs): 402, type unknown_error.
+  insufficient_credits: { status: 402, type: 'unknown_error' },
+  rate_limited: { status: 429, type: 'rate_limit_exceeded' },
+  invalid_request: { status: 400, type: 'invalid_parameter' },
+  unsupported_format: { status: 400, type: 'invalid_image' },
+  image_too_large: { status: 400, type: 'image_too_large' },
+  no_subject_detected: { status: 400, type: 'no_subject_detected' },
+  processing_failed: { status: 500, type: 'unknown_error' },
+  gpu_unavailable: { status: 503, type: 'service_unavailable' },
+  not_found: { status: 404, type: 'not_found' },
+});
+
+/** `{status, type}` of a CutoutError: its `reason` (missing_image) where it has one, else its code's row. */
+export function photoroomError(err: CutoutError): { status: number; type: string } {
+  const base = PHOTOROOM_ERRORS[err.code] ?? PHOTOROOM_ERRORS.processing_failed;
+  if (err.code === 'invalid_request' && err.reason === 'missing_image') return { ...base, type: 'missing_image' };
+  // A status of cutout's own (504 past the deadline) stays.
+  return err.status >= 500 && err.status !== base.status ? { ...base, status: err.status } : base;
+}
+
+function renderError(res: ServerResponse, err: CutoutError): void {
+  const { status, type } = photoroomError(err);
+  sendJson(res, status, { detail: err.message, status_code: status, type }, err.headers);
+}
+
+/** The key in `x-api-key` only: Photoroom takes no other place for it. */
+async function authenticate(ctx: Pick<ServerContext, 'store'>, req: IncomingMessage): Promise<Caller> {
+  const raw = req.headers['x-api-key'];
+  const key = (Array.isArray(raw) ? raw[0] : raw)?.trim();
+  if (!key) throw new CutoutError('invalid_api_key', 'Missing API key: send it in the x-api-key header.');
+  const auth = await ctx.store.authenticate(key);
+  if (!auth) throw new CutoutError('invalid_api_key', 'Invalid API key.');
+  return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
+}
+
+/** One value per field, empty strings absent (a form's empty input). */
+function given(fields: Record<string, string[]>, name: string): string | undefined {
+  const v = fields[name]?.[0];
+  return v === undefined || v.trim() === '' ? undefined : v.trim();
+}
+
+export interface PhotoroomRequest {
+  request: RemoveRequest;
+  image: Buffer;
+}
+
+/**
+ * The parameters, checked, as cutout's request. `despill` is checked and has no effect of its
+ * own: cutout's edge colour estimation runs on every cutout (docs/photoroom.md says what it does
+ * and does not do of a despill).
+ */
+export function parsePhotoroomParams(fields: Record<string, string[]>, image: Buffer | undefined): PhotoroomRequest {
+  if (!image || image.length === 0) throw new OptionError('image_file', 'Please provide an image.', 'missing_image');
+  if (image.length > LIMITS.maxInputBytes) throw tooLarge('image_file', 'image_file');
+  const format = parseEnum('format', FORMATS, given(fields, 'format')?.toLowerCase() === 'jpeg' ? 'jpg' : given(fields, 'format') ?? 'png', 'api');
+  const channels = parseEnum('channels', ['rgba', 'alpha'] as const, given(fields, 'channels') ?? 'rgba', 'api');
+  const sizeName = parseEnum('size', Object.keys(PHOTOROOM_SIZES), given(fields, 'size')?.toLowerCase() ?? 'full', 'api');
+  const crop = given(fields, 'crop') !== undefined ? parseBoolean('crop', given(fields, 'crop'), 'api') : false;
+  if (given(fields, 'despill') !== undefined) parseBoolean('despill', given(fields, 'despill'), 'api');
+  const bg = given(fields, 'bg_color');
+  const request: RemoveRequest = {
+    size: PHOTOROOM_SIZES[sizeName].size,
+    maxArea: PHOTOROOM_SIZES[sizeName].maxArea,
+    format,
+    mask: channels === 'alpha',
+    bgColor: bg === undefined || channels === 'alpha' ? null : parseColor(bg, 'api'),
+    crop,
+  };
+  return { request, image };
+}
+
+async function readSegmentRequest(req: IncomingMessage): Promise<PhotoroomRequest> {
+  if (mediaType(req) !== 'multipart/form-data') {
+    req.resume();
+    throw new OptionError('image_file', 'Please provide an image.', 'missing_image');
+  }
+  const { fields, files } = await readMultipart(req, { maxFiles: 1 });
+  return parsePhotoroomParams(fields, files.image_file?.[0]);
+}
+
+async function handleSegment(ctx: PhotoroomContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {
+  const asked = await readSegmentRequest(req);
+  // Photoroom's clients cannot name a quality: the server's configured one applies (CUTOUT_QUALITY).
+  const { result } = await runSyncRemoval(ctx, res, {
+    id: crypto.randomUUID(),
+    caller,
+    request: { ...asked.request, quality: ctx.config.quality },
+    testPreview: { maxArea: PHOTOROOM_SIZES.preview.maxArea },
+    deadlineMs: Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs),
+    input: asked.image,
+    description: 'photoroom upload',
+  });
+  const fields = resultFieldsOf(result);
+  const headers = { 'x-uncertainty-score': uncertaintyText(fields.confidence), ...resultHeaders(fields) };
+  if (wantsRemoveBgJson(req)) {
+    sendJson(res, 200, { base64img: result.data.toString('base64') }, headers);
+    return;
+  }
+  sendBytes(res, 200, result.data, result.contentType, headers);
+}
+
+/** Photoroom's score: 0 sure, 1 unsure; cutout's is 1 - its confidence, for every image. */
+export function uncertaintyText(confidence: number): string {
+  return String(Number((1 - confidence).toFixed(3)));
+}
+
+/** The ledger in `/v1/account`'s and `/v2/account`'s shapes (cutout has one kind of credit: all of it is `available`). */
+async function handleAccount(ctx: Pick<ServerContext, 'store'>, res: ServerResponse, caller: Caller, version: 1 | 2): Promise<void> {
+  const balance = await ctx.store.balance(caller.accountId);
+  if (version === 1) sendJson(res, 200, { credits: { available: balance, subscription: 0 } });
+  else sendJson(res, 200, { images: { available: balance, subscription: 0 }, plan: 'basic' });
+}
+
+/** Photoroom's web sample calls it from a page: every origin, these headers readable. */
+const CORS = { exposeHeaders: ['x-uncertainty-score', 'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', ...RESULT_HEADERS] };
+
+function notFound(req: { method?: string; path: string }): CutoutError {
+  return new CutoutError('not_found', `No route ${req.method} ${req.path}. This server answers Photoroom's POST /v1/segment, GET /v1/account and GET /v2/account.`);
+}
+
+/** The two plugins of Photoroom's API: `/v1` (segment, account) and `/v2` (account). */
+export function photoroomApis(ctx: PhotoroomContext): ApiPlugin[] {
+  const common = { cors: CORS, authenticate: (req: IncomingMessage) => authenticate(ctx, req), renderError, notFound };
+  return [
+    {
+      ...common,
+      name: 'Photoroom',
+      prefix: PHOTOROOM_PREFIX,
+      routes(api) {
+        api.forCaller('post', '/segment', (req, res, caller) => handleSegment(ctx, req, res, caller));
+        api.forCaller('get', '/account', (_req, res, caller) => handleAccount(ctx, res, caller, 1));
+      },
+    },
+    {
+      ...common,
+      name: 'Photoroom v2',
+      prefix: PHOTOROOM_V2_PREFIX,
+      routes(api) {
+        api.forCaller('get', '/account', (_req, res, caller) => handleAccount(ctx, res, caller, 2));
+      },
+    },
+  ];
+}
