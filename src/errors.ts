@@ -59,6 +59,7 @@ export const ERROR_REASONS = Object.freeze({
   deadline: { code: 'processing_failed', meaning: 'past the sync deadline (504)' },
   client_closed: { code: 'processing_failed', meaning: 'the client hung up; the work was stopped' },
   output_exists: { code: 'invalid_request', meaning: 'the CLI\'s output is there already' },
+  not_acceptable: { code: 'invalid_request', meaning: 'the Accept header names no format the door answers (Clipdrop\'s 406)' },
 } as const satisfies Record<string, { code: ErrorCode; meaning: string }>);
 
 export class CutoutError extends Error {

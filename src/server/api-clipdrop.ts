@@ -42,7 +42,7 @@ const CLIPDROP_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
 
 /** The status of a CutoutError: a missing key is 401 and an Accept it cannot serve 406 (their reasons); cutout's own 5xx (504) stays. */
 export function clipdropStatus(err: CutoutError): number {
-  if (err.reason === 'missing_api_key') return 401;
+  if (err.reason === 'missing_key') return 401;
   if (err.reason === 'not_acceptable') return 406;
   const base = CLIPDROP_STATUS[err.code] ?? 500;
   return err.status >= 500 && err.status !== base ? err.status : base;
@@ -55,7 +55,7 @@ function renderError(res: ServerResponse, err: CutoutError): void {
 async function authenticate(ctx: Pick<ServerContext, 'store'>, req: IncomingMessage): Promise<Caller> {
   const raw = req.headers['x-api-key'];
   const key = (Array.isArray(raw) ? raw[0] : raw)?.trim();
-  if (!key) throw new CutoutError('invalid_api_key', 'No api key provided', { reason: 'missing_api_key' });
+  if (!key) throw new CutoutError('invalid_api_key', 'No api key provided', { reason: 'missing_key' });
   const auth = await ctx.store.authenticate(key);
   if (!auth) throw new CutoutError('invalid_api_key', 'Invalid api key');
   return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
@@ -107,7 +107,7 @@ async function checkImage(ctx: ClipdropContext, image: Buffer): Promise<ImagePro
   const probe = await ctx.pipeline.probeImage(image);
   if (probe.width * probe.height > CLIPDROP_MAX_PIXELS) {
     const mp = ((probe.width * probe.height) / 1e6).toFixed(1);
-    throw new CutoutError('image_too_large', `The image is ${probe.width}x${probe.height} (${mp} megapixels); the limit is 25 megapixels.`, { param: 'image_file', reason: 'resolution' });
+    throw new CutoutError('image_too_large', `The image is ${probe.width}x${probe.height} (${mp} megapixels); the limit is 25 megapixels.`, { param: 'image_file', reason: 'resolution_too_high' });
   }
   return probe;
 }
