@@ -19,7 +19,6 @@ import path from 'node:path';
 import fs, { type Stats } from 'node:fs';
 import { LIMITS } from '../limits.js';
 import type { Format } from '../options.js';
-import type { BatchRun } from './batch.js';
 import { excludeMatcher, globPath, matchesGlob } from './glob-match.js';
 import { expandInputs, globBase, isGlob, isImageName, isWithin, outputPathFor, type OutputPlan } from './inputs.js';
 import type { PlannedItem } from './remove-item.js';
