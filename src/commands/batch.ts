@@ -80,7 +80,8 @@ export async function planBatch(planned: PlannedItem[], flags: BatchFlags, optio
 async function verdictOf(p: PlannedItem, manifest: Manifest, options: OutputOptions): Promise<'todo' | 'unchanged' | { adopt: string }> {
   if (p.shadowedBy) return 'todo';
   const line = manifest.candidate(p.item.path, p.output, options);
-  const adopt = !line && !manifest.hasLine(p.item.path) && adoptable(p);
+  // An output the in-flight list names was being put in place by a run that was killed: redone, not adopted.
+  const adopt = !line && !manifest.hasLine(p.item.path) && !manifest.records(p.output) && adoptable(p);
   if (!line && !adopt) return 'todo';
   const bytes = await fs.promises.readFile(p.item.path).catch(() => null);
   if (bytes === null) return 'todo';
