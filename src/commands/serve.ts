@@ -48,9 +48,6 @@ export function registerServe(program: Command): void {
 async function runServe(flags: ServeFlags, command: Command): Promise<void> {
   const config = await loadConfig(flagsGiven(command, flags));
   const { startServer } = await import('../server/app.js');
-  // Said first, so that an operator sees which state this server serves (a volume not mounted, a
-  // store URL not passed) before anything else; the store's URL without its password.
-  process.stderr.write(`cutout serve: data directory ${config.dataDir}; store ${describeStore(config)}\n`);
   let server;
   try {
     server = await startServer(config);
@@ -64,6 +61,10 @@ async function runServe(flags: ServeFlags, command: Command): Promise<void> {
   }
   // Said only when on (CUTOUT_HUGEPAGES=1, docs/internals.md "Huge pages"): the default adds no
   // line. Before the listening line, so whoever waits for that one has it.
+  // Which state this server serves (a volume not mounted, a store URL not passed, a key made for
+  // another data directory), the store's URL without its password; said once started, so that a
+  // start-up failure stays the one line above.
+  process.stderr.write(`cutout serve: data directory ${config.dataDir}; store ${describeStore(config)}\n`);
   const hugePages = (await import('../launcher/hugepages.js')).hugePagesStatus();
   if (hugePages.in_force) process.stderr.write(`cutout serve: the model's memory on huge pages (${hugePages.reason})\n`);
   process.stdout.write(`listening on ${server.url}\n`);
