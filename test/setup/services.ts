@@ -1,0 +1,44 @@
+/**
+ * The daemon of a test run's shared services (before.ts starts it with the tap runner's pid):
+ * one embedded PostgreSQL and one s3rver, described in the run's file (helpers/run-services.ts)
+ * once both answer. Stops on SIGTERM (after.ts) or when the runner is gone, and removes the file.
+ */
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import { testPostgres, PG_CREDENTIALS } from '../helpers/postgres.js';
+import { testS3 } from '../helpers/s3.js';
+import { runServicesFile, type RunServices } from '../helpers/run-services.js';
+
+const runner = Number(process.argv[2]);
+const file = runServicesFile(runner);
+const teardowns: (() => unknown)[] = [];
+// The helpers stop what they started in a test's teardown; here, in the daemon's.
+const owner = { teardown: (fn: () => unknown) => teardowns.push(fn) } as unknown as Tap.Test;
+
+let stopping: Promise<void> | null = null;
+function stop(): Promise<void> {
+  stopping ??= (async () => {
+    rmSync(file, { force: true });
+    for (const fn of teardowns.reverse()) await Promise.resolve(fn()).catch(() => undefined);
+    process.exit(0);
+  })();
+  return stopping;
+}
+process.on('SIGTERM', () => void stop());
+process.on('SIGINT', () => void stop());
+setInterval(() => {
+  try {
+    process.kill(runner, 0);
+  } catch {
+    void stop();
+  }
+}, 1000);
+
+const [pg, s3] = await Promise.all([testPostgres(owner), testS3(owner)]);
+const services: RunServices = {
+  pid: process.pid,
+  postgres: { port: pg.port, ...PG_CREDENTIALS },
+  s3: { port: s3.port, endpoint: s3.endpoint, dir: s3.dir, env: s3.env },
+};
+writeFileSync(`${file}.tmp`, JSON.stringify(services));
+renameSync(`${file}.tmp`, file);
+process.stderr.write(`test services: postgres on ${pg.port}, s3rver on ${s3.port}\n`);
