@@ -10,14 +10,14 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../src/store/db.js';
-import { bearer, createKey, errorCode, startServe } from './helpers/api-server.js';
+import { bearer, createKey, errorCode, startApi } from './helpers/api-server.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const tiny = (await sharp({ create: { width: 64, height: 64, channels: 3, background: '#3366cc' } }).jpeg().toBuffer()).toString('base64');
 
 t.test('batches', async (t) => {
   const marketplaceSecret = 'mp-' + crypto.randomBytes(8).toString('hex');
-  const srv = await startServe(t, ['--workers', '1'], { env: { CUTOUT_MARKETPLACE_SECRET: marketplaceSecret } });
+  const srv = await startApi(t, ['--workers', '1'], { env: { CUTOUT_MARKETPLACE_SECRET: marketplaceSecret } });
   const k = await createKey(srv.dataDir);
   const batch = (body: unknown, headers: Record<string, string> = {}) =>
     fetch(`${srv.url}/api/v1/jobs/batch`, {

@@ -10,7 +10,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../src/store/db.js';
-import { balanceOf, bearer, createKey, errorCode, startServe, upload } from './helpers/api-server.js';
+import { balanceOf, bearer, createKey, errorCode, startApi, upload } from './helpers/api-server.js';
 import { signatureValid, startReceiver } from './helpers/callback-receiver.js';
 import { FIXTURES } from './helpers/cli.js';
 
@@ -49,7 +49,7 @@ async function waitForStatus(url: string, key: string, id: string, statuses: str
 
 t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', async (t) => {
   const receiver = await startReceiver(t, (p, n) => (p === '/flaky' ? (n <= 2 ? 500 : 200) : p === '/down' ? 500 : 200));
-  const srv = await startServe(t, ['--workers', '1', '--allow-private-network', '--callback-backoff', '50', '--rate-limit', '100000']);
+  const srv = await startApi(t, ['--workers', '1', '--allow-private-network', '--callback-backoff', '50', '--rate-limit', '100000']);
   const secretFile = path.join(srv.dataDir, 'callback-secret');
   const secret = (await fs.readFile(secretFile, 'utf8')).trim();
   t.match(secret, /^[0-9a-f]{64}$/, 'a secret was generated in the data directory');
@@ -190,7 +190,7 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
 });
 
 t.test('a full queue answers 503 gpu_unavailable with Retry-After at once; sync requests go first', async (t) => {
-  const srv = await startServe(t, ['--workers', '1', '--queue-limit', '1', '--rate-limit', '100000']);
+  const srv = await startApi(t, ['--workers', '1', '--queue-limit', '1', '--rate-limit', '100000'], { modelMs: 1500 });
   const { key } = await createKey(srv.dataDir);
   const submit = () => fetch(`${srv.url}/api/v1/jobs`, { method: 'POST', headers: bearer(key), body: upload(chelsea) });
 

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { ROOT, FIXTURES } from './helpers/cli.js';
-import { bearer, createKey, startServe, tempDataDir, upload } from './helpers/api-server.js';
+import { bearer, createKey, startApi, tempDataDir, upload } from './helpers/api-server.js';
 import { freePort, until } from './helpers/process.js';
 
 function receiverFromDocs(): string {
@@ -21,7 +21,7 @@ function receiverFromDocs(): string {
 }
 
 t.test('the docs receiver verifies a real callback with the secret read from its file', async (t) => {
-  const srv = await startServe(t, ['--workers', '1', '--allow-private-network'], { env: { CUTOUT_CALLBACK_SECRET: '' } });
+  const srv = await startApi(t, ['--workers', '1', '--allow-private-network'], { env: { CUTOUT_CALLBACK_SECRET: '' } });
   const key = await createKey(srv.dataDir);
   const secretFile = path.join(srv.dataDir, 'callback-secret');
   // The server generates its secret when it starts; the file is what an operator copies.

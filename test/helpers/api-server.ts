@@ -85,11 +85,12 @@ export async function startServe(t: Tap.Test, args: string[] = [], opts: { env?:
 export interface ApiServer {
   url: string;
   dataDir: string;
-  server: RunningServer;
-  /** The stand-in model of this server (null with `realModel`). */
+  /** The server in this process (null under `npm run test:s3-results`, which runs `cutout serve`). */
+  server: RunningServer | null;
+  /** The stand-in model of this server (null with `realModel`, or under test:s3-results). */
   model: StandInInference | null;
   /** An in-process server has no stderr of its own: a test that reads it belongs in the e2e lane. */
-  stderr(): never;
+  stderr(): string;
   /** Closes the server as SIGTERM would (requests and running jobs finish); how long that took. */
   stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }>;
 }
@@ -108,19 +109,23 @@ async function serveConfig(args: string[], env: Record<string, string | undefine
 
 /**
  * Starts the server in this process, on a free port with its own data directory, from the flags
- * `cutout serve` takes; closed in t's teardown. The model is the stand-in unless `realModel`.
+ * `cutout serve` takes; closed in t's teardown. The model is the stand-in (each call taking
+ * `modelMs`, default about none) unless `realModel`.
  * The request log is silent unless `--log-level` is given (it would go to the TAP stream).
  */
 export async function startApi(
   t: Tap.Test, args: string[] = [],
-  opts: { env?: Record<string, string>; dataDir?: string; realModel?: boolean } = {},
+  opts: { env?: Record<string, string>; dataDir?: string; realModel?: boolean; modelMs?: number } = {},
 ): Promise<ApiServer> {
+  // `npm run test:s3-results` runs these tests again against an object store, through child
+  // processes whose AWS_* variables point at s3rver (this process's SDK would read its own).
+  if (process.env.CUTOUT_TEST_RESULTS === 's3') return { ...(await startServe(t, args, opts)), server: null, model: null };
   const dataDir = opts.dataDir ?? (await tempDataDir(t));
   const logLevel = args.includes('--log-level') ? [] : ['--log-level', 'silent'];
   const config = await serveConfig(['--port', '0', '--data', dataDir, ...logLevel, ...args], {
     ...process.env, CUTOUT_MARKETPLACE_SECRET: '', ...opts.env,
   });
-  const model = opts.realModel ? null : new StandInInference();
+  const model = opts.realModel ? null : new StandInInference({ ms: opts.modelMs });
   const server = await startServer(config, { inference: model ?? undefined });
   const stop = async () => {
     const started = Date.now();

@@ -24,6 +24,14 @@ export function sharedPostgres(): Promise<TestPostgres> {
   return cluster;
 }
 
+let ownCluster: Promise<TestPostgres> | null = null;
+
+/** This test file's own PostgreSQL, never the run's: for the tests that freeze or restart it. */
+export function filePostgres(): Promise<TestPostgres> {
+  ownCluster ??= testPostgres(root);
+  return ownCluster;
+}
+
 export async function tempDir(t: Tap.Test, prefix = 'cutout-store-'): Promise<string> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
   t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
