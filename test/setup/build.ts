@@ -1,7 +1,7 @@
 /**
  * No test may pass against yesterday's dist/: the child-process tests run bin/cutout, which runs
  * dist/. Builds with the project's own `tsc` when any source file is newer than its compiled
- * file (or has none), or when tsconfig.json or package.json is newer than the oldest output.
+ * file (or has none), or when tsconfig.json is newer than the oldest output.
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
@@ -39,7 +39,7 @@ export function staleSource(): string | null {
   };
   const found = walk(src);
   if (found) return found;
-  for (const config of ['tsconfig.json', 'package.json']) {
+  for (const config of ['tsconfig.json']) {
     if (mtime(path.join(ROOT, config))! > oldestOutput) return config;
   }
   return null;
