@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * The server's rules that need no cutout: health, OpenAPI, auth, rate limit, request parsing,
  * result ids, marketplace headers, credits checked before work, and a clean stop. Real server
  * (`node bin/cutout serve`), real SQLite, real HTTP.

@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * The HTTP side of issue 29 (what a new user tripped over): the sync route says which size it
  * served (X-Cutout-Size; a request without `size` gets a preview, unlike the CLI), every error's
  * `docs` links to an error reference the server serves itself (GET /api/v1/errors, JSON or HTML,

@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * POST /api/v1/jobs/batch over HTTP: 50 images accepted with their ids in order, 51 refused,
  * an invalid item refuses the whole batch naming it, per-item overrides, credits for the
  * full-size items, JSON only, and not through the marketplace channel. The 50-image batch is

@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * POST /api/v1/jobs and GET /api/v1/jobs/{job_id} over HTTP against the real server, with a real
  * callback receiver on 127.0.0.1: the lifecycle with the real model, a failure without charge,
  * ownership, no 4 MP cap, signed callbacks and their retries, submission errors, and 503 on a full

@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * POST /api/v1/remove with the real model: charging, headers, JSON metadata, stored results,
  * test keys, idempotency, the 4 MP rule, image_url, the sync timeout, retention and a failure
  * inside the server. Every cutout here is made by the real model in the server process.

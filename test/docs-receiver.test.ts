@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * The callback receiver of docs/http-api.md works by copy and paste (issue 37): its code block,
  * as the docs print it, runs against a real `cutout serve`, reads the secret from the server's
  * own `callback-secret` file, accepts the signed callback of a real job and refuses a forged one.

@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * GET /metrics on the real `cutout serve` (a child process on a free port, a real SQLite store,
  * the real model): request counters move by route pattern and status, the job gauges follow real
  * jobs (held in place by an image server that answers only when told), inference and callback

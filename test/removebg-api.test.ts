@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * remove.bg's dialect over raw HTTP on a real `cutout serve`: the three body encodings and their
  * value forms, the formats (png, jpg, zip, auto), content negotiation, the headers on both kinds
  * of answer, /v1.0/account from the ledger, and every error code of remove.bg that cutout can
