@@ -10,7 +10,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { expandInputs, type ExpandedInputs } from '../../src/commands/inputs.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 
 function tree(t: Tap.Test | any): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-inputs-'));
