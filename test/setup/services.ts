@@ -1,7 +1,8 @@
 /**
  * The daemon of a test run's shared services (before.ts starts it with the tap runner's pid):
  * one embedded PostgreSQL and one s3rver, described in the run's file (helpers/run-services.ts)
- * once both answer. Stops on SIGTERM (after.ts) or when the runner is gone, and removes the file.
+ * once both answer. Stops on SIGTERM (after.ts) or when the runner is gone (checked every second),
+ * and removes the file and its log.
  */
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { testPostgres, PG_CREDENTIALS } from '../helpers/postgres.js';
@@ -18,6 +19,8 @@ let stopping: Promise<void> | null = null;
 function stop(): Promise<void> {
   stopping ??= (async () => {
     rmSync(file, { force: true });
+    // before.ts's log of this daemon: kept only while the daemon runs (a failed start shows it).
+    rmSync(file.replace(/\.json$/, '.log'), { force: true });
     for (const fn of teardowns.reverse()) await Promise.resolve(fn()).catch(() => undefined);
     process.exit(0);
   })();
