@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * The server's rules that need no cutout: health, OpenAPI, auth, rate limit, request parsing,
  * result ids, marketplace headers, credits checked before work, and a clean stop. Real server
  * (`node bin/cutout serve`), real SQLite, real HTTP.
@@ -6,9 +9,8 @@
 import t from 'tap';
 import crypto from 'node:crypto';
 import net from 'node:net';
-import fs from 'node:fs/promises';
 import { openStore } from '../src/store/db.js';
-import { bearer, createKey, errorCode, startServe, upload } from './helpers/api-server.js';
+import { bearer, createKey, errorCode, startApi, upload } from './helpers/api-server.js';
 import { runCli } from './helpers/cli.js';
 
 const tinyPng = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=', 'base64');
@@ -20,7 +22,7 @@ function form(fields: Record<string, string | Blob>): FormData {
 }
 
 t.test('health, openapi and unknown routes need no key', async (t) => {
-  const srv = await startServe(t, ['--workers', '2']);
+  const srv = await startApi(t, ['--workers', '2']);
   t.match(srv.url, /^http:\/\/127\.0\.0\.1:\d+$/);
   const health = await fetch(`${srv.url}/api/v1/health`);
   t.equal(health.status, 200);
@@ -50,7 +52,7 @@ function rawRequest(url: string, request: string): Promise<string> {
 }
 
 t.test('requests Node\'s HTTP parser refuses still get the part 7 JSON error', async (t) => {
-  const srv = await startServe(t);
+  const srv = await startApi(t);
   const cases = [
     ['a malformed header line', 'GET /api/v1/health HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n', /not valid HTTP/],
     ['headers over 16 KB', `GET /api/v1/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, /headers are too large/],
@@ -67,7 +69,7 @@ t.test('requests Node\'s HTTP parser refuses still get the part 7 JSON error', a
 });
 
 t.test('authentication: missing, malformed, unknown and revoked keys are 401 invalid_api_key', async (t) => {
-  const srv = await startServe(t);
+  const srv = await startApi(t);
   const live = await createKey(srv.dataDir);
   const cases: [string, Record<string, string>][] = [
     ['missing', {}],
@@ -94,7 +96,7 @@ t.test('authentication: missing, malformed, unknown and revoked keys are 401 inv
 });
 
 t.test('rate limit: headers on every authenticated answer, 429 with Retry-After, per key', async (t) => {
-  const srv = await startServe(t, ['--rate-limit', '3']);
+  const srv = await startApi(t, ['--rate-limit', '3']);
   const a = await createKey(srv.dataDir);
   const b = await createKey(srv.dataDir);
   const before = Math.floor(Date.now() / 1000);
@@ -120,7 +122,7 @@ t.test('rate limit: headers on every authenticated answer, 429 with Retry-After,
 });
 
 t.test('request parsing: one source, known parameters, sizes capped while reading', async (t) => {
-  const srv = await startServe(t);
+  const srv = await startApi(t);
   const { key } = await createKey(srv.dataDir);
   const post = (body: BodyInit, headers: Record<string, string> = {}) =>
     fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key, headers), body });
@@ -161,7 +163,7 @@ t.test('request parsing: one source, known parameters, sizes capped while readin
 });
 
 t.test('results: UUID v4 ids only (422 detail), unknown ids are 404 not_found', async (t) => {
-  const srv = await startServe(t);
+  const srv = await startApi(t);
   for (const bad of ['abc', '6f1c3b1e-1d2a-1c3b-9a8b-1234567890ab', '../../cutout.db']) {
     const res = await fetch(`${srv.url}/api/v1/results/${encodeURIComponent(bad)}`);
     t.equal(res.status, 422, bad);
@@ -174,7 +176,7 @@ t.test('results: UUID v4 ids only (422 detail), unknown ids are 404 not_found', 
 });
 
 t.test('insufficient_credits at balance 0 for full (and auto <= 4 MP) before any work', async (t) => {
-  const srv = await startServe(t);
+  const srv = await startApi(t);
   const k = await createKey(srv.dataDir);
   const store = await openStore(srv.dataDir);
   for (let i = 0; i < 10; i++) await store.recordRun({ id: crypto.randomUUID(), accountId: k.account, keyId: k.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
@@ -189,7 +191,7 @@ t.test('insufficient_credits at balance 0 for full (and auto <= 4 MP) before any
 
 t.test('marketplace headers count only with the right secret', async (t) => {
   const secret = 'proxy-secret-' + crypto.randomBytes(8).toString('hex');
-  const withSecret = await startServe(t, [], { env: { CUTOUT_MARKETPLACE_SECRET: secret } });
+  const withSecret = await startApi(t, [], { env: { CUTOUT_MARKETPLACE_SECRET: secret } });
   const as = (headers: Record<string, string>) => fetch(`${withSecret.url}/api/v1/account`, { headers });
   const first = await as({ 'X-Marketplace-Proxy-Secret': secret, 'X-Marketplace-User': 'alice' });
   t.equal(first.status, 200);
@@ -205,36 +207,8 @@ t.test('marketplace headers count only with the right secret', async (t) => {
   const noUser = await errorCode(await as({ 'X-Marketplace-Proxy-Secret': secret }));
   t.same([noUser.status, noUser.code], [401, 'invalid_api_key']);
 
-  const without = await startServe(t);
+  const without = await startApi(t);
   const ignored = await errorCode(await fetch(`${without.url}/api/v1/account`, { headers: { 'X-Marketplace-Proxy-Secret': '', 'X-Marketplace-User': 'alice' } }));
   t.same([ignored.status, ignored.code], [401, 'invalid_api_key'], 'without CUTOUT_MARKETPLACE_SECRET the headers are ignored');
 });
 
-t.test('a second signal of either kind, during an inference, stops the server at once and without a native abort', async (t) => {
-  const image = await fs.readFile(new URL('./fixtures/astronaut.jpg', import.meta.url));
-  for (const [first, second] of [['SIGTERM', 'SIGINT'], ['SIGINT', 'SIGTERM']] as const) {
-    const srv = await startServe(t);
-    const { key } = await createKey(srv.dataDir);
-    // Three sync removals keep the inference worker busy through the two signals.
-    const requests = [0, 1, 2].map(() => fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key), body: upload(image) }).catch(() => null));
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    srv.child.kill(first);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const end = await srv.stop(second);
-    await Promise.all(requests);
-    t.equal(end.signal, second, `${first} then ${second}: ended by ${second} (${srv.stderr().trim()})`);
-    t.ok(end.ms < 1500, `${first} then ${second}: at once (${end.ms} ms)`);
-    t.notMatch(srv.stderr(), /terminate called|Napi::Error/, 'no native abort');
-  }
-});
-
-t.test('SIGTERM and SIGINT stop the server cleanly', async (t) => {
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    const srv = await startServe(t);
-    t.equal((await fetch(`${srv.url}/api/v1/health`)).status, 200);
-    const end = await srv.stop(signal);
-    t.equal(end.code, 0, `${signal}: exit code 0 (${srv.stderr().trim()})`);
-    t.ok(end.ms < 1900, `${signal}: stopped in ${end.ms} ms, without the 2 s fallback`);
-    await t.rejects(fetch(`${srv.url}/api/v1/health`), 'no longer listening');
-  }
-});

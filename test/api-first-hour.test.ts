@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * The HTTP side of issue 29 (what a new user tripped over): the sync route says which size it
  * served (X-Cutout-Size; a request without `size` gets a preview, unlike the CLI), every error's
  * `docs` links to an error reference the server serves itself (GET /api/v1/errors, JSON or HTML,
@@ -9,14 +12,14 @@ import t from 'tap';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { ERROR_TABLE, type ErrorCode } from '../src/errors.js';
-import { bearer, createKey, errorCode, startServe, upload } from './helpers/api-server.js';
+import { bearer, createKey, errorCode, startApi, upload } from './helpers/api-server.js';
 import { FIXTURES } from './helpers/cli.js';
 
 const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x300
 const CODES = Object.keys(ERROR_TABLE) as ErrorCode[];
 
 t.test('X-Cutout-Size says which size the sync route served', async (t) => {
-  const srv = await startServe(t, ['--workers', '1']);
+  const srv = await startApi(t, ['--workers', '1']);
   const live = await createKey(srv.dataDir);
   const remove = (fields: Record<string, string>, headers: Record<string, string> = {}) =>
     fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(live.key, headers), body: upload(chelsea, { quality: 'fast', ...fields }) });
@@ -40,7 +43,7 @@ t.test('X-Cutout-Size says which size the sync route served', async (t) => {
 });
 
 t.test('the error reference: served without a key, JSON or HTML, and every error links to it', async (t) => {
-  const srv = await startServe(t);
+  const srv = await startApi(t);
   const res = await fetch(`${srv.url}/api/v1/errors`);
   t.equal(res.status, 200, 'no key needed');
   t.match(res.headers.get('content-type'), /^application\/json/);
@@ -77,7 +80,7 @@ t.test('the error reference: served without a key, JSON or HTML, and every error
 });
 
 t.test('with --base-url, errors link to the reference under that address', async (t) => {
-  const srv = await startServe(t, ['--base-url', 'https://cutout.example.com/']);
+  const srv = await startApi(t, ['--base-url', 'https://cutout.example.com/']);
   const missing = await errorCode(await fetch(`${srv.url}/api/v1/usage`));
   t.equal(missing.body.error.docs, 'https://cutout.example.com/api/v1/errors#invalid_api_key');
   const { errors } = (await (await fetch(`${srv.url}/api/v1/errors`)).json()) as { errors: any[] };
@@ -85,7 +88,7 @@ t.test('with --base-url, errors link to the reference under that address', async
 });
 
 t.test('a callback or image_url on loopback is refused with the flag that allows it', async (t) => {
-  const srv = await startServe(t);
+  const srv = await startApi(t);
   const live = await createKey(srv.dataDir);
   const job = await errorCode(await fetch(`${srv.url}/api/v1/jobs`, {
     method: 'POST',

@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * POST /api/v1/jobs/batch over HTTP: 50 images accepted with their ids in order, 51 refused,
  * an invalid item refuses the whole batch naming it, per-item overrides, credits for the
  * full-size items, JSON only, and not through the marketplace channel. The 50-image batch is
@@ -10,14 +13,14 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../src/store/db.js';
-import { bearer, createKey, errorCode, startServe } from './helpers/api-server.js';
+import { bearer, createKey, errorCode, startApi } from './helpers/api-server.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const tiny = (await sharp({ create: { width: 64, height: 64, channels: 3, background: '#3366cc' } }).jpeg().toBuffer()).toString('base64');
 
 t.test('batches', async (t) => {
   const marketplaceSecret = 'mp-' + crypto.randomBytes(8).toString('hex');
-  const srv = await startServe(t, ['--workers', '1'], { env: { CUTOUT_MARKETPLACE_SECRET: marketplaceSecret } });
+  const srv = await startApi(t, ['--workers', '1'], { env: { CUTOUT_MARKETPLACE_SECRET: marketplaceSecret } });
   const k = await createKey(srv.dataDir);
   const batch = (body: unknown, headers: Record<string, string> = {}) =>
     fetch(`${srv.url}/api/v1/jobs/batch`, {

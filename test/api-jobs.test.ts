@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * POST /api/v1/jobs and GET /api/v1/jobs/{job_id} over HTTP against the real server, with a real
  * callback receiver on 127.0.0.1: the lifecycle with the real model, a failure without charge,
  * ownership, no 4 MP cap, signed callbacks and their retries, submission errors, and 503 on a full
@@ -10,7 +13,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../src/store/db.js';
-import { balanceOf, bearer, createKey, errorCode, jobInputsOf, startServe, upload } from './helpers/api-server.js';
+import { balanceOf, bearer, createKey, errorCode, jobInputsOf, startApi, upload } from './helpers/api-server.js';
 import { signatureValid, startReceiver } from './helpers/callback-receiver.js';
 import { FIXTURES } from './helpers/cli.js';
 
@@ -49,7 +52,7 @@ async function waitForStatus(url: string, key: string, id: string, statuses: str
 
 t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', async (t) => {
   const receiver = await startReceiver(t, (p, n) => (p === '/flaky' ? (n <= 2 ? 500 : 200) : p === '/down' ? 500 : 200));
-  const srv = await startServe(t, ['--workers', '1', '--allow-private-network', '--callback-backoff', '50', '--rate-limit', '100000']);
+  const srv = await startApi(t, ['--workers', '1', '--allow-private-network', '--callback-backoff', '50', '--rate-limit', '100000']);
   const secretFile = path.join(srv.dataDir, 'callback-secret');
   const secret = (await fs.readFile(secretFile, 'utf8')).trim();
   t.match(secret, /^[0-9a-f]{64}$/, 'a secret was generated in the data directory');
@@ -197,7 +200,7 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
 });
 
 t.test('a full queue answers 503 gpu_unavailable with Retry-After at once; sync requests go first', async (t) => {
-  const srv = await startServe(t, ['--workers', '1', '--queue-limit', '1', '--rate-limit', '100000']);
+  const srv = await startApi(t, ['--workers', '1', '--queue-limit', '1', '--rate-limit', '100000'], { modelMs: 1500 });
   const { key } = await createKey(srv.dataDir);
   const submit = () => fetch(`${srv.url}/api/v1/jobs`, { method: 'POST', headers: bearer(key), body: upload(chelsea) });
 

@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * The callback receiver of docs/http-api.md works by copy and paste (issue 37): its code block,
  * as the docs print it, runs against a real `cutout serve`, reads the secret from the server's
  * own `callback-secret` file, accepts the signed callback of a real job and refuses a forged one.
@@ -8,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { ROOT, FIXTURES } from './helpers/cli.js';
-import { bearer, createKey, startServe, tempDataDir, upload } from './helpers/api-server.js';
+import { bearer, createKey, startApi, tempDataDir, upload } from './helpers/api-server.js';
 import { freePort, until } from './helpers/process.js';
 
 function receiverFromDocs(): string {
@@ -21,7 +24,7 @@ function receiverFromDocs(): string {
 }
 
 t.test('the docs receiver verifies a real callback with the secret read from its file', async (t) => {
-  const srv = await startServe(t, ['--workers', '1', '--allow-private-network'], { env: { CUTOUT_CALLBACK_SECRET: '' } });
+  const srv = await startApi(t, ['--workers', '1', '--allow-private-network'], { env: { CUTOUT_CALLBACK_SECRET: '' } });
   const key = await createKey(srv.dataDir);
   const secretFile = path.join(srv.dataDir, 'callback-secret');
   // The server generates its secret when it starts; the file is what an operator copies.

@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * GET /metrics on the real `cutout serve` (a child process on a free port, a real SQLite store,
  * the real model): request counters move by route pattern and status, the job gauges follow real
  * jobs (held in place by an image server that answers only when told), inference and callback
@@ -8,11 +11,10 @@ import t from 'tap';
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { bearer, createKey, errorCode, startServe } from './helpers/api-server.js';
+import { bearer, createKey, errorCode, startApi } from './helpers/api-server.js';
 import { startReceiver } from './helpers/callback-receiver.js';
 import { startHeldImageServer } from './helpers/held-image.js';
 import { FIXTURES } from './helpers/cli.js';
-import { testPostgres } from './helpers/postgres.js';
 import { until } from './helpers/process.js';
 
 const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg'));
@@ -39,7 +41,7 @@ async function scrape(url: string): Promise<string> {
 t.test('/metrics: request durations by route pattern, job gauges, inference, callbacks, process metrics', async (t) => {
   const images = await startHeldImageServer(t, chelsea);
   const receiver = await startReceiver(t);
-  const srv = await startServe(t, ['--workers', '1', '--allow-private-network', '--rate-limit', '100000']);
+  const srv = await startApi(t, ['--workers', '1', '--allow-private-network', '--rate-limit', '100000']);
   const { key } = await createKey(srv.dataDir);
 
   const first = await fetch(`${srv.url}/metrics`);
@@ -112,7 +114,7 @@ t.test('/metrics: request durations by route pattern, job gauges, inference, cal
 });
 
 t.test('--no-metrics: /metrics is a 404 with the error body; the API still serves', async (t) => {
-  const srv = await startServe(t, ['--no-metrics']);
+  const srv = await startApi(t, ['--no-metrics']);
   const res = await fetch(`${srv.url}/metrics`);
   const { status, code } = await errorCode(res);
   t.same([status, code], [404, 'not_found']);
@@ -120,37 +122,3 @@ t.test('--no-metrics: /metrics is a 404 with the error body; the API still serve
   t.equal((await fetch(`${srv.url}/api/v1/health`)).status, 200);
 });
 
-t.test('a fleet on one PostgreSQL: every server reports the fleet-wide job gauges and its own requests', async (t) => {
-  const pg = await testPostgres(t);
-  const url = await pg.freshDatabase();
-  const images = await startHeldImageServer(t, chelsea);
-  const a = await startServe(t, ['--store', url, '--workers', '1', '--allow-private-network']);
-  const b = await startServe(t, ['--store', url, '--workers', '1', '--allow-private-network']);
-  const { key } = await createKey(a.dataDir, ['--store', url]);
-
-  // Four jobs through A: each server holds one on the stalled image, two stay queued.
-  for (let i = 0; i < 4; i++) {
-    const res = await fetch(`${a.url}/api/v1/jobs`, {
-      method: 'POST',
-      headers: bearer(key, { 'Content-Type': 'application/json' }),
-      body: JSON.stringify({ image_url: images.url }),
-    });
-    t.equal(res.status, 202);
-  }
-  await until('both servers to fetch', async () => images.requests() >= 2);
-  for (const [name, srv] of [['A', a], ['B', b]] as const) {
-    const text = await scrape(srv.url);
-    t.equal(sample(text, 'cutout_store_info', { store: 'postgres' }), 1, `${name}: the store is postgres`);
-    t.equal(sample(text, 'cutout_results_info', { results: 'database' }), 1, `${name}: results in PostgreSQL`);
-    t.equal(sample(text, 'cutout_jobs', { state: 'processing' }), 2, `${name}: two jobs processing in the fleet`);
-    t.equal(sample(text, 'cutout_jobs', { state: 'queued' }), 2, `${name}: two queued in the fleet`);
-    t.equal(sample(text, 'cutout_inference_slots', { state: 'busy' }), 1, `${name}: its own slot is busy`);
-  }
-  const aText = await scrape(a.url);
-  const bText = await scrape(b.url);
-  t.equal(sample(aText, 'cutout_http_request_duration_seconds_count', { route: '/api/v1/jobs', status: '202' }), 4, 'A counts the creations it answered');
-  t.equal(sample(bText, 'cutout_http_request_duration_seconds_count', { route: '/api/v1/jobs', status: '202' }), null, 'B answered none');
-  const health = (await (await fetch(`${b.url}/api/v1/health`)).json()) as any;
-  t.equal(health.store, 'postgres');
-  t.equal(health.server.pid, b.child.pid, 'B names itself');
-});

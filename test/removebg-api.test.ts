@@ -1,4 +1,7 @@
 /**
+ * Fast lane (docs/testing.md): the server runs in this process (startApi) on the stand-in model;
+ * what follows of `cutout serve` and the real model is what `npm run test:s3-results` runs.
+ *
  * remove.bg's dialect over raw HTTP on a real `cutout serve`: the three body encodings and their
  * value forms, the formats (png, jpg, zip, auto), content negotiation, the headers on both kinds
  * of answer, /v1.0/account from the ledger, and every error code of remove.bg that cutout can
@@ -12,14 +15,14 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../src/store/db.js';
-import { createKey, startServe } from './helpers/api-server.js';
+import { createKey, startApi } from './helpers/api-server.js';
 import { FIXTURES } from './helpers/cli.js';
 import { readZip } from './helpers/zip-read.js';
 
 const cat = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x300
 const cup = await fs.readFile(path.join(FIXTURES, 'coffee.jpg')); // 600x400
 
-const srv = await startServe(t, ['--allow-private-network', '--rate-limit', '40'], { env: { CUTOUT_QUALITY: 'fast' } });
+const srv = await startApi(t, ['--allow-private-network', '--rate-limit', '40'], { env: { CUTOUT_QUALITY: 'fast' } });
 const key = await createKey(srv.dataDir);
 const endpoint = `${srv.url}/v1.0/removebg`;
 

@@ -1,9 +1,9 @@
 /** `cutout serve --no-removebg`: remove.bg's and rembg's paths are not answered; v1 is. */
 import t from 'tap';
-import { createKey, startServe } from './helpers/api-server.js';
+import { createKey, startApi } from './helpers/api-server.js';
 
 t.test('--no-removebg leaves the dialects out', async (t) => {
-  const srv = await startServe(t, ['--no-removebg']);
+  const srv = await startApi(t, ['--no-removebg']);
   const key = await createKey(srv.dataDir);
   const account = await fetch(`${srv.url}/v1.0/account`, { headers: { 'X-Api-Key': key.key } });
   t.equal(account.status, 404);

@@ -35,6 +35,12 @@ export interface PipelineOptions {
   dataDir?: string;
   /** The model call elsewhere (an Open Inference Protocol connection); default: a local worker thread. */
   upstream?: RemoteInference;
+  /**
+   * The model call itself, given whole (takes precedence over `upstream`): for an embedding that
+   * runs the model its own way, and for tests whose subject is not the model (a stand-in that
+   * answers in a millisecond). Chosen once, here, like the other two; closed with the pipeline.
+   */
+  inference?: Inference;
   /** Intra-op threads of each local session (default: every core, or CUTOUT_THREADS). */
   threads?: number;
   /** Local inference worker threads, each with its own session (default 1; see inferenceSplit in config.ts). */
@@ -59,7 +65,7 @@ export class CutoutPipeline implements Pipeline {
     this.manifest = resolveModel(options.model ?? DEFAULT_MODEL);
     this.precision = options.precision ?? 'auto';
     const files: ModelFilesContext = { dataDir: options.dataDir, onPreparation: options.onPreparation };
-    this.inference = options.upstream ? new UpstreamModelCall(options.upstream) : new LocalInference(files, { workers: options.inferenceWorkers, threads: options.threads });
+    this.inference = options.inference ?? (options.upstream ? new UpstreamModelCall(options.upstream) : new LocalInference(files, { workers: options.inferenceWorkers, threads: options.threads }));
   }
 
   async probeImage(bytes: Buffer): Promise<ImageProbe> {

@@ -64,7 +64,12 @@ class InferenceThread {
    */
   start(): Worker {
     if (this.worker) return this.worker;
-    const w = new Worker(new URL('./inference-worker.js', import.meta.url));
+    // The worker's file beside this one, in the built package. When the source itself runs through
+    // a TypeScript loader (the tests, with tsx), a new thread gets no loader hooks on Node 20 (tsx
+    // registers them in the main thread only), so the thread runs the built worker, which the
+    // tests' setup keeps current (test/setup/build.ts), with the one module it imports (cjs.js).
+    const file = import.meta.url.endsWith('.ts') ? '../../dist/pipeline/inference-worker.js' : './inference-worker.js';
+    const w = new Worker(new URL(file, import.meta.url));
     let ready = false;
     let markLoaded!: () => void;
     this.loaded = new Promise((resolve) => (markLoaded = resolve));

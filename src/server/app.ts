@@ -8,7 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import polka, { type Middleware, type Polka } from 'polka';
 import type { CutoutConfig } from '../config.js';
-import type { CutoutPipeline, RemoteInference } from '../pipeline/index.js';
+import type { CutoutPipeline, Inference, RemoteInference } from '../pipeline/index.js';
 import { CutoutError, toCutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { openStore, type Store } from '../store/db.js';
@@ -140,15 +140,24 @@ function delay(ms: number): Promise<void> {
 
 type Upstream = Awaited<ReturnType<typeof import('../oip/client.js').connectConfiguredUpstream>>;
 
+/** What an embedding (or a test) may hand the server in place of what the config would build. */
+export interface ServerSeams {
+  /**
+   * The pipeline's model call (PipelineOptions.inference), in place of the local model or the
+   * upstream: the API tests whose subject is not the model run a stand-in through it.
+   */
+  inference?: Inference;
+}
+
 /**
  * Starts the server with a pipeline of its own (its model, precision and model call, local or
  * upstream, chosen once here), closed with the server: two servers in one process (tests, an
  * embedding) never share or undo each other's configuration.
  */
-export async function startServer(config: Readonly<CutoutConfig>): Promise<RunningServer> {
+export async function startServer(config: Readonly<CutoutConfig>, seams: ServerSeams = {}): Promise<RunningServer> {
   // The model call is chosen once, here: an upstream is checked before the port opens.
   const upstream = config.upstream ? await (await import('../oip/client.js')).connectConfiguredUpstream({ ...config, upstream: config.upstream }) : null;
-  const loaded = await loadPipeline(config, upstream);
+  const loaded = await loadPipeline(config, upstream, seams.inference);
   try {
     return await startServing(config, loaded, upstream);
   } catch (err) {
@@ -354,13 +363,14 @@ function stopper(
 }
 
 /** Loads the pipeline's modules (sharp, onnxruntime) only when a server starts; the model is checked here. */
-async function loadPipeline(config: Readonly<CutoutConfig>, upstream: RemoteInference | null): Promise<CutoutPipeline> {
+async function loadPipeline(config: Readonly<CutoutConfig>, upstream: RemoteInference | null, inference: Inference | undefined): Promise<CutoutPipeline> {
   const { createPipeline } = await import('../pipeline/index.js');
   return createPipeline({
     model: config.model,
     precision: config.precision,
     dataDir: config.dataDir,
     upstream: upstream ?? undefined,
+    inference,
     inferenceWorkers: config.inferenceWorkers,
     threads: config.inferenceThreads,
     onPreparation: (event) => {

@@ -1,11 +1,21 @@
-/** Starts the real `cutout serve` in a child process on a free port, with its own data directory. */
+/**
+ * The API under test: `startServe` runs the real `cutout serve` in a child process (the e2e lane:
+ * the real model, signals, the request log on stdout); `startApi` starts the same server in this
+ * process from the same flags, with a stand-in behind the pipeline's model seam (the fast lane,
+ * for tests whose subject is not the model). Keys are made in this process, on the store the
+ * server uses (`cutout keys create` itself is tested in keys-cli.test.ts).
+ */
 import type { ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { Command } from 'commander';
+import { loadConfig } from '../../src/config.js';
+import { flagsGiven, registerServe } from '../../src/commands/serve.js';
+import { startServer, type RunningServer } from '../../src/server/app.js';
 import { openStore } from '../../src/store/db.js';
-import { runCli } from './cli.js';
+import { StandInInference } from './stand-in-model.js';
 import { startListening } from './process.js';
 import { testS3, TEST_BUCKET, type TestS3 } from './s3.js';
 import tap from 'tap';
@@ -78,18 +88,92 @@ export async function startServe(t: Tap.Test, args: string[] = [], opts: { env?:
  * The stored inputs of a server's waiting jobs, wherever they live: files in its data directory,
  * or with results in an object store, objects beside them (`<prefix>/inputs/`).
  */
-export async function jobInputsOf(srv: ServeProcess): Promise<string[]> {
+export async function jobInputsOf(srv: { dataDir: string; resultsPrefix?: string }): Promise<string[]> {
   if (!srv.resultsPrefix) return fs.readdir(path.join(srv.dataDir, 'jobs')).catch(() => [] as string[]);
   const s3 = await sharedS3!;
   return (await s3.keys()).filter((k) => k.startsWith(`${srv.resultsPrefix}/inputs/`));
 }
 
+export interface ApiServer {
+  url: string;
+  dataDir: string;
+  /** The server in this process (null under `npm run test:s3-results`, which runs `cutout serve`). */
+  server: RunningServer | null;
+  /** The stand-in model of this server (null with `realModel`, or under test:s3-results). */
+  model: StandInInference | null;
+  /** An in-process server has no stderr of its own: a test that reads it belongs in the e2e lane. */
+  stderr(): string;
+  /** Closes the server as SIGTERM would (requests and running jobs finish); how long that took. */
+  stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }>;
+}
+
+/** `cutout serve ARGS` parsed by the command's own definition: the config it would run with. */
+async function serveConfig(args: string[], env: Record<string, string | undefined>) {
+  const program = new Command().exitOverride();
+  registerServe(program);
+  const serve = program.commands.find((c) => c.name() === 'serve')!;
+  let parsed: { flags: Record<string, unknown>; command: Command } | null = null;
+  serve.exitOverride().action((flags: Record<string, unknown>, command: Command) => { parsed = { flags, command }; });
+  await program.parseAsync(['serve', ...args], { from: 'user' });
+  const { flags, command } = parsed!;
+  return loadConfig(flagsGiven(command, flags), { configFile: flags.config as string | undefined, env });
+}
+
+/**
+ * Starts the server in this process, on a free port with its own data directory, from the flags
+ * `cutout serve` takes; closed in t's teardown. The model is the stand-in (each call taking
+ * `modelMs`, default about none) unless `realModel`.
+ * The request log is silent unless `--log-level` is given (it would go to the TAP stream).
+ */
+export async function startApi(
+  t: Tap.Test, args: string[] = [],
+  opts: { env?: Record<string, string>; dataDir?: string; realModel?: boolean; modelMs?: number } = {},
+): Promise<ApiServer> {
+  // `npm run test:s3-results` runs these tests again against an object store, through child
+  // processes whose AWS_* variables point at s3rver (this process's SDK would read its own).
+  if (process.env.CUTOUT_TEST_RESULTS === 's3') return { ...(await startServe(t, args, opts)), server: null, model: null };
+  const dataDir = opts.dataDir ?? (await tempDataDir(t));
+  const logLevel = args.includes('--log-level') ? [] : ['--log-level', 'silent'];
+  const config = await serveConfig(['--port', '0', '--data', dataDir, ...logLevel, ...args], {
+    ...process.env, CUTOUT_MARKETPLACE_SECRET: '', ...opts.env,
+  });
+  const model = opts.realModel ? null : new StandInInference({ ms: opts.modelMs });
+  const server = await startServer(config, { inference: model ?? undefined });
+  const stop = async () => {
+    const started = Date.now();
+    await server.close();
+    return { code: 0, signal: null, ms: Date.now() - started };
+  };
+  t.teardown(stop);
+  return {
+    url: server.url, dataDir, server, model, stop,
+    stderr(): never {
+      throw new Error('an in-process server has no stderr of its own: run this test with startServe (e2e lane)');
+    },
+  };
+}
+
 export interface CreatedKey { id: string; key: string; account: string; credits: number }
 
+/**
+ * `cutout keys create --json --data DIR ARGS`, done in this process on the same store (a child
+ * process per key cost about half a second each). Takes the command's flags: --store, --account,
+ * --name, --test.
+ */
 export async function createKey(dataDir: string, args: string[] = []): Promise<CreatedKey> {
-  const r = await runCli(['keys', 'create', '--json', '--data', dataDir, ...args]);
-  if (r.code !== 0) throw new Error(`keys create failed (${r.code}): ${r.stderr}`);
-  return JSON.parse(r.stdout.toString()) as CreatedKey;
+  const flag = (name: string) => {
+    const at = args.indexOf(name);
+    return at >= 0 ? args[at + 1] : undefined;
+  };
+  const known = new Set(['--store', '--account', '--name', '--test']);
+  for (const a of args) if (a.startsWith('--') && !known.has(a)) throw new Error(`createKey: flag ${a} is not handled in process`);
+  const store = await openStore(dataDir, { url: flag('--store') ?? null });
+  try {
+    const created = await store.createKey({ name: flag('--name') ?? null, test: args.includes('--test'), accountId: flag('--account') ?? null });
+    return JSON.parse(JSON.stringify(created)) as CreatedKey;
+  } finally {
+    await store.close();
+  }
 }
 
 export function bearer(key: string, extra: Record<string, string> = {}): Record<string, string> {

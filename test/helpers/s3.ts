@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { freePort } from './process.js';
+import { runServices } from './run-services.js';
 
 const require = createRequire(import.meta.url);
 
@@ -36,6 +37,37 @@ export interface TestS3 {
   start(): Promise<void>;
   /** Keys of the objects in the bucket (the probe object included), sorted. */
   keys(): Promise<string[]>;
+}
+
+/** Keys of the objects in the bucket of the s3rver over `dir`, sorted. */
+async function keysIn(dir: string): Promise<string[]> {
+  // s3rver keeps each object as `<key>._S3rver_object` (with metadata files beside it).
+  const root = path.join(dir, TEST_BUCKET);
+  const found: string[] = [];
+  const walk = async (sub: string): Promise<void> => {
+    for (const entry of await fs.readdir(path.join(root, sub), { withFileTypes: true }).catch(() => [])) {
+      const rel = sub ? `${sub}/${entry.name}` : entry.name;
+      if (entry.isDirectory()) await walk(rel);
+      else if (entry.name.endsWith('._S3rver_object')) found.push(rel.slice(0, -'._S3rver_object'.length));
+    }
+  };
+  await walk('');
+  return found.sort();
+}
+
+/**
+ * The test run's shared s3rver (test/setup/services.ts), or null when the run has none. It serves
+ * every test file of the run, so it cannot be stopped: the outage tests start their own
+ * (`testS3`). Use a prefix of your own in the bucket.
+ */
+export function runS3(): TestS3 | null {
+  const services = runServices();
+  if (!services) return null;
+  const { port, endpoint, dir, env } = services.s3;
+  const shared = (what: string) => async () => {
+    throw new Error(`${what}: the run's shared s3rver serves every test file; start one of this test's own with testS3(t)`);
+  };
+  return { port, endpoint, dir, env, stop: shared('stop'), start: shared('start'), keys: () => keysIn(dir) };
 }
 
 export async function testS3(t: Tap.Test): Promise<TestS3> {
@@ -73,19 +105,6 @@ export async function testS3(t: Tap.Test): Promise<TestS3> {
       AWS_CONFIG_FILE: path.join(dir, 'no-aws-config'),
       AWS_SHARED_CREDENTIALS_FILE: path.join(dir, 'no-aws-credentials'),
     },
-    async keys() {
-      // s3rver keeps each object as `<key>._S3rver_object` (with metadata files beside it).
-      const root = path.join(dir, TEST_BUCKET);
-      const found: string[] = [];
-      const walk = async (sub: string): Promise<void> => {
-        for (const entry of await fs.readdir(path.join(root, sub), { withFileTypes: true }).catch(() => [])) {
-          const rel = sub ? `${sub}/${entry.name}` : entry.name;
-          if (entry.isDirectory()) await walk(rel);
-          else if (entry.name.endsWith('._S3rver_object')) found.push(rel.slice(0, -'._S3rver_object'.length));
-        }
-      };
-      await walk('');
-      return found.sort();
-    },
+    keys: () => keysIn(dir),
   };
 }

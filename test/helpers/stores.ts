@@ -8,16 +8,28 @@ import os from 'node:os';
 import path from 'node:path';
 import root from 'tap';
 import { openStore, type Store, type StoreKind } from '../../src/store/db.js';
-import { testPostgres, type TestPostgres } from './postgres.js';
+import { runPostgres, testPostgres, type TestPostgres } from './postgres.js';
 
 export const ENGINES: readonly StoreKind[] = ['sqlite', 'postgres'];
 
 let cluster: Promise<TestPostgres> | null = null;
 
-/** This test file's PostgreSQL (stopped when the file's tests end). */
+/**
+ * The test run's shared PostgreSQL (test/setup/services.ts), or else this test file's own
+ * (stopped when the file's tests end). Either way `freshDatabase()` gives each test its own
+ * database; a test that freezes or restarts the server needs `testPostgres(t)`.
+ */
 export function sharedPostgres(): Promise<TestPostgres> {
-  cluster ??= testPostgres(root);
+  cluster ??= Promise.resolve(runPostgres() ?? testPostgres(root));
   return cluster;
+}
+
+let ownCluster: Promise<TestPostgres> | null = null;
+
+/** This test file's own PostgreSQL, never the run's: for the tests that freeze or restart it. */
+export function filePostgres(): Promise<TestPostgres> {
+  ownCluster ??= testPostgres(root);
+  return ownCluster;
 }
 
 export async function tempDir(t: Tap.Test, prefix = 'cutout-store-'): Promise<string> {

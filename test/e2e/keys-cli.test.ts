@@ -1,0 +1,50 @@
+/** `cutout keys|credits|account|usage` through the real binary, on a temporary data directory. */
+import t from 'tap';
+import { runCli } from '../helpers/cli.js';
+import { tempDataDir } from '../helpers/api-server.js';
+
+const json = (b: Buffer) => JSON.parse(b.toString());
+
+t.test('keys create, list, revoke; credits add; account and usage', async (t) => {
+  const data = await tempDataDir(t);
+  const cli = (...args: string[]) => runCli([...args, '--data', data]);
+
+  const created = await cli('keys', 'create', '--name', 'shop', '--json');
+  t.equal(created.code, 0, created.stderr);
+  const live = json(created.stdout);
+  t.same(Object.keys(live).sort(), ['account', 'credits', 'id', 'key']);
+  t.match(live, { id: /^key_/, key: /^cut_live_[A-Za-z0-9_-]{32}$/, account: /^acct_/, credits: 10 });
+
+  const plain = await cli('keys', 'create', '--test', '--account', live.account);
+  t.equal(plain.code, 0);
+  t.match(plain.stdout.toString(), /^cut_test_\S+\n$/, 'without --json: the key alone on stdout');
+  t.match(plain.stderr, /shown only now/);
+
+  const listed = (await cli('keys', 'list', '--json')).stdout.toString().trim().split('\n').map((l) => JSON.parse(l));
+  t.equal(listed.length, 2);
+  t.match(listed[0], { id: live.id, account: live.account, name: 'shop', test: false, hint: live.key.slice(-4), revoked_at: null });
+  t.match(listed[1], { account: live.account, test: true });
+  t.notOk(JSON.stringify(listed).includes(live.key), 'the key itself is never listed');
+
+  const add = await cli('credits', 'add', live.id, '25', '--json');
+  t.equal(add.code, 0, add.stderr);
+  t.same(json(add.stdout), { account: live.account, balance: 35 });
+  t.equal((await cli('credits', 'add', live.account, 'ten')).code, 2, 'a bad amount is a usage error');
+  t.equal((await cli('credits', 'add', 'acct_nope', '5')).code, 2, 'an unknown account is refused');
+
+  const account = await cli('account', '--key', live.key, '--json');
+  t.match(json(account.stdout), { account_id: live.account, balance: 35, plan: 'paid', credits_used_this_month: 0, test: false });
+  const local = await cli('account', '--json');
+  t.match(json(local.stdout), { account_id: null, plan: 'local', balance: 0 });
+  const usage = json((await cli('usage', '--key', live.key, '--json')).stdout);
+  t.equal(usage.days.length, 30);
+  t.equal(usage.days[0].date, new Date().toISOString().slice(0, 10));
+
+  t.equal((await cli('keys', 'revoke', live.id)).code, 0);
+  const again = await cli('keys', 'revoke', live.id);
+  t.match(again.stdout.toString(), /already revoked/);
+  t.equal((await cli('keys', 'revoke', 'key_nope')).code, 2);
+  const refused = await cli('account', '--key', live.key);
+  t.equal(refused.code, 2, 'a revoked key is refused as a bad flag value, as by cutout remove --key');
+  t.match(refused.stderr, /revoked/);
+});

@@ -1,0 +1,127 @@
+/**
+ * deploy/kubernetes/: every manifest is valid against Kubernetes' own schemas (kubernetes-models),
+ * and holds what the issue asks: probes on paths that a real `cutout serve` and `cutout
+ * model-server` answer, container ports that are the ports the servers are told to use, env names
+ * that are real settings (a `_FILE` only for a secret), restricted pod security, a grace period at
+ * least a job's lease, selectors that match. No cluster runs here: nothing is applied.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { parseAllDocuments } from 'yaml';
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { Service } from 'kubernetes-models/v1/Service';
+import { Secret } from 'kubernetes-models/v1/Secret';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { SETTINGS } from '../../src/settings.js';
+import { LIMITS } from '../../src/limits.js';
+import { startListening } from '../helpers/process.js';
+
+const DIR = path.resolve(import.meta.dirname, '..', '..', 'deploy', 'kubernetes');
+const MODELS = { Deployment, Service, Secret, HorizontalPodAutoscaler, PodDisruptionBudget } as Record<string, new (data: any) => { validate(): void }>;
+
+interface Manifest { file: string; doc: any }
+
+function manifests(): Manifest[] {
+  const kustomization = parseAllDocuments(fs.readFileSync(path.join(DIR, 'kustomization.yaml'), 'utf8'))[0].toJS();
+  return (kustomization.resources as string[]).flatMap((file) =>
+    parseAllDocuments(fs.readFileSync(path.join(DIR, file), 'utf8')).map((d) => ({ file, doc: d.toJS() })));
+}
+
+const all = manifests();
+const deployments = all.filter((m) => m.doc.kind === 'Deployment');
+const envOf = (container: any): Record<string, string> => Object.fromEntries((container.env ?? []).map((e: any) => [e.name, e.value]));
+
+t.test('every manifest of the kustomization is valid by its schema', async (t) => {
+  t.same([...new Set(all.map((m) => m.doc.kind))].sort(), ['Deployment', 'HorizontalPodAutoscaler', 'PodDisruptionBudget', 'Secret', 'Service'], 'the kinds the issue lists');
+  for (const { file, doc } of all) {
+    const Model = MODELS[doc.kind];
+    t.ok(Model, `${file}: ${doc.kind} is a known kind`);
+    t.doesNotThrow(() => new Model(doc).validate(), `${file}: ${doc.kind} ${doc.metadata.name} validates`);
+  }
+  // The validator does reject a broken one: a probe without a port.
+  const broken = structuredClone(deployments[0].doc);
+  broken.spec.template.spec.containers[0].readinessProbe.httpGet.port = undefined;
+  broken.spec.replicas = 'two';
+  t.throws(() => new Deployment(broken).validate(), 'a manifest with a wrong type is refused');
+});
+
+t.test('restricted pod security, grace period, resources, preStop', async (t) => {
+  t.equal(deployments.length, 2, 'a Deployment per server kind');
+  for (const { doc } of deployments) {
+    const pod = doc.spec.template.spec;
+    const name = doc.metadata.name;
+    t.match(pod.securityContext, { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } }, `${name}: pod security`);
+    t.ok(pod.terminationGracePeriodSeconds * 1000 >= LIMITS.jobLeaseMs, `${name}: grace ${pod.terminationGracePeriodSeconds} s >= a job's lease`);
+    for (const c of pod.containers) {
+      t.match(c.securityContext, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } }, `${name}: container security`);
+      t.ok(c.resources?.requests?.cpu && c.resources?.requests?.memory && c.resources?.limits?.memory, `${name}: requests and a memory limit`);
+      t.ok(c.lifecycle?.preStop, `${name}: preStop`);
+      t.ok(c.volumeMounts.some((v: any) => v.mountPath === '/tmp'), `${name}: a writable /tmp`);
+      const lease = Number(envOf(c).CUTOUT_LEASE_MS ?? LIMITS.jobLeaseMs);
+      t.ok(pod.terminationGracePeriodSeconds * 1000 >= lease, `${name}: grace >= its lease ${lease} ms`);
+    }
+  }
+});
+
+t.test('env names are real settings; _FILE only for secrets; files from the mounted Secret', async (t) => {
+  const byEnv = new Map(SETTINGS.filter((r) => r.env).map((r) => [r.env!, r]));
+  const secret = all.find((m) => m.doc.kind === 'Secret')!.doc;
+  for (const { doc } of deployments) {
+    for (const c of doc.spec.template.spec.containers) {
+      const mounts = c.volumeMounts as { name: string; mountPath: string }[];
+      for (const [name, value] of Object.entries(envOf(c))) {
+        if (!name.startsWith('CUTOUT_')) {
+          t.match(name, /^AWS_/, `${doc.metadata.name}: ${name} is the AWS SDK's`);
+          continue;
+        }
+        const base = name.replace(/_FILE$/, '');
+        t.ok(byEnv.has(base), `${doc.metadata.name}: ${base} is a setting`);
+        if (name.endsWith('_FILE')) {
+          t.ok(byEnv.get(base)?.secret, `${name}: ${base} is a secret`);
+          const mount = mounts.find((m) => value.startsWith(m.mountPath + '/'));
+          t.ok(mount && secret.stringData[path.basename(value)] !== undefined, `${name}: ${value} is a key of the Secret, mounted`);
+        }
+      }
+    }
+  }
+});
+
+t.test('ports and selectors agree', async (t) => {
+  for (const { doc } of deployments) {
+    const c = doc.spec.template.spec.containers[0];
+    const env = envOf(c);
+    const port = Number(env.CUTOUT_PORT ?? env.CUTOUT_MODEL_SERVER_PORT);
+    t.same(c.ports.map((p: any) => p.containerPort), [port], `${doc.metadata.name}: the container port is the port it is told to use`);
+    const labels = doc.spec.template.metadata.labels;
+    for (const other of all.filter((m) => ['Service', 'PodDisruptionBudget'].includes(m.doc.kind) && m.doc.metadata.name === doc.metadata.name)) {
+      const selector = other.doc.spec.selector.matchLabels ?? other.doc.spec.selector;
+      t.match(labels, selector, `${other.doc.kind} ${other.doc.metadata.name} selects the pods`);
+      if (other.doc.kind === 'Service') t.ok(c.ports.some((p: any) => p.name === other.doc.spec.ports[0].targetPort), 'its targetPort is a named container port');
+    }
+  }
+  const hpa = all.find((m) => m.doc.kind === 'HorizontalPodAutoscaler')!.doc;
+  t.ok(deployments.some((d) => d.doc.metadata.name === hpa.spec.scaleTargetRef.name), 'the HPA scales a Deployment of these');
+});
+
+t.test('the probe paths are answered by real servers', async (t) => {
+  const data = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-k8s-'));
+  t.teardown(() => fs.rmSync(data, { recursive: true, force: true }));
+  const env = { ...process.env, CUTOUT_HOME: data };
+  const serve = await startListening(t, ['serve', '--port', '0', '--preload', '--no-exit-with-parent'], { env, timeoutMs: 60_000 });
+  const model = await startListening(t, ['model-server', '--port', '0'], { env, timeoutMs: 60_000 });
+  const servers: Record<string, string> = { 'cutout-api': serve.url, 'cutout-model': model.url };
+  for (const { doc } of deployments) {
+    const c = doc.spec.template.spec.containers[0];
+    for (const probe of ['readinessProbe', 'livenessProbe', 'startupProbe']) {
+      const p = c[probe]?.httpGet?.path;
+      if (!p) continue;
+      const res = await fetch(servers[doc.metadata.name] + p);
+      t.equal(res.status, 200, `${doc.metadata.name} ${probe} ${p}: 200`);
+    }
+  }
+  await serve.stop();
+  await model.stop();
+});
