@@ -20,7 +20,7 @@
 import fs from 'node:fs';
 import * as ort from 'onnxruntime-node';
 import { resolveModel } from '../pipeline/manifest.js';
-import { ensureRunnableModel, ensureVariant, trustedSha256 } from '../pipeline/weights.js';
+import { ensureRunnableModel, ensureVariant, modelSha256, readModelBytes } from '../pipeline/weights.js';
 import { calibrationGraph, withTensorOutputs } from '../pipeline/quantize.js';
 import { CALIBRATION_PERCENTILE, rangesFileAt, type CalibrationFile } from '../pipeline/int8.js';
 import { calibrationInput, calibrationPhotoNames, qualityAtSide } from './calibration-photos.js';
@@ -39,8 +39,8 @@ const TENSORS_PER_RUN = 24;
 
 // The ranges are tied to the fp32 weights (their sha256), of which a side's variant is a rewrite.
 const fp32 = await ensureRunnableModel(manifest);
-const fp32Sha256 = await trustedSha256(fp32);
-const fp32Bytes = fs.readFileSync(native ? fp32 : await ensureVariant(manifest, side));
+const fp32Sha256 = await modelSha256(fp32);
+const fp32Bytes = await readModelBytes(native ? fp32 : await ensureVariant(manifest, side));
 const { bytes, tensors } = calibrationGraph(fp32Bytes);
 
 /** The photo on the model's grid as the pipeline puts it there. */

@@ -25,7 +25,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { resolveModel, type ModelManifest } from '../pipeline/manifest.js';
-import { ensureRunnableModel, ensureVariant } from '../pipeline/weights.js';
+import { ensureRunnableModel, ensureVariant, readModelBytes } from '../pipeline/weights.js';
 import type { InputPlan } from '../pipeline/variants.js';
 import { quantizeModel } from '../pipeline/quantize.js';
 import { calibrationFile, selectRanges, type CalibrationFile } from '../pipeline/int8.js';
@@ -156,7 +156,7 @@ function setsAsked(ranking: () => string[], quantized: string[]): { label: strin
 const manifest = resolveModel(value('--model') ?? 'isnet-medium');
 const side = Number(value('--side') ?? 512);
 const photos = await loadPhotos(manifest, side, Number(value('--photos') ?? Infinity));
-const bytes = fs.readFileSync(side === manifest.input.width ? await ensureRunnableModel(manifest) : await ensureVariant(manifest, side));
+const bytes = await readModelBytes(side === manifest.input.width ? await ensureRunnableModel(manifest) : await ensureVariant(manifest, side));
 const ranges = selectRanges(JSON.parse(fs.readFileSync(calibrationFile(manifest, side), 'utf8')) as CalibrationFile);
 const fp32 = await runAll(manifest, bytes, photos);
 photos.forEach((p, i) => (p.reference = fp32.outputs[i]));

@@ -11,6 +11,9 @@ import { CutoutError } from '../errors.js';
 import type { ModelManifest } from '../pipeline/manifest.js';
 import { expectedTensors, type TensorMetadata } from './protocol.js';
 
+/** A model file larger than this holds its weights: not read to look for external data. */
+const EXTERNAL_GRAPH_MAX_BYTES = 16 << 20;
+
 /** Triton's config.pbtxt: the ONNX Runtime backend, no batching (the batch dimension is in the dims). */
 export function tritonConfig(manifest: ModelManifest, name = manifest.name): string {
   const { input, output } = expectedTensors(manifest, manifest.input.width);
@@ -81,7 +84,15 @@ export async function exportTriton(dir: string, manifest: ModelManifest, weights
     }
   });
   const model = path.join(versionDir, 'model.onnx');
+  // A cached graph whose weights are kept apart (pipeline/shared-weights.ts) is written whole:
+  // Triton's entry is one self-contained model.onnx, the same bytes as the cache's sidecar names.
+  const { externalLocations, readModelBytes } = await import('../pipeline/shared-weights.js');
+  const apart = (await fs.stat(weights)).size < EXTERNAL_GRAPH_MAX_BYTES && externalLocations(await fs.readFile(weights)).length > 0;
   await writeReplacing(model, async (tmp) => {
+    if (apart) {
+      await fs.writeFile(tmp, readModelBytes(weights), { flag: 'wx' });
+      return;
+    }
     try {
       await fs.link(weights, tmp);
     } catch {

@@ -234,24 +234,153 @@ export async function trustedSha256(file: string): Promise<string> {
   return sha256;
 }
 
+/**
+ * Weights files (shared-weights.ts) found intact in this process, by path: each is hashed once
+ * per process, not once per graph that points into it.
+ */
+const weightsChecked = new Map<string, Promise<boolean>>();
+
+/**
+ * Whether a weights file matches its sidecar (hashed once per process). A damaged or missing one
+ * is removed with its sidecar, so that the next build writes it again.
+ */
+function weightsIntact(file: string): Promise<boolean> {
+  let p = weightsChecked.get(file);
+  if (!p) {
+    p = (async () => {
+      const sidecar = `${file}.sha256`;
+      const ok = fs.existsSync(file) && fs.existsSync(sidecar) && (await trustedSha256(file)) === fs.readFileSync(sidecar, 'utf8').trim();
+      if (!ok) {
+        try {
+          fs.rmSync(file, { force: true });
+          fs.rmSync(sidecar, { force: true });
+        } catch {
+          // A read-only cache: the build that follows fails with its own message.
+        }
+      }
+      return ok;
+    })();
+    // Only a good answer is kept: a rebuilt file is checked again.
+    p.then((ok) => { if (!ok) weightsChecked.delete(file); }, () => weightsChecked.delete(file));
+    weightsChecked.set(file, p);
+  }
+  return p;
+}
+
+/**
+ * The sidecar of a graph stored apart from its weights: the sha256 of the graph file itself, then
+ * a line `<sha256> <file>` for the weights file it was written against. A weights file rewritten
+ * with other bytes since (matching its own sidecar) does not pass for this graph's.
+ */
+const graphSidecar = (target: string) => `${target}.graph.sha256`;
+
+/**
+ * Whether a cached model file is the model its sidecar names. A self-contained file: its own
+ * sha256 is the sidecar's. A graph stored apart from its weights (it has a graph sidecar): the
+ * graph file and each weights file it points into match the sha256 written with the graph; the
+ * model's sha256 in the sidecar was computed from exactly those bytes, so it holds without
+ * building the 176 MB model in memory again.
+ */
+async function cachedModelIntact(target: string, expected: string): Promise<boolean> {
+  const graphSha = graphSidecar(target);
+  if (!fs.existsSync(graphSha)) return (await trustedSha256(target)) === expected;
+  const [graph, ...lines] = fs.readFileSync(graphSha, 'utf8').trim().split('\n');
+  if ((await trustedSha256(target)) !== graph) return false;
+  const written = new Map(lines.map((line) => [line.slice(65), line.slice(0, 64)]));
+  const { externalLocations } = await import('./shared-weights.js');
+  for (const location of externalLocations(fs.readFileSync(target))) {
+    const file = path.join(path.dirname(target), location);
+    if (path.basename(location) !== location || !written.has(location)) return false;
+    if (!(await weightsIntact(file)) || fs.readFileSync(`${file}.sha256`, 'utf8').trim() !== written.get(location)) return false;
+  }
+  return true;
+}
+
+/**
+ * The self-contained bytes of a model file, its weights read back in when they are stored apart
+ * (shared-weights.ts): what the rewrites, the int8 build and an export read.
+ */
+export async function readModelBytes(file: string): Promise<Buffer> {
+  const { readModelBytes: read } = await import('./shared-weights.js');
+  return read(file);
+}
+
+/** The sha256 of a model file's self-contained bytes (its sidecar's value for a cached file). */
+export async function modelSha256(file: string): Promise<string> {
+  if (!fs.existsSync(graphSidecar(file))) return trustedSha256(file);
+  return crypto.createHash('sha256').update(await readModelBytes(file)).digest('hex');
+}
+
+/** Writes through a temporary name and a rename. */
+function writeFileAtomic(file: string, bytes: Uint8Array | string): void {
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, bytes);
+  fs.renameSync(tmp, file);
+}
+
+/**
+ * Stores `bytes` (a self-contained model whose sha256 is `sha256`) at `target` as a graph whose
+ * large initializers point into `weightsFile`, when that file holds, or can be written to hold,
+ * exactly those initializers at the layout splitWeights gives. Returns false, having written
+ * nothing at `target`, when it cannot (no large initializers, or a weights file laid out for other
+ * weights): the caller stores the model whole.
+ */
+async function storeSharingWeights(target: string, bytes: Buffer, sha256: string, weightsFile: string): Promise<boolean> {
+  const { splitWeights, inlineWeights } = await import('./shared-weights.js');
+  const split = splitWeights(bytes, path.basename(weightsFile));
+  if (!split) return false;
+  // Read back as every reader will, before anything is written: the split must give the same model.
+  const back = inlineWeights(split.graph, () => split.weights);
+  if (crypto.createHash('sha256').update(back).digest('hex') !== sha256) return false;
+  const weightsSha = crypto.createHash('sha256').update(split.weights).digest('hex');
+  if (fs.existsSync(weightsFile) && (await weightsIntact(weightsFile))) {
+    if (fs.readFileSync(`${weightsFile}.sha256`, 'utf8').trim() !== weightsSha) return false;
+  } else {
+    // Sidecar first: a weights file is never under its name without one that names it.
+    writeFileAtomic(`${weightsFile}.sha256`, weightsSha + '\n');
+    writeFileAtomic(weightsFile, split.weights);
+    weightsChecked.set(weightsFile, Promise.resolve(true));
+  }
+  const graphSha = crypto.createHash('sha256').update(split.graph).digest('hex');
+  // Sidecars before the graph: a process killed in between leaves sidecars that no longer
+  // match the file under the target's name (or no file), which is rebuilt.
+  fs.writeFileSync(graphSidecar(target), `${graphSha}\n${weightsSha} ${path.basename(weightsFile)}\n`);
+  fs.writeFileSync(`${target}.sha256`, sha256 + '\n');
+  writeFileAtomic(target, split.graph);
+  return true;
+}
+
 async function derivedFile(
   target: string,
   label: { model: string; step: string; ctx: ModelFilesContext },
   source: () => Promise<string>,
   transform: (bytes: Buffer) => Promise<Buffer>,
+  /** The weights file this model's large initializers go to, shared with the other fp32 graphs of the model. */
+  weightsFile?: string,
 ): Promise<string> {
   const sidecar = `${target}.sha256`;
   if (fs.existsSync(target) && fs.existsSync(sidecar)) {
-    if ((await trustedSha256(target)) === fs.readFileSync(sidecar, 'utf8').trim()) return target;
+    if (await cachedModelIntact(target, fs.readFileSync(sidecar, 'utf8').trim())) return target;
     fs.rmSync(target, { force: true });
   }
-  const input = fs.readFileSync(await source());
+  const input = await readModelBytes(await source());
   const bytes = await preparing(label.ctx, label.model, label.step, () => transform(input));
+  const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
+  if (weightsFile && (await storeSharingWeights(target, bytes, sha256, weightsFile))) return target;
   const tmp = `${target}.${process.pid}.tmp`;
   fs.writeFileSync(tmp, bytes);
-  fs.writeFileSync(sidecar, crypto.createHash('sha256').update(bytes).digest('hex') + '\n');
+  fs.rmSync(graphSidecar(target), { force: true });
+  fs.writeFileSync(sidecar, sha256 + '\n');
   fs.renameSync(tmp, target);
   return target;
+}
+
+/**
+ * The one weights file of a model's fp32 graphs (the runnable copy and its input-side variants):
+ * `<name>-<sha16>[.<revision>].weights`, beside them.
+ */
+export function sharedWeightsPath(manifest: ModelManifest, cacheDir = modelCacheDir()): string {
+  return cachedModelPath(manifest, cacheDir).replace(/\.onnx$/, manifest.convert ? `.${RUNNABLE_REVISION}.weights` : '.weights');
 }
 
 const verified = new Map<string, Promise<string>>();
@@ -270,7 +399,7 @@ export function ensureRunnableModel(manifest: ModelManifest, ctx: ModelFilesCont
     derivedFile(target, { model: manifest.name, step: 'fp32 copy', ctx }, () => ensureModelFile(manifest, ctx), async (bytes) => {
       const { convertFp16ToFp32, keepOnlyOutput } = await import('./convert.js');
       return keepOnlyOutput(convertFp16ToFp32(bytes), manifest.output.name);
-    }),
+    }, sharedWeightsPath(manifest, cacheDir)),
   );
 }
 
@@ -303,7 +432,7 @@ export function ensureVariant(manifest: ModelManifest, side: number, ctx: ModelF
     derivedFile(variantModelPath(manifest, side, cacheDir), { model: manifest.name, step: `${side} px variant`, ctx }, () => ensureRunnableModel(manifest, ctx), async (bytes) => {
       const { rewriteInputSide } = await import('./variants.js');
       return rewriteInputSide(bytes, side, manifest.input.width);
-    }),
+    }, sharedWeightsPath(manifest, cacheDir)),
   );
 }
 
@@ -370,11 +499,11 @@ export function ensureInt8Model(manifest: ModelManifest, side: number, ctx: Mode
   const cacheDir = modelCacheDir(ctx.dataDir);
   const key = `${cacheDir}:${manifest.name}:${manifest.sha256}:${manifest.convert ?? ''}:${manifest.source.type === 'file' ? manifest.source.path : ''}:${side}`;
   return once(int8Models, key, async () => {
-    const fp32 = await ensureRunnableModel(manifest, ctx);
-    const fp32Sha256 = await trustedSha256(fp32);
     const { int8BuildKey } = await import('./int8.js');
     const step = side === manifest.input.width ? 'int8 copy' : `${side} px int8 copy`;
     return derivedFile(int8ModelPath(manifest, side, int8BuildKey(manifest, side), cacheDir), { model: manifest.name, step, ctx }, () => ensureVariant(manifest, side, ctx), async (bytes) => {
+      // Only when the int8 copy is built: a cached one is loaded without reading the fp32 model.
+      const fp32Sha256 = await modelSha256(await ensureRunnableModel(manifest, ctx));
       const { buildInt8 } = await import('./int8.js');
       return buildInt8(manifest, fp32Sha256, bytes, side);
     });
