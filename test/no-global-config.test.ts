@@ -20,6 +20,7 @@ const ALLOWED: Record<string, string> = {
   'pipeline/inference-worker.ts: const sessions': "the worker thread's own sessions, by model file: the thread's state, not the main thread's",
   'pipeline/inference-worker.ts: let chain': "the worker thread's queue of requests",
   'pipeline/weights.ts: const verified': 'checked model files, keyed by cache folder and model: a memo of facts on disk',
+  'pipeline/weights.ts: const weightsChecked': 'shared weights files found intact, by path: a memo of facts on disk, hashed once per process',
   'pipeline/weights.ts: const runnable': 'the same memo for the fp32 copies',
   'pipeline/weights.ts: const variants': 'the same memo for the side variants',
   'pipeline/weights.ts: const int8Models': 'the same memo for the int8 copies',
