@@ -10,6 +10,9 @@
  *    fetched from the object store itself.
  * 3. PostgreSQL's growth per 1,000 results (`--count` results of `--result-kb` KB, each with its
  *    run and its charge): the database's size and the WAL written, and the bucket's folder.
+ * 4. The same per 1,000 jobs waiting (`--jobs` uploaded jobs of `--input-kb` KB queued): with
+ *    results in PostgreSQL their inputs are rows of `job_inputs`; with results in S3 they are
+ *    objects beside them (issue 46; before it, they were rows there too, as in the first case).
  * Both on one embedded PostgreSQL with durable commits. Prints a table, then one JSON line.
  * s3rver is a test double (a Koa app writing files): its times say little about a real object
  * store's; PostgreSQL's growth is the figure that carries over.
@@ -21,7 +24,7 @@ import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { openStore, type Store } from '../store/db.js';
+import { openStore, type NewJob, type Store } from '../store/db.js';
 import { sendStoredResult } from '../server/routes-results.js';
 import { folderBytes, freePort, machine, startPostgres } from './fleet-parts.js';
 
@@ -34,6 +37,8 @@ const megabytes = Number(value('--mb', '10'));
 const repeat = Number(value('--repeat', '5'));
 const count = Number(value('--count', '1000'));
 const resultKb = Number(value('--result-kb', '512'));
+const jobCount = Number(value('--jobs', '200'));
+const inputKb = Number(value('--input-kb', '1024'));
 const BUCKET = 'cutout-bench';
 
 const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-bench-results-'));
@@ -87,6 +92,26 @@ interface PlacementResult {
   serveMs: number;
   presignedMs: number | null;
   per1000: { dbBytes: number; walBytes: number; objectBytes: number };
+  per1000Jobs: { dbBytes: number; walBytes: number; objectBytes: number };
+}
+
+/** Queues `jobCount` uploaded jobs of `inputKb` KB (distinct bytes) and answers the growth per 1,000. */
+async function queueJobs(store: Store, accountId: string, pg: Awaited<ReturnType<typeof startPostgres>>, database: string, s3Dir: string): Promise<PlacementResult['per1000Jobs']> {
+  const before = await pg.stats(database);
+  const objectsBefore = fs.existsSync(s3Dir) ? folderBytes(s3Dir) : 0;
+  const input = crypto.randomBytes(inputKb * 1024);
+  for (let i = 0; i < jobCount; i++) {
+    const data = Buffer.from(input);
+    data.writeUInt32BE(i, 0);
+    await store.createJobs([{
+      id: crypto.randomUUID(), accountId, keyId: null, options: { size: 'preview' } as NewJob['options'], sourceKind: 'image_file', sourceUrl: null,
+      input: data, inputDesc: 'bench', callbackUrl: null, billable: true, batchId: null,
+    }], jobCount + 1);
+  }
+  const after = await pg.stats(database);
+  const objectsAfter = fs.existsSync(s3Dir) ? folderBytes(s3Dir) : 0;
+  const scale = 1000 / jobCount;
+  return { dbBytes: (after.dbBytes - before.dbBytes) * scale, walBytes: (after.walBytes - before.walBytes) * scale, objectBytes: (objectsAfter - objectsBefore) * scale };
 }
 
 async function measure(placement: 'postgres' | 's3', pg: Awaited<ReturnType<typeof startPostgres>>, s3Dir: string): Promise<PlacementResult> {
@@ -131,7 +156,9 @@ async function measure(placement: 'postgres' | 's3', pg: Awaited<ReturnType<type
     const after = await pg.stats(database);
     const objectsAfter = fs.existsSync(s3Dir) ? folderBytes(s3Dir) : 0;
     const scale = 1000 / count;
+    const per1000Jobs = await queueJobs(store, account, pg, database, s3Dir);
     return {
+      per1000Jobs,
       placement,
       storeMs: median(storeMs),
       serveMs: median(serveMs),
@@ -168,7 +195,10 @@ try {
       `   ${mb(r.per1000.dbBytes).padStart(15)}   ${mb(r.per1000.walBytes).padStart(11)}   ${mb(r.per1000.objectBytes).padStart(6)}`,
     );
   }
-  console.log(JSON.stringify({ bench: 'results', machine: machine(), megabytes, repeat, count, resultKb, results }));
+  console.log(`\ngrowth per 1,000 jobs waiting, uploads of ${inputKb} KB (${jobCount} queued)\n`);
+  console.log('results in   PostgreSQL size   WAL written   bucket');
+  for (const r of results) console.log(`${r.placement.padEnd(10)}   ${mb(r.per1000Jobs.dbBytes).padStart(15)}   ${mb(r.per1000Jobs.walBytes).padStart(11)}   ${mb(r.per1000Jobs.objectBytes).padStart(6)}`);
+  console.log(JSON.stringify({ bench: 'results', machine: machine(), megabytes, repeat, count, resultKb, jobCount, inputKb, results }));
 } finally {
   await s3.close().catch(() => undefined);
   await pg.stop();
