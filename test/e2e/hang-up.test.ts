@@ -10,15 +10,14 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { bearer, createKey, startServe } from '../helpers/api-server.js';
 import { FIXTURES } from '../helpers/cli.js';
+import { sample, scrape } from '../helpers/metrics.js';
 import { until } from '../helpers/process.js';
 
 /** About 3.4 MP: under v1's 4 MP sync cap, long enough in the model and the refinement to hang up during it. */
 const big = await sharp(path.join(FIXTURES, 'chelsea.jpg')).resize({ width: 2260 }).jpeg().toBuffer();
 
 async function busySlots(url: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const m = /^cutout_inference_slots\{state="busy"\} (\S+)$/m.exec(text);
-  return m ? Number(m[1]) : -1;
+  return sample(await scrape(url), 'cutout_inference_slots', { state: 'busy' }) ?? -1;
 }
 
 const form = (field: string, extra: Record<string, string> = {}) => {

@@ -15,26 +15,10 @@ import { startHeldImageServer } from '../helpers/held-image.js';
 import { FIXTURES } from '../helpers/cli.js';
 import { testPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/process.js';
+import { sample, scrape } from '../helpers/metrics.js';
 
 const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg'));
 
-/** The value of one sample of the Prometheus text format, or null when the series is absent. */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number | null {
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(m[3]);
-  }
-  return null;
-}
-
-async function scrape(url: string): Promise<string> {
-  const res = await fetch(`${url}/metrics`);
-  if (res.status !== 200) throw new Error(`GET /metrics: ${res.status}`);
-  return res.text();
-}
 
 
 t.test('a fleet on one PostgreSQL: every server reports the fleet-wide job gauges and its own requests', async (t) => {
