@@ -21,7 +21,7 @@ import { startReceiver } from '../helpers/callback-receiver.js';
 import { FIXTURES } from '../helpers/cli.js';
 import { until } from '../helpers/process.js';
 import { testS3, TEST_BUCKET } from '../helpers/s3.js';
-import { ENGINES, storeUrl, tempDir } from '../helpers/stores.js';
+import { ENGINES, storeUrl, tempDir, objectsUnder as objectsUnderIn, openS3Store } from '../helpers/stores.js';
 
 const s3 = await testS3(t);
 // This process's own stores reach s3rver through the SDK's standard variables, as a server does.
@@ -30,20 +30,8 @@ Object.assign(process.env, s3.env);
 const chelsea = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x300
 const chelseaB64 = chelsea.toString('base64');
 
-let prefixes = 0;
-/** A store of `kind` whose results go to a prefix of their own in the bucket. */
-async function s3Store(t: Tap.Test, kind: StoreKind, clock: { now: number }): Promise<{ store: Store; prefix: string; dir: string }> {
-  const prefix = `unit-${kind}-${++prefixes}`;
-  const dir = await tempDir(t);
-  const store = await openStore(dir, { url: await storeUrl(kind), results: `s3://${TEST_BUCKET}/${prefix}`, resultsPathStyle: true, now: () => clock.now });
-  t.teardown(() => store.close());
-  return { store, prefix, dir };
-}
-
-/** Keys under `prefix`, the readiness probe left out. */
-async function objectsUnder(prefix: string): Promise<string[]> {
-  return (await s3.keys()).filter((k) => k.startsWith(`${prefix}/`) && !k.endsWith('/.cutout-probe'));
-}
+const s3Store = (t: Tap.Test, kind: StoreKind, clock: { now: number }) => openS3Store(t, kind, clock, TEST_BUCKET);
+const objectsUnder = (prefix: string) => objectsUnderIn(s3, prefix);
 
 function run(accountId: string, id: string, data: Buffer, credits: 0 | 1 = 1) {
   return { id, accountId, keyId: null, channel: 'api' as const, input: 'upload', size: 'full' as const, credits, ms: 5, result: { data, ext: 'png', contentType: 'image/png', width: 4, height: 3 } };

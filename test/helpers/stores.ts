@@ -58,3 +58,22 @@ export async function openTestStore(t: Tap.Test, kind: StoreKind, options: { now
 export function forEachEngine(name: string, fn: (t: Tap.Test, kind: StoreKind) => Promise<void>): void {
   for (const kind of ENGINES) root.test(`[${kind}] ${name}`, (t) => fn(t, kind));
 }
+
+let s3Prefixes = 0;
+
+/**
+ * A store of `kind` whose results go to a prefix of their own in the test bucket, its clock the
+ * test's: the object-store tests of both lanes (results-s3-store, e2e/results-s3).
+ */
+export async function openS3Store(t: Tap.Test, kind: StoreKind, clock: { now: number }, bucket: string): Promise<{ store: Store; prefix: string; dir: string }> {
+  const prefix = `unit-${process.pid}-${kind}-${++s3Prefixes}`;
+  const dir = await tempDir(t);
+  const store = await openStore(dir, { url: await storeUrl(kind), results: `s3://${bucket}/${prefix}`, resultsPathStyle: true, now: () => clock.now });
+  t.teardown(() => store.close());
+  return { store, prefix, dir };
+}
+
+/** The keys under `prefix` in the test bucket, the readiness probe left out. */
+export async function objectsUnder(s3: { keys(): Promise<string[]> }, prefix: string): Promise<string[]> {
+  return (await s3.keys()).filter((k) => k.startsWith(`${prefix}/`) && !k.endsWith('/.cutout-probe'));
+}
