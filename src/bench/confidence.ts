@@ -1,5 +1,5 @@
 /**
- * `npm run bench:confidence -- <corpus-dir> [--dataset FILE] [--fit] [--folds K] [--repeats R]`
+ * `npm run bench:confidence -- <corpus-dir> [--dataset FILE] [--features a,b] [--fit] [--method rank|ridge] [--folds K] [--repeats R]`
  *
  * How well the confidence ranks cutouts by their real error, on a corpus laid out like
  * shared/quality/public (images/, alpha/, manifest.json; the ground truth is read here, so no
@@ -9,11 +9,14 @@
  *   - for the shipped CONFIDENCE_MODEL and for single signals: the Spearman correlation of
  *     (1 - confidence) with MAE, the share of the set's total error held by the 20 % least
  *     confident, and the share of the bad cutouts (IoU < 0.9) among them;
- *   - for the fitting procedure (ridge regression of log MAE on the signals), the same figures out
- *     of fold: K folds, R times over with other shuffles (seeded), each image scored only by a
- *     model that never saw it;
+ *   - for the fitting procedures, the same figures out of fold: K folds, R times over with other
+ *     shuffles (seeded), each image scored only by a model that never saw it. The rank fit (the
+ *     shipped one: softness's log, weight 1, and each other chosen signal's weight picked for the
+ *     ranking) and the ridge regression of log MAE on the chosen signals and on all of them;
  *   - the cost: the signals' time against the removal's, as a ratio from this run.
- * `--fit` prints the model fitted on every image, to paste into CONFIDENCE_MODEL. `--dataset FILE`
+ * `--features a,b` chooses the signals (softness first; the shipped model's by default), `--fit`
+ * prints the model fitted on every image by the rank fit (`--method ridge`: the ridge), to paste
+ * into CONFIDENCE_MODEL. `--dataset FILE`
  * reads the per-image rows from FILE when it exists (no model run) and writes them there otherwise.
  */
 import fs from 'node:fs';
@@ -23,13 +26,10 @@ import { createPipeline } from '../pipeline/index.js';
 import type { RemoveRequest } from '../pipeline/types.js';
 import { CutoutError } from '../errors.js';
 import { CONFIDENCE_MODEL, LOG_FLOOR, confidenceOf, predictedLogError, type ConfidenceModel, type MatteSignals } from '../pipeline/confidence.js';
+import { option } from './common.js';
 
 const args = process.argv.slice(2);
-const value = (name: string): string | undefined => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-};
-const VALUED = new Set(['--dataset', '--folds', '--repeats', '--lambda', '--features', '--quality']);
+const VALUED = new Set(['--dataset', '--folds', '--repeats', '--lambda', '--features', '--quality', '--method']);
 const corpus = args.find((a, i) => !a.startsWith('--') && !VALUED.has(args[i - 1] ?? ''));
 if (!corpus) {
   process.stderr.write('usage: npm run bench:confidence -- <corpus-dir> [--dataset FILE] [--fit] [--folds K] [--repeats R]\n');
@@ -91,7 +91,7 @@ async function secondLook(pipeline: ReturnType<typeof createPipeline>, bytes: Bu
 
 async function collect(): Promise<Row[]> {
   const manifest = JSON.parse(fs.readFileSync(path.join(corpus!, 'manifest.json'), 'utf8')) as { images: { id: string; image: string; alpha?: string }[] };
-  const request: RemoveRequest = { size: 'full', format: 'raw', bgColor: null, crop: false, mask: true, quality: (value('--quality') ?? 'best') as RemoveRequest['quality'] };
+  const request: RemoveRequest = { size: 'full', format: 'raw', bgColor: null, crop: false, mask: true, quality: (option(args, '--quality') ?? 'best') as RemoveRequest['quality'] };
   const pipeline = createPipeline({});
   await pipeline.loadModel({});
   const rows: Row[] = [];
@@ -171,6 +171,7 @@ const SIGNALS: readonly { signal: keyof MatteSignals; log: boolean }[] = [
   { signal: 'cleaned', log: true },
   { signal: 'boxFill', log: false },
   { signal: 'area', log: true },
+  { signal: 'colourOverlap', log: false },
 ];
 
 const featureOf = (s: MatteSignals, f: { signal: keyof MatteSignals; log: boolean }) => (f.log ? Math.log(s[f.signal] + LOG_FLOOR) : s[f.signal]);
@@ -213,6 +214,37 @@ function fit(rows: Row[], features: typeof SIGNALS, lambda: number): ConfidenceM
   const { center, scale } = logistic(predicted, rows.map((r) => r.iou >= 0.9));
   return { terms, intercept, center, scale };
 }
+
+// ---- the rank fit: what is judged is the ranking, so the weights are chosen for it ----
+
+const RANK_WEIGHTS = Array.from({ length: 161 }, (_, i) => -4 + i * 0.05);
+
+/**
+ * The first feature (softness's log) with weight 1; each other feature's weight picked from -4..4
+ * (steps of 0.05) to maximize the Spearman correlation of the prediction with the MAE on `rows`,
+ * one feature at a time, twice over (the middle of the best plateau, so that ties do not pull the
+ * weight to an end). A few free numbers, each chosen for the ranking itself: out of fold it
+ * loses less than the ridge, whose per-fold intercepts and slopes shuffle the pooled ranking.
+ */
+function fitRank(rows: Row[], features: typeof SIGNALS): ConfidenceModel {
+  const X = rows.map((r) => features.map((f) => featureOf(r.signals, f)));
+  const mae = rows.map((r) => r.mae);
+  const weights: number[] = features.map((_, j) => (j === 0 ? 1 : 0));
+  const predict = (w: number[]) => X.map((x) => x.reduce((s, v, j) => s + w[j] * v, 0));
+  for (let pass = 0; pass < 2; pass++) {
+    for (let j = 1; j < features.length; j++) {
+      const scores = RANK_WEIGHTS.map((w) => spearman(predict(weights.map((v, k) => (k === j ? w : v))), mae));
+      const best = Math.max(...scores);
+      const plateau = RANK_WEIGHTS.filter((_, i) => scores[i] >= best - 1e-12);
+      weights[j] = plateau[Math.floor(plateau.length / 2)];
+    }
+  }
+  const terms = features.map((f, j) => ({ signal: f.signal, log: f.log, weight: weights[j] }));
+  const { center, scale } = logistic(predict(weights), rows.map((r) => r.iou >= 0.9));
+  return { terms, intercept: 0, center, scale };
+}
+
+type Fitter = (rows: Row[], features: typeof SIGNALS) => ConfidenceModel;
 
 /** P(good) = 1 / (1 + exp((x - center) / scale)), fitted by maximum likelihood (with a tiny ridge for separable data). */
 function logistic(x: number[], good: boolean[]): { center: number; scale: number } {
@@ -261,19 +293,34 @@ function shuffled<T>(xs: T[], seed: number): T[] {
   return out;
 }
 
-/** Out-of-fold risks (higher: less confident), averaged over repeats. */
-function outOfFold(rows: Row[], features: typeof SIGNALS, lambda: number, folds: number, repeats: number): number[] {
-  const risk = new Array<number>(rows.length).fill(0);
+/**
+ * Out of fold, R times over (seeded shuffles): each image scored only by a model fitted without
+ * it; the Spearman correlation and the top 20 %'s shares of each repeat's pooled scores, and
+ * their mean and spread over the repeats.
+ */
+function outOfFold(rows: Row[], features: typeof SIGNALS, fitter: Fitter, folds: number, repeats: number): { spearman: number[]; error: number[]; bad: number[] } {
+  const out = { spearman: [] as number[], error: [] as number[], bad: [] as number[] };
   for (let rep = 0; rep < repeats; rep++) {
+    const risk = new Array<number>(rows.length).fill(0);
     const order = shuffled(rows.map((_, i) => i), 20261127 + rep);
     for (let f = 0; f < folds; f++) {
       const held = new Set(order.filter((_, i) => i % folds === f));
-      const model = fit(rows.filter((_, i) => !held.has(i)), features, lambda);
+      const model = fitter(rows.filter((_, i) => !held.has(i)), features);
       // The predicted log error ranks; the confidence is a monotone map of it, calibrated per fit.
-      for (const i of held) risk[i] += predictedLogError(rows[i].signals, model) / repeats;
+      for (const i of held) risk[i] = predictedLogError(rows[i].signals, model);
     }
+    const c = caught(risk, rows);
+    out.spearman.push(spearman(risk, rows.map((r) => r.mae)));
+    out.error.push(c.error);
+    out.bad.push(c.bad);
   }
-  return risk;
+  return out;
+}
+
+function reportOutOfFold(name: string, o: ReturnType<typeof outOfFold>): string {
+  const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
+  const sd = (xs: number[]) => Math.sqrt(mean(xs.map((x) => (x - mean(xs)) ** 2)));
+  return `${name.padEnd(34)} spearman=${mean(o.spearman).toFixed(3)} (sd ${sd(o.spearman).toFixed(3)}, min ${Math.min(...o.spearman).toFixed(3)}) top20_error=${(100 * mean(o.error)).toFixed(1)}% top20_bad=${(100 * mean(o.bad)).toFixed(1)}%`;
 }
 
 /** What `--review-below T` flags on this set with the shipped model: the docs' table. */
@@ -291,16 +338,16 @@ function thresholdTable(rows: Row[]): string {
 }
 
 async function main(): Promise<void> {
-  const datasetFile = value('--dataset');
+  const datasetFile = option(args, '--dataset');
   let rows: Row[];
   if (datasetFile && fs.existsSync(datasetFile)) rows = JSON.parse(fs.readFileSync(datasetFile, 'utf8')) as Row[];
   else {
     rows = await collect();
     if (datasetFile) fs.writeFileSync(datasetFile, JSON.stringify(rows, null, 1));
   }
-  const folds = Number(value('--folds') ?? 5);
-  const repeats = Number(value('--repeats') ?? 10);
-  const lambda = Number(value('--lambda') ?? 2);
+  const folds = Number(option(args, '--folds') ?? 5);
+  const repeats = Number(option(args, '--repeats') ?? 10);
+  const lambda = Number(option(args, '--lambda') ?? 2);
   const bad = rows.filter((r) => r.iou < 0.9).length;
   process.stdout.write(`cutouts=${rows.length} bad(IoU<0.9)=${bad} mean_mae=${(rows.reduce((s, r) => s + r.mae, 0) / rows.length).toFixed(4)}\n`);
   const perfect = rows.map((r) => r.mae);
@@ -316,15 +363,19 @@ async function main(): Promise<void> {
   }
   process.stdout.write(report('shipped CONFIDENCE_MODEL (in sample)', rows.map((r) => 1 - confidenceOf(r.signals, CONFIDENCE_MODEL)), rows) + '\n');
   // --features a,b,c: fit on those signals only (the shipped model's, by default).
-  const chosen = value('--features')?.split(',') ?? CONFIDENCE_MODEL.terms.map((t) => t.signal);
+  const chosen = option(args, '--features')?.split(',') ?? CONFIDENCE_MODEL.terms.map((t) => t.signal);
   const features = SIGNALS.filter((f) => chosen.includes(f.signal));
-  process.stdout.write(report(`ridge on ${features.map((f) => f.signal).join('+')}, ${folds}-fold x${repeats}, lambda ${lambda} (out of fold)`, outOfFold(rows, features, lambda, folds, repeats), rows) + '\n');
-  process.stdout.write(report(`ridge on all ${SIGNALS.length} signals (out of fold)`, outOfFold(rows, SIGNALS, lambda, folds, repeats), rows) + '\n');
+  const ridge: Fitter = (r, f) => fit(r, f, lambda);
+  const named = features.map((f) => f.signal).join('+');
+  process.stdout.write(`out of fold, ${folds} folds x ${repeats} shuffles (mean over the shuffles of each one's pooled ranking):\n`);
+  process.stdout.write(reportOutOfFold(`rank fit on ${named}`, outOfFold(rows, features, fitRank, folds, repeats)) + '\n');
+  process.stdout.write(reportOutOfFold(`ridge on ${named}, lambda ${lambda}`, outOfFold(rows, features, ridge, folds, repeats)) + '\n');
+  process.stdout.write(reportOutOfFold(`ridge on all ${SIGNALS.length} signals`, outOfFold(rows, SIGNALS, ridge, folds, repeats)) + '\n');
   const removal = rows.reduce((s, r) => s + r.ms, 0);
   const signalMs = rows.reduce((s, r) => s + r.signalMs, 0);
   process.stdout.write(`cost: signals ${(signalMs / rows.length).toFixed(1)} ms per image against a removal of ${(removal / rows.length).toFixed(0)} ms (ratio ${(signalMs / removal).toFixed(4)})\n`);
   process.stdout.write(thresholdTable(rows));
-  if (args.includes('--fit')) process.stdout.write(JSON.stringify(fit(rows, features, lambda), null, 2) + '\n');
+  if (args.includes('--fit')) process.stdout.write(JSON.stringify(option(args, '--method') === 'ridge' ? fit(rows, features, lambda) : fitRank(rows, features), null, 2) + '\n');
 }
 
 await main();

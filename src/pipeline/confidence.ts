@@ -6,16 +6,18 @@
  * The signals are what the matte says of itself: how much of it is neither subject nor
  * background (soft pixels), against the subject's size and its outline; how far the subject's
  * outline moves between thresholds; how it breaks into parts; whether it touches the frame; how
- * much faint saliency the clean-up removed. CONFIDENCE_MODEL combines them into a predicted
- * error, fitted on the public composite set with held-out folds (`npm run bench:confidence`,
- * docs/models.md "Confidence"), and maps that error to 0..1.
+ * much faint saliency the clean-up removed; and one the photo says of the matte: how alike the
+ * colours of the sure subject and the sure background are. CONFIDENCE_MODEL combines them (the
+ * shipped one uses two: softness and the colours' overlap) into a predicted error, fitted on the
+ * public composite set with held-out folds (`npm run bench:confidence`, docs/models.md
+ * "Confidence"), and maps that error to 0..1.
  */
 import { labelComponents } from './cleanup.js';
 
 /** The grid side the band's shares are given at (the model's own input, --quality best). */
 const REFERENCE_SIDE = 1024;
 
-/** What the matte says of itself (each a plain number; docs/models.md lists them). */
+/** What the matte says of itself, and the photo of the matte (each a plain number; docs/models.md lists them). */
 export interface MatteSignals {
   /** Share of the grid with p > 0.5. */
   area: number;
@@ -37,13 +39,44 @@ export interface MatteSignals {
   cleaned: number;
   /** Share of the subject's bounding box that the subject fills. */
   boxFill: number;
+  /**
+   * How alike the colours of the sure subject (p > 0.95) and the sure background (p < 0.05) are:
+   * the Bhattacharyya coefficient of their colour histograms (16 levels a channel), 0 (no colour
+   * in common) to 1 (the same colours). A subject that wears its background's colours is where
+   * a salient-object model errs, whatever the matte says of itself.
+   */
+  colourOverlap: number;
+}
+
+/** Colour histogram bins: 16 levels in each of R, G and B. */
+const COLOUR_BITS = 4;
+
+/**
+ * The Bhattacharyya coefficient of the colour histograms of the sure subject and the sure
+ * background of `rgb` (interleaved, on the matte's grid); 0 when either is empty (no evidence).
+ */
+export function colourOverlap(p: Float32Array, rgb: Uint8Array): number {
+  const shift = 8 - COLOUR_BITS;
+  const bins = 1 << (3 * COLOUR_BITS);
+  const subject = new Float64Array(bins), background = new Float64Array(bins);
+  let nSubject = 0, nBackground = 0;
+  for (let i = 0, j = 0; i < p.length; i++, j += 3) {
+    const v = p[i];
+    if (v > 0.05 && v < 0.95) continue;
+    const bin = ((rgb[j] >> shift) << (2 * COLOUR_BITS)) | ((rgb[j + 1] >> shift) << COLOUR_BITS) | (rgb[j + 2] >> shift);
+    if (v >= 0.95) { subject[bin]++; nSubject++; } else { background[bin]++; nBackground++; }
+  }
+  if (!nSubject || !nBackground) return 0;
+  let sum = 0;
+  for (let b = 0; b < bins; b++) if (subject[b] && background[b]) sum += Math.sqrt(subject[b] * background[b]);
+  return sum / Math.sqrt(nSubject * nBackground);
 }
 
 /**
- * The signals of a cleaned grid matte `p` (0..1) and the model's raw `output` on the same grid
- * (in the model's `range`, before the clean-up).
+ * The signals of a cleaned grid matte `p` (0..1), the model's raw `output` on the same grid (in
+ * the model's `range`, before the clean-up) and the grid's RGB (interleaved, what the model saw).
  */
-export function matteSignals(p: Float32Array, output: Float32Array, range: readonly [number, number], width: number, height: number): MatteSignals {
+export function matteSignals(p: Float32Array, output: Float32Array, rgb: Uint8Array, range: readonly [number, number], width: number, height: number): MatteSignals {
   const n = width * height;
   const floor = range[0], span = range[1] - range[0];
   let fg = 0, soft = 0, band = 0, lo = 0, both = 0, cleaned = 0, edge = 0;
@@ -104,6 +137,7 @@ export function matteSignals(p: Float32Array, output: Float32Array, range: reado
     frameTouch: frame / Math.max(framePixels, 1),
     cleaned: cleaned / n,
     boxFill: maxX >= 0 ? fg / ((maxX - minX + 1) * (maxY - minY + 1)) : 0,
+    colourOverlap: colourOverlap(p, rgb),
   };
 }
 
@@ -131,20 +165,21 @@ export const LOG_FLOOR = 1e-4;
 /**
  * Fitted on the 62 cutouts of the public composite set (shared/quality/public; its 4 empty photos
  * answer no_subject_detected) by `npm run bench:confidence -- ../shared/quality/public --features
- * softness,thresholdShift --lambda 2 --fit` on 2026-11-27: ridge regression of log(MAE + 0.001) on
- * the two signals' logs, then a logistic regression of "good" (IoU >= 0.9) on that prediction, so
- * that the confidence reads as the chance that the cutout is good. Out of fold (5 folds, 10
- * shuffles) the prediction ranks the cutouts by their real MAE with a Spearman correlation of
- * 0.79, and the 20 % least confident hold 79 % of the set's error (docs/models.md, "Confidence").
+ * softness,colourOverlap --fit` on 2026-11-28: the predicted log error is softness's log (weight 1)
+ * plus colourOverlap's weight picked for the ranking, then a logistic regression of "good" (IoU >=
+ * 0.9) on that prediction, so that the confidence reads as the chance that the cutout is good.
+ * Out of fold (5 folds, 20 shuffles) it ranks the cutouts by their real MAE with a Spearman
+ * correlation of 0.813 (sd 0.009), and the 20 % least confident hold 81 % of the set's error
+ * (docs/models.md, "Confidence").
  */
 export const CONFIDENCE_MODEL: Readonly<ConfidenceModel> = Object.freeze<ConfidenceModel>({
   terms: [
-    { signal: 'softness', log: true, weight: 0.7988 },
-    { signal: 'thresholdShift', log: true, weight: 0.1574 },
+    { signal: 'softness', log: true, weight: 1 },
+    { signal: 'colourOverlap', log: false, weight: 1.65 },
   ],
-  intercept: -0.112,
-  center: -4.1669,
-  scale: 0.6623,
+  intercept: 0,
+  center: -4.2159,
+  scale: 0.8521,
 });
 
 /** The predicted log error of a matte with these signals. */

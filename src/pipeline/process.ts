@@ -186,7 +186,7 @@ export async function removeOne(
   const grid = cropToContent(inference.data, modelRgb, plan);
   const matte = cleanGridMatte(grid.data, manifest.output.range, grid, edgeParamsOf(req.edgeParams));
   const tc = performance.now();
-  const signals = matteSignals(matte, grid.data, manifest.output.range, grid.width, grid.height);
+  const signals = matteSignals(matte, grid.data, grid.rgb, manifest.output.range, grid.width, grid.height);
   const confidence = confidenceOf(signals);
   opts.onSignals?.(signals);
   timings.confidence = performance.now() - tc;

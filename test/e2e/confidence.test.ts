@@ -1,7 +1,7 @@
 /**
  * The confidence of a cutout (issue 45): the signals on synthetic mattes (a crisp subject is
- * surer than a blurred one, whatever its size), the result-fields table, and every door that
- * carries it on one real server with the real model: the v1 sync answer (header and JSON, and
+ * surer than a blurred one, whatever its size), and every door that carries it (with the other
+ * result fields of result-fields.ts; the table itself: test/result-fields.test.ts) on one real server with the real model: the v1 sync answer (header and JSON, and
  * its idempotent replay), a job's record and its callback body, remove.bg's and rembg's answers
  * (and their CORS exposure), the library's result, and the CLI's --json lines, manifest lines
  * and --review-below. The same photo gives the same confidence through every door: it is read
@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { confidenceOf, matteSignals } from '../../src/pipeline/confidence.js';
-import { RESULT_FIELDS, parseResultFields, resultHeaders, resultJson } from '../../src/result-fields.js';
+import { RESULT_FIELDS } from '../../src/result-fields.js';
 import { createRemover } from '../../src/index.js';
 import { bearer, createKey, startServe, upload } from '../helpers/api-server.js';
 import { startReceiver } from '../helpers/callback-receiver.js';
@@ -30,32 +30,50 @@ function disc(w: number, r: number, soft: number): Float32Array {
   return p;
 }
 
+/** An interleaved RGB grid: `inside` where the matte is above 0.5, `outside` elsewhere. */
+function paint(p: Float32Array, inside: [number, number, number], outside: [number, number, number]): Uint8Array {
+  const rgb = new Uint8Array(p.length * 3);
+  for (let i = 0; i < p.length; i++) rgb.set(p[i] > 0.5 ? inside : outside, i * 3);
+  return rgb;
+}
+
 t.test('signals: a crisp subject is surer than the same subject blurred, and a faint one least sure', async (t) => {
   const w = 256;
   const crisp = disc(w, 60, 1);
   const blurred = disc(w, 60, 24);
   const faint = crisp.map((v) => v * 0.55);
   const range = [0, 1] as const;
-  const c = [crisp, blurred, faint].map((p) => confidenceOf(matteSignals(p, p, range, w, w)));
+  const c = [crisp, blurred, faint].map((p) => confidenceOf(matteSignals(p, p, paint(p, [200, 30, 30], [30, 30, 200]), range, w, w)));
   t.ok(c.every((v) => v >= 0 && v <= 1), `each in [0, 1]: ${c.join(', ')}`);
   t.ok(c[0] > c[1], `crisp ${c[0]} > blurred ${c[1]}`);
   t.ok(c[1] > c[2], `blurred ${c[1]} > faint ${c[2]}`);
-  const s = matteSignals(crisp, crisp, range, w, w);
+  const s = matteSignals(crisp, crisp, paint(crisp, [200, 30, 30], [30, 30, 200]), range, w, w);
   t.ok(Math.abs(s.area - (Math.PI * 60 * 60) / (w * w)) < 0.01, `area is the disc's share (${s.area})`);
   t.equal(s.parts, 1);
   t.equal(s.frameTouch, 0);
   const two = crisp.map((v, i) => Math.max(v, (i % w) < 20 && Math.floor(i / w) < 20 ? 1 : 0));
-  const split = matteSignals(two, two, range, w, w);
+  const split = matteSignals(two, two, paint(two, [200, 30, 30], [30, 30, 200]), range, w, w);
   t.equal(split.parts, 2, 'a second part is counted');
   t.ok(split.frameTouch > 0, 'and a part at the corner touches the frame');
 });
 
-t.test('the result-fields table: headers, JSON keys and a stored column read back', async (t) => {
-  t.same(resultHeaders({ confidence: 0.91234 }), { 'X-Cutout-Confidence': '0.912' });
-  t.same(resultJson({ confidence: 0.5 }), { confidence: 0.5 });
-  t.same(parseResultFields(JSON.stringify({ confidence: 0.7, unknown: 1 })), { confidence: 0.7 }, 'unknown keys of a newer server are ignored');
-  t.equal(parseResultFields('not json'), null);
-  for (const row of RESULT_FIELDS) t.ok(row.openapi.schema.description, `${row.key} is described for the OpenAPI document`);
+t.test('signals: a subject in its background\'s colours is less sure than the same matte in its own', async (t) => {
+  const w = 256;
+  const range = [0, 1] as const;
+  const p = disc(w, 60, 2);
+  const apart = matteSignals(p, p, paint(p, [220, 40, 40], [40, 60, 210]), range, w, w);
+  const alike = matteSignals(p, p, paint(p, [120, 110, 100], [120, 110, 100]), range, w, w);
+  t.equal(apart.colourOverlap, 0, 'no colour in common');
+  t.ok(Math.abs(alike.colourOverlap - 1) < 1e-9, `the same colours: ${alike.colourOverlap}`);
+  t.equal(apart.softness, alike.softness, 'the matte is the same');
+  t.ok(confidenceOf(alike) < confidenceOf(apart), `${confidenceOf(alike)} < ${confidenceOf(apart)}`);
+  // Half the subject in the background's colour: a coefficient between the two.
+  const half = paint(p, [220, 40, 40], [40, 60, 210]);
+  for (let i = 0; i < p.length; i++) if (p[i] > 0.95 && (i % w) < w / 2) half.set([40, 60, 210], i * 3);
+  const mixed = matteSignals(p, p, half, range, w, w).colourOverlap;
+  t.ok(mixed > 0.5 && mixed < 0.8, `half the subject in the background's colour: ${mixed}`);
+  const empty = new Float32Array(w * w);
+  t.equal(matteSignals(empty, empty, paint(empty, [0, 0, 0], [9, 9, 9]), range, w, w).colourOverlap, 0, 'no sure subject: no evidence, 0');
 });
 
 t.test('every door carries the same confidence for the same photo', async (t) => {
@@ -100,6 +118,9 @@ t.test('every door carries the same confidence for the same photo', async (t) =>
   try {
     const result = await remover.remove(cat);
     t.equal(result.confidence.toFixed(3), header, 'the library\'s result');
+    for (const row of RESULT_FIELDS) t.type(result[row.key], 'number', `and its ${row.key}`);
+    t.same([result.width, result.height], [451, 300], 'its size: the photo\'s, at full size');
+    t.ok(result.foregroundLeft + result.foregroundWidth <= result.width && result.foregroundTop + result.foregroundHeight <= result.height, 'the subject\'s box lies in it');
   } finally {
     await remover.close();
   }
@@ -123,6 +144,15 @@ t.test('every door carries the same confidence for the same photo', async (t) =>
   t.match(all.stderr, new RegExp(`${flagged.length} to review \\(confidence below 1\\)`), 'and in the summary line');
   const manifest = fs.readFileSync(path.join(dir, 'run.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
   t.same(manifest.map((l) => [l.input, l.confidence]).sort(), items.map((l) => [l.input, l.confidence]).sort(), 'each manifest line carries it');
+  // Every result field, in every --json line and manifest line, under the table's keys.
+  for (const l of items) {
+    const line = manifest.find((m) => m.input === l.input);
+    for (const row of RESULT_FIELDS) {
+      t.type(l[row.json], 'number', `${l.input}: --json line's ${row.json}`);
+      if (row.manifest) t.equal(line[row.manifest], l[row.json], `${l.input}: the manifest line's ${row.manifest} is the same`);
+    }
+    t.ok(l.processing_ms <= l.ms, `${l.input}: the removal's time (${l.processing_ms} ms) is within the input's (${l.ms} ms)`);
+  }
   const none = await runCli(['cat.jpg', '--json', '--review-below', '0', '--overwrite', '--no-progress'], { cwd: dir, env });
   t.equal(none.code, 0, none.stderr);
   t.notMatch(none.stderr, /review:/, 'nothing is below 0');
