@@ -7,4 +7,5 @@ export { createRemover, removeBackground, type CutoutResult, type ImageProbe, ty
 export type { ImageInput, RawImage } from './library/input.js';
 export type { OutputFormat, Precision, Quality, RemoveOptions, RemoverOptions, Size } from './library/options.js';
 export { CutoutError, type ErrorCode } from './errors.js';
+export type { ResultFields } from './result-fields.js';
 export type { PreparationEvent } from './pipeline/weights.js';

@@ -13,6 +13,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../src/store/db.js';
+import { RESULT_FIELDS } from '../src/result-fields.js';
 import { balanceOf, bearer, createKey, errorCode, jobInputsOf, startApi, upload } from './helpers/api-server.js';
 import { signatureValid, startReceiver } from './helpers/callback-receiver.js';
 import { FIXTURES } from './helpers/cli.js';
@@ -82,8 +83,11 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
 
     const { job, seen } = await waitForJob(srv.url, owner.key, id);
     t.ok(seen[0] === 'queued' || seen[0] === 'processing', `statuses seen: ${seen.join(' -> ')}`);
-    t.same(Object.keys(job).sort(), ['confidence', 'created_at', 'credits_charged', 'credits_remaining', 'job_id', 'status', 'updated_at', 'url']);
+    const fieldKeys = RESULT_FIELDS.map((r) => r.json);
+    t.same(Object.keys(job).sort(), ['created_at', 'credits_charged', 'credits_remaining', 'job_id', 'status', 'updated_at', 'url', ...fieldKeys].sort(), 'api-spec 2.3, and the result\'s fields (result-fields.ts)');
     t.ok(job.confidence >= 0 && job.confidence <= 1, `the cutout's confidence (cli-contract), ${job.confidence}`);
+    t.match(job, { width: 451, height: 300, processing_ms: Number }, 'its size and the time the removal took');
+    t.ok(job.foreground_left + job.foreground_width <= 451 && job.foreground_top + job.foreground_height <= 300 && job.foreground_width > 0, 'the subject\'s box lies in the result');
     t.match(job, { job_id: id, status: 'done', url: `${srv.url}/api/v1/results/${id}`, credits_charged: 1, credits_remaining: 9 });
     t.ok(Date.parse(job.updated_at) >= Date.parse(job.created_at));
 
@@ -98,7 +102,7 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
     t.equal(callback.headers['content-type'], 'application/json');
     t.ok(signatureValid(callback, secret), 'X-Service-Signature is the HMAC-SHA256 of the raw body');
     t.notOk(signatureValid(callback, 'another secret'), 'and not of another key');
-    t.same(callback.json, { job_id: id, status: 'done', url: job.url, credits_charged: 1, credits_remaining: 9, confidence: job.confidence });
+    t.same(callback.json, { job_id: id, status: 'done', url: job.url, credits_charged: 1, credits_remaining: 9, ...Object.fromEntries(fieldKeys.map((k) => [k, job[k]])) }, 'api-spec 2.7, and the same fields as the record');
     await new Promise((r) => setTimeout(r, 300));
     t.equal(receiver.received.filter((r) => r.path === '/done').length, 1, 'delivered once');
     t.same(await getJob(srv.url, owner.key, id), job, 'the record stays as it was');

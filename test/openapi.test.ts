@@ -2,6 +2,7 @@ import t from 'tap';
 import { validate, dereference, compileErrors } from '@readme/openapi-parser';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { openapiDocument } from '../src/server/openapi.js';
+import { resultHeaderNames } from '../src/result-fields.js';
 import { ERROR_TABLE } from '../src/errors.js';
 import { LIMITS } from '../src/limits.js';
 import { IMAGE_FORMATS as FORMATS, SIZES, TYPES } from '../src/options.js';
@@ -110,8 +111,10 @@ t.test('operations carry their headers, responses and auth', async (t) => {
   t.same(Object.keys(remove.responses['200'].content).sort(), ['application/json', 'image/jpeg', 'image/png', 'image/webp']);
   t.same(
     Object.keys(remove.responses['200'].headers).sort(),
-    ['X-Credits-Charged', 'X-Credits-Remaining', 'X-Cutout-Confidence', 'X-Cutout-Size', 'X-Job-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Request-Id'],
+    ['X-Credits-Charged', 'X-Credits-Remaining', 'X-Cutout-Size', 'X-Job-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Request-Id', ...resultHeaderNames('v1')].sort(),
+    'the route\'s own headers and the result fields\' (result-fields.ts, X-Cutout-Confidence, ...)',
   );
+  t.ok(resultHeaderNames('v1').includes('X-Cutout-Confidence'));
   for (const h of ['header:Authorization', 'header:Accept', 'header:Idempotency-Key']) t.ok(params(remove).includes(h), h);
   t.equal(remove.parameters.find((p: any) => p.name === 'Authorization').required, false, 'Authorization declared optional (5.6)');
   t.ok(remove.responses['429'].headers['Retry-After']);

@@ -20,7 +20,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fsReason } from '../errors.js';
 import { OPTION_TABLE, type OptionRow, type RecordedRequest } from '../options.js';
-import { resultJson } from '../result-fields.js';
+import { manifestFields } from '../result-fields.js';
 import type { ItemReport } from './remove-item.js';
 import { UsageError } from './usage-error.js';
 
@@ -38,7 +38,7 @@ export interface ManifestLine {
   at: string;
   /** The output was there before the manifest, and this run took it as done (batch.ts, adoption). */
   adopted?: true;
-  /** A done line's result fields (RESULT_FIELDS' JSON keys: `confidence`, ...). */
+  /** A done line's result fields, under RESULT_FIELDS' manifest keys (`width`, `confidence`, `processing_ms`, ...). */
   [field: string]: unknown;
 }
 
@@ -210,7 +210,7 @@ export class Manifest {
       error: report.error,
       at: new Date().toISOString(),
       ...(adopted ? { adopted: true as const } : {}),
-      ...resultJson(report.error ? null : report.fields),
+      ...manifestFields(report.error ? null : report.fields),
     };
     try {
       if (this.fd === null) {

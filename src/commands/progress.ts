@@ -3,7 +3,7 @@
  * JSON lines on stdout with --json. Failures are always named on stderr, one line each.
  */
 import type { Ora } from 'ora';
-import { resultJson } from '../result-fields.js';
+import { RESULT_FIELDS, resultJson, type ResultFieldTable } from '../result-fields.js';
 import { oneLine } from '../errors.js';
 import type { PreparationEvent } from '../pipeline/weights.js';
 import type { ItemReport } from './remove-item.js';
@@ -19,6 +19,16 @@ export interface Reporter {
   finish(batchSummary?: string): Promise<void>;
   /** A model file being built on first use: one line once, and the step on the spinner. */
   preparation(event: PreparationEvent): void;
+}
+
+/**
+ * An input's `--json` line: the contract's keys on every line (input, output, width, height, ms,
+ * error, credits_charged: 0 for a local run, a skipped input or a failure), then a done input's
+ * result fields under their JSON keys (the table's; its `width` and `height` are the same numbers).
+ */
+export function jsonLine(r: ItemReport, table: ResultFieldTable = RESULT_FIELDS): Record<string, unknown> {
+  const { fields, review, ...line } = r;
+  return { ...line, ...resultJson(r.error ? null : fields, table), credits_charged: r.credits_charged ?? 0, ...(review ? { review: true } : {}) };
 }
 
 export function createReporter(opts: { total: number; json: boolean; quiet: boolean }): Reporter {
@@ -59,11 +69,7 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
     done(r, doneOpts = {}) {
       active.delete(r.input);
       completed++;
-      // credits_charged on every line (cli-contract): 0 for a local run, a skipped input or a failure.
-      if (opts.json) {
-        const { fields, review, ...line } = r;
-        process.stdout.write(JSON.stringify({ ...line, ...resultJson(fields), credits_charged: r.credits_charged ?? 0, ...(review ? { review: true } : {}) }) + '\n');
-      }
+      if (opts.json) process.stdout.write(JSON.stringify(jsonLine(r)) + '\n');
       // Asked for with --review-below: said even with -q.
       if (r.review) line(`review: ${r.input} (confidence ${r.fields!.confidence!.toFixed(2)})`);
       if (r.error) {

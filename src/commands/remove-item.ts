@@ -26,7 +26,7 @@ export interface ItemReport {
   credits_charged?: number;
   skipped?: boolean;
   error: { code: string; message: string } | null;
-  /** What the result says of itself (confidence, ...): written under RESULT_FIELDS' JSON keys. */
+  /** What the result says of itself (size, box, confidence, time): written under RESULT_FIELDS' JSON and manifest keys. */
   fields?: Partial<ResultFields>;
   /** --review-below: its confidence is below the threshold. */
   review?: boolean;

@@ -9,6 +9,7 @@ import { readBgImage } from '../bg-image.js';
 import { CutoutError, abortError } from '../errors.js';
 import { unlessAborted } from '../pipeline/abort.js';
 import { createPipeline, type CutoutPipeline } from '../pipeline/index.js';
+import { resultFieldsOf, type ResultFields } from '../result-fields.js';
 import { readImageInput, type ImageInput } from './input.js';
 import { checkRemoverOptions, removeRequest, type OutputFormat, type RemoveOptions, type RemoverOptions } from './options.js';
 
@@ -19,12 +20,13 @@ export interface ImageProbe {
   height: number;
 }
 
-/** What a call gives. */
-export interface CutoutResult {
+/**
+ * What a call gives: the image, and what the result says of itself (ResultFields: its `width` and
+ * `height`, the subject's box, its `confidence`, its `processingMs`), the same fields as every other door.
+ */
+export interface CutoutResult extends ResultFields {
   /** The encoded image, or its pixels when `format` is `raw`. */
   data: Buffer;
-  width: number;
-  height: number;
   /** The encoding written (`auto` resolved to `png` or `jpg`). */
   format: OutputFormat | 'zip';
   /** Channels of `data`: with `raw`, 4 (RGBA) or 1 (a mask); else those of the encoded image. */
@@ -33,11 +35,6 @@ export interface CutoutResult {
   contentType: string;
   /** The input as read from its bytes: format and size after EXIF orientation. */
   input: ImageProbe;
-  /**
-   * How sure cutout is of this cutout, 0 to 1 (1: sure): it ranks cutouts by how likely they are
-   * to be wrong, so that a reviewer looks at the least confident first (docs/models.md, "Confidence").
-   */
-  confidence: number;
 }
 
 export interface Remover {
@@ -85,7 +82,7 @@ class PipelineRemover implements Remover {
     const bytes = await readImageInput(input, signal);
     const bgImageData = request.bgImage ? await readBgImage(request.bgImage) : undefined;
     const r = await this.pipeline.removeBackground(bytes, { ...request, bgImageData }, { signal });
-    return { data: r.data, width: r.width, height: r.height, format: r.format, channels: r.channels, contentType: r.contentType, input: r.input, confidence: r.confidence };
+    return { data: r.data, ...resultFieldsOf(r), format: r.format, channels: r.channels, contentType: r.contentType, input: r.input };
   }
 
   async close(): Promise<void> {

@@ -8,7 +8,7 @@
  * the attempts in flight to end (each within its timeout) and records them, so a graceful stop
  * never hands an attempt still being sent to another server: at most one send per attempt.
  */
-import { resultJson, type ResultFields } from '../result-fields.js';
+import { RESULT_FIELDS, resultJson, type ResultFields, type ResultFieldTable } from '../result-fields.js';
 import { LIMITS } from '../limits.js';
 import { postJson } from '../net/fetch-url.js';
 import type { Delivery, JobError, Store } from '../store/db.js';
@@ -18,15 +18,16 @@ export type DeliveryStore = Pick<Store, 'claimDueDeliveries' | 'nextDeliveryAt' 
 import { deliveryDecision, type AttemptOutcome } from './backoff.js';
 import { signBody } from './secret.js';
 
-/** The callback body of api-spec 2.7 for a finished job: the exact text that is signed and sent. */
+/** The callback body of api-spec 2.7 for a finished job, with a done job's result fields: the exact text that is signed and sent. */
 export function callbackBody(
   job: { id: string },
   outcome: { status: 'done'; url: string; creditsCharged: number; creditsRemaining: number; fields?: Partial<ResultFields> } | { status: 'failed'; error: JobError },
+  table: ResultFieldTable = RESULT_FIELDS,
 ): string {
   if (outcome.status === 'done') {
     return JSON.stringify({
       job_id: job.id, status: 'done', url: outcome.url, credits_charged: outcome.creditsCharged, credits_remaining: outcome.creditsRemaining,
-      ...resultJson(outcome.fields),
+      ...resultJson(outcome.fields, table),
     });
   }
   return JSON.stringify({ job_id: job.id, status: 'failed', error: { code: outcome.error.code, message: outcome.error.message } });

@@ -12,7 +12,7 @@ import { LIMITS } from '../limits.js';
 import { OptionError, parseEnum } from '../options.js';
 import type { Format } from '../options.js';
 import type { ImageProbe } from '../pipeline/types.js';
-import { RESULT_HEADERS, resultFieldsOf, resultHeaders } from '../result-fields.js';
+import { resultFieldsOf, resultHeaderNames, resultHeaders } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
 import { mediaType, readMultipart, sendBytes, sendJson, tooLarge } from './http.js';
@@ -148,7 +148,7 @@ async function handleRemove(ctx: ClipdropContext, req: IncomingMessage, res: Ser
   sendBytes(res, 200, result.data, result.contentType, {
     'x-remaining-credits': String(balance),
     'x-credits-consumed': String(charged.creditsCharged),
-    ...resultHeaders(resultFieldsOf(result)),
+    ...resultHeaders(resultFieldsOf(result), 'clipdrop'),
   });
 }
 
@@ -156,7 +156,7 @@ export function clipdropApi(ctx: ClipdropContext): ApiPlugin {
   return {
     name: 'Clipdrop',
     prefix: CLIPDROP_PREFIX,
-    cors: { exposeHeaders: ['x-remaining-credits', 'x-credits-consumed', 'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', ...RESULT_HEADERS] },
+    cors: { exposeHeaders: ['x-remaining-credits', 'x-credits-consumed', 'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', ...resultHeaderNames('clipdrop')] },
     authenticate: (req) => authenticate(ctx, req),
     renderError,
     notFound: (req) => new CutoutError('not_found', `No route ${req.method} ${req.path}. This server answers Clipdrop's POST /remove-background/v1.`),

@@ -12,7 +12,7 @@ import { CutoutError, type ErrorCode } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { OptionError, parseBoolean, parseColor, parseEnum } from '../options.js';
 import type { RemoveRequest } from '../pipeline/types.js';
-import { RESULT_HEADERS, resultFieldsOf, resultHeaders } from '../result-fields.js';
+import { resultFieldsOf, resultHeaderNames, resultHeaders } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
 import { mediaType, readMultipart, sendBytes, sendJson, tooLarge } from './http.js';
@@ -129,18 +129,13 @@ async function handleSegment(ctx: PhotoroomContext, req: IncomingMessage, res: S
     input: asked.image,
     description: 'photoroom upload',
   });
-  const fields = resultFieldsOf(result);
-  const headers = { 'x-uncertainty-score': uncertaintyText(fields.confidence), ...resultHeaders(fields) };
+  // x-uncertainty-score (1 - confidence) and X-Cutout-Confidence: the table's Photoroom headers (result-fields.ts).
+  const headers = resultHeaders(resultFieldsOf(result), 'photoroom');
   if (wantsRemoveBgJson(req)) {
     sendJson(res, 200, { base64img: result.data.toString('base64') }, headers);
     return;
   }
   sendBytes(res, 200, result.data, result.contentType, headers);
-}
-
-/** Photoroom's score: 0 sure, 1 unsure; cutout's is 1 - its confidence, for every image. */
-export function uncertaintyText(confidence: number): string {
-  return String(Number((1 - confidence).toFixed(3)));
 }
 
 /** The ledger in `/v1/account`'s and `/v2/account`'s shapes (cutout has one kind of credit: all of it is `available`). */
@@ -151,7 +146,7 @@ async function handleAccount(ctx: Pick<ServerContext, 'store'>, res: ServerRespo
 }
 
 /** Photoroom's web sample calls it from a page: every origin, these headers readable. */
-const CORS = { exposeHeaders: ['x-uncertainty-score', 'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', ...RESULT_HEADERS] };
+const CORS = { exposeHeaders: [...resultHeaderNames('photoroom'), 'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'] };
 
 function notFound(req: { method?: string; path: string }): CutoutError {
   return new CutoutError('not_found', `No route ${req.method} ${req.path}. This server answers Photoroom's POST /v1/segment, GET /v1/account and GET /v2/account.`);

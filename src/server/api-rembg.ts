@@ -5,7 +5,7 @@
  * `{"detail": ...}`; a bad parameter is a 422 with `loc`/`msg`/`type`). Keyed like every other
  * route (`Authorization: Bearer` or `X-Api-Key`), charged like v1 (a full-size result, 1 credit).
  */
-import { RESULT_HEADERS, resultFieldsOf, resultHeaders } from '../result-fields.js';
+import { resultFieldsOf, resultHeaderNames, resultHeaders } from '../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request } from 'polka';
@@ -110,7 +110,7 @@ async function removeAndAnswer(ctx: RembgContext, res: ServerResponse, caller: C
     id: crypto.randomUUID(), caller, request: { ...asked, quality: ctx.config.quality }, input, description: `rembg ${description}`,
     deadlineMs: Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs),
   });
-  sendBytes(res, 200, result.data, 'image/png', resultHeaders(resultFieldsOf(result)));
+  sendBytes(res, 200, result.data, 'image/png', resultHeaders(resultFieldsOf(result), 'rembg'));
 }
 
 async function handleGet(ctx: RembgContext, req: Request, res: ServerResponse, caller: Caller): Promise<void> {
@@ -149,7 +149,7 @@ export function rembgApi(ctx: RembgContext): ApiPlugin {
     name: 'rembg',
     prefix: REMBG_PREFIX,
     // rembg's server allows every origin without credentials (FastAPI's CORSMiddleware).
-    cors: { exposeHeaders: ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', ...RESULT_HEADERS] },
+    cors: { exposeHeaders: ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', ...resultHeaderNames('rembg')] },
     authenticate: (req) => authenticate(ctx, req),
     renderError,
     notFound: () => new CutoutError('not_found', 'Not Found'),

@@ -5,7 +5,6 @@
  * limits, pool and remove-and-record service as v1. Every size is answered synchronously through
  * the pool that runs jobs, under the dialect's own deadline (not v1's 4 MP sync rule).
  */
-import { RESULT_HEADERS, resultFieldsOf, resultHeaders } from '../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { canAfford, payerOfCaller, priceOf } from '../billing.js';
@@ -19,6 +18,7 @@ import type { Caller } from './guards.js';
 import { sendBytes, sendJson } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { readRemoveBgRequest, type RemoveBgSource } from './removebg-params.js';
+import { dialectBody, resultFieldsOf, resultHeaderNames, resultHeaders } from '../result-fields.js';
 import { runSyncRemoval } from './sync-removal.js';
 
 export const REMOVEBG_PREFIX = '/v1.0';
@@ -26,13 +26,12 @@ export const REMOVEBG_PREFIX = '/v1.0';
 /**
  * Every answer of the dialect carries `Access-Control-Allow-Origin: *`, as remove.bg's do
  * (recorded); the plugin's `cors` (plugin.ts) sets it, answers the preflight a browser sends
- * before an `X-Api-Key`, and lets a page read these headers of the answers.
+ * before an `X-Api-Key`, and lets a page read these headers of the answers: the result's
+ * (`X-Width`, `X-Foreground-*`, ..., result-fields.ts) and the dialect's own.
  */
 const EXPOSED_HEADERS = [
-  'X-Width', 'X-Height', 'X-Max-Width', 'X-Max-Height', 'X-Type', 'X-Credits-Charged',
-  'X-Foreground-Top', 'X-Foreground-Left', 'X-Foreground-Width', 'X-Foreground-Height',
+  ...resultHeaderNames('removebg'), 'X-Type', 'X-Credits-Charged',
   'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset',
-  ...RESULT_HEADERS,
 ];
 
 type RemoveBgContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'store' | 'pipeline'>;
@@ -157,29 +156,14 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
     },
     description: `remove.bg ${asked.source.description}`,
   });
-  const headers: Record<string, string> = {
-    'X-Width': String(result.width),
-    'X-Height': String(result.height),
-    'X-Max-Width': String(result.width),
-    'X-Max-Height': String(result.height),
-    'X-Credits-Charged': numberText(charged.creditsCharged),
-    'X-Foreground-Top': String(result.foreground.top),
-    'X-Foreground-Left': String(result.foreground.left),
-    'X-Foreground-Width': String(result.foreground.width),
-    'X-Foreground-Height': String(result.foreground.height),
-    ...resultHeaders(resultFieldsOf(result)),
-  };
+  // The result's headers (X-Width, X-Max-Width, X-Foreground-*, X-Cutout-Confidence, ...) and its
+  // JSON `data` keys are the table's (result-fields.ts); the charge and the type are the dialect's.
+  const fields = resultFieldsOf(result);
+  const headers: Record<string, string> = { ...resultHeaders(fields, 'removebg'), 'X-Credits-Charged': numberText(charged.creditsCharged) };
   if (asked.xType) headers['X-Type'] = asked.xType;
   if (wantsRemoveBgJson(req)) {
-    sendJson(res, 200, {
-      data: {
-        result_b64: result.data.toString('base64'),
-        foreground_top: result.foreground.top,
-        foreground_left: result.foreground.left,
-        foreground_width: result.foreground.width,
-        foreground_height: result.foreground.height,
-      },
-    }, headers);
+    // Exactly remove.bg's `data` (removebg-api.md, S1a): the image and the subject's box.
+    sendJson(res, 200, { data: { result_b64: result.data.toString('base64'), ...dialectBody(fields, 'removebg') } }, headers);
     return;
   }
   sendBytes(res, 200, result.data, result.contentType, headers);

@@ -6,7 +6,7 @@
 import { CutoutError, ERROR_TABLE, errorDocsUrl, type ErrorCode } from '../errors.js';
 import { formatMB, LIMITS } from '../limits.js';
 import { CONTENT_TYPES, FORMATS, OPTION_TABLE } from '../options.js';
-import { RESULT_FIELDS } from '../result-fields.js';
+import { RESULT_FIELDS, resultHeaderNames, type ResultFieldTable } from '../result-fields.js';
 import { REQUEST_ID_HEADER } from './request-log.js';
 
 type Json = Record<string, unknown>;
@@ -54,12 +54,24 @@ function errorResponse(status: number, codes: ErrorCode[], description: string, 
 }
 
 /** The image options' parameters, each a reference to its component (both from the options table). */
-/** What a result says of itself (result-fields.ts): the header components, the headers of a sync answer, the JSON properties, their schemas. */
 const headerComponent = (header: string) => header.replace(/-/g, '');
-const resultFieldHeaderComponents: Json = Object.fromEntries(RESULT_FIELDS.flatMap((r) => (r.header ? [[headerComponent(r.header), { description: r.openapi.schema.description, schema: schema(r.openapi.name) }]] : [])));
-const resultFieldHeaders: Json = Object.fromEntries(RESULT_FIELDS.flatMap((r) => (r.header ? [[r.header, ref('headers', headerComponent(r.header))]] : [])));
-const resultFieldProps = (when?: string): Json => Object.fromEntries(RESULT_FIELDS.map((r) => [r.json, when ? { ...schema(r.openapi.name), description: when } : schema(r.openapi.name)]));
-const resultFieldSchemas: Json = Object.fromEntries(RESULT_FIELDS.map((r) => [r.openapi.name, r.openapi.schema]));
+
+/**
+ * What a result says of itself (result-fields.ts), as the document has it: v1's field headers (their
+ * components, and the headers of a sync answer), the JSON properties of a job's record and callback
+ * body, and each field's schema. Read off the table, so that a new row reaches the document with no
+ * change here (test/result-fields.test.ts hands it a made-up one).
+ */
+export function resultFieldsOpenapi(table: ResultFieldTable = RESULT_FIELDS): { headerComponents: Json; headers: Json; props: (when: string) => Json; schemas: Json } {
+  const v1 = table.flatMap((r) => resultHeaderNames('v1', [r]).map((name) => ({ name, r })));
+  return {
+    headerComponents: Object.fromEntries(v1.map(({ name, r }) => [headerComponent(name), { description: r.openapi.schema.description, schema: schema(r.openapi.name) }])),
+    headers: Object.fromEntries(v1.map(({ name }) => [name, ref('headers', headerComponent(name))])),
+    props: (when) => Object.fromEntries(table.map((r) => [r.json, { ...schema(r.openapi.name), description: when }])),
+    schemas: Object.fromEntries(table.map((r) => [r.openapi.name, r.openapi.schema])),
+  };
+}
+const resultFields = resultFieldsOpenapi();
 const imageOptionProps: Json = Object.fromEntries(OPTION_TABLE.flatMap((r) => (r.api && r.openapi ? [[r.api, schema(r.openapi.name)]] : [])));
 /** The options' components: Size, Format, BgColor, ... as the table describes them. */
 const imageOptionSchemas: Json = Object.fromEntries(OPTION_TABLE.flatMap((r) => {
@@ -177,7 +189,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
               'X-Credits-Remaining': ref('headers', 'XCreditsRemaining'),
               'X-Job-Id': ref('headers', 'XJobId'),
               'X-Cutout-Size': ref('headers', 'XCutoutSize'),
-              ...resultFieldHeaders,
+              ...resultFields.headers,
               ...RATE_LIMIT_HEADERS,
             },
             content: { ...imageContent(), 'application/json': { schema: schema('SyncResult') } },
@@ -197,7 +209,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         security: [],
         parameters: [jobIdPath],
         responses: {
-          '200': { description: 'The result image.', content: imageContent() },
+          '200': { description: 'The result image, with what it says of itself in the same headers as the sync answer\'s (results stored before they were kept have none).', headers: resultFields.headers, content: imageContent() },
           '302': { description: 'Under `--results-redirect`: the image is at `Location`, a presigned URL of the object store.', headers: { Location: { description: 'The presigned URL.', schema: { type: 'string', format: 'uri' } } } },
           ...errors(404, 422, 503),
         },
@@ -506,7 +518,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
       XRateLimitRemaining: { description: 'Requests left in the sliding window.', schema: { type: 'integer', minimum: 0 } },
       XRateLimitReset: { description: 'Unix timestamp (seconds) when the window resets.', schema: { type: 'integer' } },
       RetryAfter: { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
-      ...resultFieldHeaderComponents,
+      ...resultFields.headerComponents,
       XRequestId: {
         description: `This request's id: the caller's \`X-Request-Id\` when it is sane, else a new UUID. It is in the server's log line for the request.`,
         schema: { type: 'string', pattern: `^[A-Za-z0-9._:-]{1,${LIMITS.maxRequestIdLength}}$` },
@@ -542,7 +554,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
     },
     schemas: {
       ...imageOptionSchemas,
-      ...resultFieldSchemas,
+      ...resultFields.schemas,
       ImageUrl: {
         type: 'string',
         format: 'uri',
@@ -633,7 +645,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           url: { type: 'string', format: 'uri', description: 'When `done`.' },
           credits_charged: { type: 'integer', enum: [0, 1], description: 'When `done`.' },
           credits_remaining: { type: 'integer', minimum: 0, description: 'When `done`.' },
-          ...resultFieldProps('When `done`.'),
+          ...resultFields.props('When `done`.'),
           error: { ...schema('JobError'), description: 'When `failed`; nothing was charged.' },
           created_at: { type: 'string', format: 'date-time' },
           updated_at: { type: 'string', format: 'date-time' },
@@ -648,7 +660,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           url: { type: 'string', format: 'uri', description: 'When `done`.' },
           credits_charged: { type: 'integer', enum: [0, 1], description: 'When `done`.' },
           credits_remaining: { type: 'integer', minimum: 0, description: 'When `done`.' },
-          ...resultFieldProps('When `done`.'),
+          ...resultFields.props('When `done`.'),
           error: { ...schema('JobError'), description: 'When `failed`.' },
         },
       },

@@ -7,7 +7,7 @@
  * transaction and only then answers 202. The work itself is done by the JobRunner
  * (src/queue/runner.ts) in the pool shared with the sync route.
  */
-import { resultJson } from '../result-fields.js';
+import { RESULT_FIELDS, resultJson, type ResultFieldTable } from '../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
@@ -259,14 +259,14 @@ export async function handleCreateBatch(ctx: JobsContext, req: IncomingMessage, 
   sendJson(res, 202, value, replayed ? { 'Idempotent-Replayed': 'true' } : {});
 }
 
-/** The job record of api-spec 2.3 as the API shows it. */
-export function jobRecord(ctx: Pick<ServerContext, 'baseUrl'>, job: JobRow): Record<string, unknown> {
+/** The job record of api-spec 2.3 as the API shows it, with a done job's result fields (the table's JSON keys). */
+export function jobRecord(ctx: Pick<ServerContext, 'baseUrl'>, job: JobRow, table: ResultFieldTable = RESULT_FIELDS): Record<string, unknown> {
   const out: Record<string, unknown> = { job_id: job.id, status: job.status };
   if (job.status === 'done') {
     out.url = `${ctx.baseUrl}/api/v1/results/${job.id}`;
     out.credits_charged = job.creditsCharged ?? 0;
     out.credits_remaining = job.creditsRemaining ?? 0;
-    Object.assign(out, resultJson(job.resultFields));
+    Object.assign(out, resultJson(job.resultFields, table));
   }
   if (job.status === 'failed') out.error = { code: job.error?.code ?? 'processing_failed', message: job.error?.message ?? 'Processing failed; nothing was charged.' };
   out.created_at = new Date(job.createdAt).toISOString();

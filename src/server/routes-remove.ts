@@ -35,7 +35,7 @@ export interface RemoveOutcome {
   content_type: string;
   /** The size served (`auto` resolved), for X-Cutout-Size; absent in outcomes stored before it was kept. */
   size?: 'preview' | 'full';
-  /** What the result says of itself (result-fields.ts), answered as headers; absent in older outcomes. */
+  /** What the result says of itself (result-fields.ts), answered as v1's headers; absent in older outcomes, partial in some. */
   fields?: Partial<ResultFields>;
 }
 
@@ -111,7 +111,7 @@ export async function handleRemove(ctx: RemoveContext, req: IncomingMessage, res
     'X-Job-Id': outcome.id,
     'X-Credits-Charged': String(outcome.credits_charged),
     'X-Credits-Remaining': String(outcome.credits_remaining),
-    ...resultHeaders(outcome.fields),
+    ...resultHeaders(outcome.fields, 'v1'),
   };
   // Which size was served: a request without `size` gets a preview (api-spec 2.1), unlike the CLI.
   if (outcome.size) headers['X-Cutout-Size'] = outcome.size;

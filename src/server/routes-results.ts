@@ -11,6 +11,7 @@
 import type { ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { CutoutError } from '../errors.js';
+import { resultHeaders } from '../result-fields.js';
 import type { ResultRow, Store } from '../store/db.js';
 import { errorBody, sendJson } from './http.js';
 import type { ServerContext } from './context.js';
@@ -49,7 +50,9 @@ export async function handleResult(ctx: Pick<ServerContext, 'config' | 'store'>,
       return;
     }
   }
-  if (!(await sendStoredResult(ctx.store, row, res, { 'Cache-Control': `private, max-age=${secondsLeft}` }))) throw notFound();
+  // What the result says of itself travels with it as v1's headers (X-Cutout-Confidence), as on the sync answer.
+  const headers = { 'Cache-Control': `private, max-age=${secondsLeft}`, ...resultHeaders(row.fields, 'v1') };
+  if (!(await sendStoredResult(ctx.store, row, res, headers))) throw notFound();
 }
 
 /**

@@ -8,6 +8,7 @@
  * slot, the job runner (queue/runner.ts) its claim, the CLI its output file. Billing rules are
  * src/billing.ts's.
  */
+import { resultFieldsOf } from '../result-fields.js';
 import { assertFunded, chargeFor, needsPixelsToPrice, upfrontPrice, type Payer } from '../billing.js';
 import type { Pipeline, RemoveRequest, RemoveResult } from '../pipeline/types.js';
 import type { Channel, RecordRunOptions, RunCharge, RunRecord } from '../store/db.js';
@@ -82,7 +83,7 @@ export class RemovalService {
       id: removal.id, accountId: payer.accountId, keyId: payer.keyId, channel: removal.channel, input: removal.description,
       size: result.resolvedSize, credits: chargeFor(payer, result.resolvedSize), ms: result.ms,
       result: removal.storeResult
-        ? { data: result.data, ext: result.format, name: removal.storeResult.name, contentType: result.contentType, width: result.width, height: result.height }
+        ? { data: result.data, ext: result.format, name: removal.storeResult.name, contentType: result.contentType, width: result.width, height: result.height, fields: resultFieldsOf(result) }
         : undefined,
     };
     const commit = async () => {

@@ -38,7 +38,7 @@ export function objectStoreJobInputs(place: ResultPlacement): JobInputs {
     async read(q, jobId) {
       const key = await keyOf(q, jobId);
       if (!key) return null;
-      const opened = await place.open(q, { jobId, contentType: 'application/octet-stream', width: 0, height: 0, createdAt: 0, location: key });
+      const opened = await place.open(q, { jobId, contentType: 'application/octet-stream', width: 0, height: 0, createdAt: 0, location: key, fields: null });
       return opened ? readAll(opened.body) : null;
     },
     async remove(q, jobId) {

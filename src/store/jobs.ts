@@ -15,7 +15,7 @@
  * A callback delivery row (deliveries.ts) is written in the same transaction as the job's final
  * state, so a finished job with a callback URL always has a delivery to make.
  */
-import { parseResultFields, resultJson, type ResultFields } from '../result-fields.js';
+import { parseResultFields, storedResultFields, type ResultFields } from '../result-fields.js';
 import type { ImageOptions } from '../options.js';
 import { sqlNow } from './clock.js';
 import type { Staged } from './engine.js';
@@ -205,7 +205,7 @@ export async function markJobDoneIn(
   const { changes } = await tx.run(
     `UPDATE jobs SET status = 'done', credits_charged = ?, credits_remaining = ?, result_fields = ?, lease_until = NULL, updated_at = ?, finished_at = ?
       WHERE id = ? AND ${HELD}`,
-    [done.creditsCharged, done.creditsRemaining, done.fields ? JSON.stringify(resultJson(done.fields)) : null, now, now, id, ctx.owner, attempt],
+    [done.creditsCharged, done.creditsRemaining, storedResultFields(done.fields), now, now, id, ctx.owner, attempt],
   );
   if (changes !== 1) return false;
   if (callback) await insertDeliveryIn(tx, id, callback.url, callback.body, now);

@@ -7,6 +7,7 @@
 import crypto from 'node:crypto';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
+import type { ResultFields } from '../result-fields.js';
 import type { JobInputs, Liveness, SharedSecrets } from './engine.js';
 import type { ResultPlacement } from './results-bytes.js';
 import { insertResultIn } from './results-row.js';
@@ -48,8 +49,9 @@ export interface RunRecord {
   /**
    * The result to store with the run. `name` makes the stored copy unique per attempt (a job's
    * `<id>.<attempt>`), so a run that lost its claim discards only its own bytes; default `id`.
+   * `fields`: what it says of itself (result-fields.ts), kept in the row's `result_fields`.
    */
-  result?: { data: Buffer; ext: string; name?: string; contentType: string; width: number; height: number };
+  result?: { data: Buffer; ext: string; name?: string; contentType: string; width: number; height: number; fields?: Partial<ResultFields> };
 }
 
 export interface KeyInfo {
@@ -235,7 +237,7 @@ export async function recordRun(ctx: StoreContext, run: RunRecord, options: Reco
       ]);
       if (run.result && staged) {
         const r = run.result;
-        await insertResultIn(tx, staged, { jobId: run.id, contentType: r.contentType, width: r.width, height: r.height, createdAt: now });
+        await insertResultIn(tx, staged, { jobId: run.id, contentType: r.contentType, width: r.width, height: r.height, createdAt: now, fields: r.fields ?? null });
       }
       if (run.credits > 0) {
         // The account row's lock serialises charges of one account across servers (PostgreSQL;

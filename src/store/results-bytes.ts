@@ -16,6 +16,7 @@ import type { Readable } from 'node:stream';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import type { Db, Queryable } from './sql.js';
+import type { ResultFields } from '../result-fields.js';
 
 export type ResultPlacementKind = 'files' | 'database' | 's3';
 
@@ -35,6 +36,8 @@ export interface ResultRow {
   height: number;
   createdAt: number;
   location: string | null;
+  /** What the result says of itself (result-fields.ts), from its `result_fields` column; null for rows stored before it was kept. */
+  fields: Partial<ResultFields> | null;
 }
 
 export interface OpenedResult {

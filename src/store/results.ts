@@ -11,6 +11,7 @@
 import path from 'node:path';
 import { buffer } from 'node:stream/consumers';
 import { LIMITS } from '../limits.js';
+import { parseResultFields } from '../result-fields.js';
 import type { ResultPlacement, ResultRow } from './results-bytes.js';
 import { fileResults } from './results-files.js';
 import { databaseResults } from './results-postgres.js';
@@ -25,11 +26,15 @@ export interface StoredResult extends Omit<ResultRow, 'location'> {
 
 /** The row of `jobId`'s result, without its bytes; null when unknown or older than `ttlSeconds`. */
 export async function findResult(ctx: StoreContext, jobId: string, ttlSeconds: number): Promise<ResultRow | null> {
-  const row = await ctx.db.get<{ job_id: string; path: string | null; content_type: string; width: number; height: number; created_at: number }>(
-    'SELECT job_id, path, content_type, width, height, created_at FROM results WHERE job_id = ? AND created_at > ?',
+  const row = await ctx.db.get<{ job_id: string; path: string | null; content_type: string; width: number; height: number; created_at: number; result_fields: string | null }>(
+    'SELECT job_id, path, content_type, width, height, created_at, result_fields FROM results WHERE job_id = ? AND created_at > ?',
     [jobId, ctx.now() - ttlSeconds * 1000],
   );
-  return row ? { jobId: row.job_id, location: row.path, contentType: row.content_type, width: row.width, height: row.height, createdAt: row.created_at } : null;
+  if (!row) return null;
+  return {
+    jobId: row.job_id, location: row.path, contentType: row.content_type, width: row.width, height: row.height, createdAt: row.created_at,
+    fields: parseResultFields(row.result_fields),
+  };
 }
 
 /**

@@ -8,6 +8,7 @@
 import t from 'tap';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { RESULT_FIELDS } from '../../src/result-fields.js';
 import { openStore } from '../../src/store/db.js';
 import { bearer, createKey, jobInputsOf, startServe, tempDataDir } from '../helpers/api-server.js';
 import { signatureValid, startReceiver } from '../helpers/callback-receiver.js';
@@ -108,7 +109,9 @@ t.test('kill, restart, graceful stop, restart: nothing lost, nothing charged twi
   t.ok(receiver.received.every((r) => signatureValid(r, secret)), 'all signed with the secret kept in the data directory');
   for (const r of delivered) {
     const i = ids.indexOf(r.json.job_id);
-    t.same(r.json, { job_id: ids[i], status: 'done', url: r.json.url, credits_charged: [1, 0, 1, 0][i], credits_remaining: r.json.credits_remaining, confidence: r.json.confidence });
+    const fields = Object.fromEntries(RESULT_FIELDS.map((f) => [f.json, r.json[f.json]]));
+    t.same(r.json, { job_id: ids[i], status: 'done', url: r.json.url, credits_charged: [1, 0, 1, 0][i], credits_remaining: r.json.credits_remaining, ...fields });
+    t.ok(Object.values(fields).every((v) => typeof v === 'number'), 'with every result field (result-fields.ts)');
     t.ok(r.json.confidence >= 0 && r.json.confidence <= 1, 'with the cutout\'s confidence');
   }
   await srv.stop('SIGTERM');
