@@ -13,6 +13,12 @@ export function formatMB(bytes: number): string {
   return `${Number((bytes / MB).toFixed(1))} MB`;
 }
 
+/** A byte count for messages at any size: "25 MB", "0.5 MB", "20 kB", "800 bytes". */
+export function formatSize(bytes: number): string {
+  if (bytes >= MB / 10) return formatMB(bytes);
+  return bytes >= 1000 ? `${Number((bytes / 1000).toFixed(1))} kB` : `${bytes} bytes`;
+}
+
 /**
  * `value / scale` with one decimal, or as many more as it takes (up to 6) to show it above
  * `limit / scale`: 25,000,001 bytes is "25.000001", never "25" beside a limit of 25. Truncated,

@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { IdempotencyClaimLost, openStore, type NewJob, type Store, type StoreKind } from '../src/store/db.js';
+import { IdempotencyClaimLost, openStore, Store, type NewJob, type StoreKind } from '../src/store/db.js';
 import { MIGRATIONS } from '../src/store/migrations.js';
 import { PG_MIGRATIONS } from '../src/store/migrations-postgres.js';
 import { POSTGRES_NOW_MS } from '../src/store/clock.js';
@@ -427,6 +427,91 @@ t.test('rate limit on PostgreSQL: a server whose clock is 90 s ahead neither gra
   t.ok(fromAhead.retryAfter > 0 && fromAhead.retryAfter <= 60, `Retry-After by the database's clock (${fromAhead.retryAfter} s), not 90 s off`);
 });
 
+/** `db` with every statement and transaction it is asked for counted (the store's side of the seam). */
+function countingDb(db: Store['db']): { db: Store['db']; counts: { statements: number; transactions: number } } {
+  const counts = { statements: 0, transactions: 0 };
+  const counted = Object.create(db) as Store['db'];
+  for (const method of ['get', 'all', 'run'] as const) {
+    (counted as any)[method] = (...args: unknown[]) => {
+      counts.statements++;
+      return (db as any)[method](...args);
+    };
+  }
+  counted.transaction = (fn) => {
+    counts.transactions++;
+    return db.transaction(fn);
+  };
+  return { db: counted, counts };
+}
+
+forEachEngine('rate limit: one statement per request, no transaction; a lowered limit holds at once', async (t, kind) => {
+  const { store, dir } = await openTestStore(t, kind);
+  const { db, counts } = countingDb(store.db);
+  const counted = new Store(db, dir);
+  const decisions = [];
+  for (let i = 0; i < 4; i++) decisions.push(await counted.hitRateLimit('key:one', 3, 60_000));
+  t.same(decisions.map((d) => [d.allowed, d.remaining]), [[true, 2], [true, 1], [true, 0], [false, 0]]);
+  t.same(counts, { statements: 4, transactions: 0 }, 'each check is one statement, outside any transaction');
+  const { hits } = (await store.db.get<{ hits: unknown }>('SELECT hits FROM rate_windows WHERE rate_key = ?', ['key:one']))!;
+  const log = (typeof hits === 'string' ? JSON.parse(hits) as unknown[] : hits as unknown[]).map(Number);
+  t.equal(log.length, 3, 'the refused request is not logged');
+  t.same([...log].sort((a, b) => a - b), log, 'the log is in order');
+  const lowered = await counted.hitRateLimit('key:one', 2, 60_000);
+  t.same([lowered.allowed, lowered.remaining, lowered.limit], [false, 0, 2], 'three in the window: a limit of 2 refuses');
+  const raised = await counted.hitRateLimit('key:one', 5, 60_000);
+  t.same([raised.allowed, raised.remaining], [true, 1], 'a limit of 5 admits the fourth');
+});
+
+t.test('an old SQLite database (schema 7, the rate limit\'s three statements) migrates with its open windows kept', async (t) => {
+  const dir = await tempDir(t);
+  const { default: sqlite3 } = await import('sqlite3');
+  const { splitStatements } = await import('../src/store/split.js');
+  const old = new sqlite3.Database(path.join(dir, 'cutout.db'));
+  const run = (sql: string, params: unknown[] = []) => new Promise<void>((resolve, reject) => old.run(sql, params, (err) => (err ? reject(err) : resolve())));
+  for (const script of MIGRATIONS.slice(0, 7)) for (const statement of splitStatements(script)) await run(statement);
+  await run('PRAGMA user_version = 7');
+  const clock = { now: Date.UTC(2025, 5, 15, 12) };
+  // A window as the three-statement code left it: two requests in the last minute.
+  await run('INSERT INTO rate_windows (rate_key, hits, updated_at) VALUES (?, ?, ?)', ['key:old', JSON.stringify([clock.now - 20_000, clock.now - 10_000]), clock.now - 10_000]);
+  await new Promise<void>((resolve) => old.close(() => resolve()));
+  const store = await openStore(dir, { now: () => clock.now });
+  t.teardown(() => store.close());
+  t.equal((await store.db.get<{ user_version: number }>('PRAGMA user_version'))?.user_version, MIGRATIONS.length);
+  const third = await store.hitRateLimit('key:old', 3, 60_000);
+  t.same([third.allowed, third.remaining], [true, 0], 'the two old requests still count');
+  const fourth = await store.hitRateLimit('key:old', 3, 60_000);
+  t.same([fourth.allowed, fourth.retryAfter], [false, 40], 'refused until the oldest old request leaves');
+});
+
+t.test('an old PostgreSQL database (schema 5, the log as JSON text) migrates with its open windows kept', async (t) => {
+  const url = (await storeUrl('postgres'))!;
+  const { splitStatements } = await import('../src/store/split.js');
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)');
+    for (const [i, script] of PG_MIGRATIONS.slice(0, 5).entries()) {
+      for (const statement of splitStatements(script)) await client.query(statement);
+      await client.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)', [i + 1]);
+    }
+    // Windows as the three-statement code left them, stamped by the database's clock.
+    await client.query(`INSERT INTO rate_windows (rate_key, hits, updated_at) SELECT 'key:old', '[' || (n - 20000) || ',' || (n - 10000) || ']', n - 10000 FROM (SELECT ${POSTGRES_NOW_MS} AS n) s`);
+    await client.query(`INSERT INTO rate_windows (rate_key, hits, updated_at) VALUES ('key:empty', '[]', 0)`);
+  } finally {
+    await client.end();
+  }
+  const store = await openStore(await tempDir(t), { url });
+  t.teardown(() => store.close());
+  const versions = await store.db.all<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
+  t.equal(versions.length, PG_MIGRATIONS.length, 'migrated to the last version');
+  const third = await store.hitRateLimit('key:old', 3, 60_000);
+  t.same([third.allowed, third.remaining], [true, 0], 'the two old requests still count');
+  const fourth = await store.hitRateLimit('key:old', 3, 60_000);
+  t.ok(!fourth.allowed && fourth.retryAfter >= 39 && fourth.retryAfter <= 41, `refused until the oldest old request leaves (${fourth.retryAfter} s)`);
+  t.same((await store.hitRateLimit('key:empty', 3, 60_000)).remaining, 2, 'an empty log reads as an empty array');
+});
+
 function newJob(accountId: string, extra: Partial<NewJob> = {}): NewJob {
   return {
     id: crypto.randomUUID(), accountId, keyId: null, options: { size: 'preview' } as NewJob['options'], sourceKind: 'image_file', sourceUrl: null,
@@ -668,4 +753,70 @@ t.test('an old SQLite database (schema 6, runs pinned to 0/1 credits) migrates w
   t.same(await store.db.get('SELECT id, channel, credits FROM runs'), { id: 'r1', channel: 'cli', credits: 0 }, 'the old run is kept');
   await store.db.run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES ('r2', NULL, NULL, 'photoroom', 'x', 'full', 2, 10, 1)");
   t.equal((await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM runs'))?.n, 2, 'and the new shape is taken');
+});
+
+/** The index of the migration that gives results their `result_fields` (SQLite 9, PostgreSQL 7): the versions before it. */
+const beforeResultFields = (list: readonly string[]) => list.findIndex((m) => m.includes('ALTER TABLE results ADD COLUMN result_fields'));
+
+/**
+ * A database made by the migrations before results kept their fields (SQLite 8, PostgreSQL 6),
+ * holding the rows those versions wrote, through the old schema's own SQL: the same text on both engines.
+ */
+async function oldDatabase(kind: StoreKind, dir: string): Promise<string | null> {
+  const { splitStatements } = await import('../src/store/split.js');
+  const created = Date.now();
+  const rows = [
+    "INSERT INTO accounts (id, created_at) VALUES ('acct-old', 1)",
+    `INSERT INTO jobs (id, account_id, status, params, credits_charged, credits_remaining, created_at, updated_at, finished_at, result_fields)
+      VALUES ('job-old', 'acct-old', 'done', '{"size":"full","format":"png","v":2}', 1, 9, ${created}, ${created}, ${created}, '{"confidence":0.5}')`,
+    `INSERT INTO results (job_id, path, content_type, width, height, created_at) VALUES ('job-old', 'old/job-old.png', 'image/png', 4, 3, ${created})`,
+  ];
+  if (kind === 'sqlite') {
+    const { default: sqlite3 } = await import('sqlite3');
+    const old = new sqlite3.Database(path.join(dir, 'cutout.db'));
+    const run = (sql: string) => new Promise<void>((resolve, reject) => old.run(sql, [], (err) => (err ? reject(err) : resolve())));
+    const version = beforeResultFields(MIGRATIONS);
+    for (const script of MIGRATIONS.slice(0, version)) for (const statement of splitStatements(script)) await run(statement);
+    await run(`PRAGMA user_version = ${version}`);
+    for (const sql of rows) await run(sql);
+    await new Promise<void>((resolve) => old.close(() => resolve()));
+    return null;
+  }
+  const url = (await storeUrl('postgres'))!;
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const version = beforeResultFields(PG_MIGRATIONS);
+    for (const script of PG_MIGRATIONS.slice(0, version)) for (const statement of splitStatements(script)) await client.query(statement);
+    await client.query('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)');
+    await client.query('INSERT INTO schema_migrations (version, applied_at) SELECT v, 0 FROM generate_series(1, $1::int) AS v', [version]);
+    for (const sql of rows) await client.query(sql);
+  } finally {
+    await client.end();
+  }
+  return url;
+}
+
+forEachEngine('an old database (SQLite 8, PostgreSQL 6) migrates; its results and jobs read back, new ones keep every field (migrations 9 and pg 7)', async (t, kind) => {
+  t.same([beforeResultFields(MIGRATIONS), beforeResultFields(PG_MIGRATIONS)], [8, 6], 'the versions before results kept their fields');
+  const dir = await tempDir(t);
+  const url = await oldDatabase(kind, dir);
+  const store = await openStore(dir, { url });
+  t.teardown(() => store.close());
+  const version = kind === 'sqlite'
+    ? (await store.db.get<{ user_version: number }>('PRAGMA user_version'))?.user_version
+    : (await store.db.get<{ version: number }>('SELECT MAX(version) AS version FROM schema_migrations'))?.version;
+  t.equal(version, kind === 'sqlite' ? MIGRATIONS.length : PG_MIGRATIONS.length, 'migrated to the last version');
+
+  t.match(await store.findResult('job-old', 3600), { jobId: 'job-old', width: 4, height: 3, fields: null }, 'an old result: its row as it was, no fields');
+  t.same((await store.getJob('job-old', 'acct-old'))?.resultFields, { confidence: 0.5 }, 'an old job: the fields it kept');
+
+  const fields = { width: 4, height: 3, foregroundTop: 0, foregroundLeft: 1, foregroundWidth: 2, foregroundHeight: 3, confidence: 0.75, processingMs: 12 };
+  const { account } = await store.createKey({ name: 'new' });
+  const id = crypto.randomUUID();
+  await store.recordRun(run(account, 1, { id, result: { data: Buffer.from('png!'), ext: 'png', contentType: 'image/png', width: 4, height: 3, fields } }));
+  t.same((await store.findResult(id, 3600))?.fields, fields, 'a new result keeps every field in its column');
+  const stored = await store.getResult(id, 3600);
+  t.same([stored?.data.toString(), stored?.fields], ['png!', fields], 'and reads it back with its bytes');
 });

@@ -11,17 +11,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
+import { ROOT, BIN, FIXTURES, arg } from './common.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const BIN = path.join(ROOT, 'bin', 'cutout');
-const FIXTURES = path.join(ROOT, 'test', 'fixtures');
-
-function arg(name: string, fallback: string): string {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1] : fallback;
-}
 
 /** `count` distinct photos: each fixture at a few widths, mirrored or not. */
 async function makePhotos(dir: string, count: number): Promise<void> {

@@ -12,17 +12,10 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
+import { BIN, ROOT, median, option, runCutout } from './common.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const BIN = path.join(ROOT, 'bin', 'cutout');
 const NATIVE_MAX_PIXELS = 4_000_000;
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN;
-};
 
 /** One route: its path, and the request its clients send for a full-size PNG cutout. */
 interface Route { name: string; path: string; headers(key: string): Record<string, string>; form(bytes: Buffer, quality: string): FormData }
@@ -42,17 +35,6 @@ const ROUTES: readonly Route[] = [
   { name: 'photoroom', path: '/v1/segment', headers: (k) => ({ 'x-api-key': k }), form: (b) => formWith('image_file', b, {}) },
   { name: 'clipdrop', path: '/remove-background/v1', headers: (k) => ({ 'x-api-key': k, Accept: 'image/png' }), form: (b) => formWith('image_file', b, {}) },
 ];
-
-function cutout(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`cutout ${args[0]}: ${err}`))));
-  });
-}
 
 /** Starts `cutout serve` on a free port; resolves with its URL. */
 function listening(server: ReturnType<typeof spawn>): Promise<string> {
@@ -79,12 +61,8 @@ async function photosOf(dir: string): Promise<string[]> {
 }
 
 export async function benchDialects(args: string[]): Promise<void> {
-  const value = (name: string, dflt: string) => {
-    const i = args.indexOf(name);
-    return i >= 0 && args[i + 1] ? args[i + 1] : dflt;
-  };
-  const runs = Number(value('--runs', '5'));
-  const quality = value('--quality', 'fast');
+  const runs = Number(option(args, '--runs', '5'));
+  const quality = option(args, '--quality', 'fast');
   const dir = args.find((a, i) => !a.startsWith('--') && !['--runs', '--quality'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
   const files = await photosOf(dir);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-bench-dialects-'));
@@ -92,8 +70,8 @@ export async function benchDialects(args: string[]): Promise<void> {
   const server = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data', dataDir, '--rate-limit', '100000'], { env });
   try {
     const url = await listening(server);
-    const { key, id } = JSON.parse(await cutout(['keys', 'create', '--json', '--data', dataDir], env)) as { key: string; id: string };
-    await cutout(['credits', 'add', id, String((files.length * runs + 2) * ROUTES.length + 10), '--data', dataDir], env);
+    const { key, id } = JSON.parse(await runCutout(['keys', 'create', '--json', '--data', dataDir], env)) as { key: string; id: string };
+    await runCutout(['credits', 'add', id, String((files.length * runs + 2) * ROUTES.length + 10), '--data', dataDir], env);
     const timed = async (route: Route, bytes: Buffer): Promise<number> => {
       const started = performance.now();
       const res = await fetch(`${url}${route.path}`, { method: 'POST', headers: route.headers(key), body: route.form(bytes, quality) });

@@ -1,5 +1,13 @@
 /**
- * `npm run bench:fleet -- [--servers 1,3] [--stores sqlite,postgres] [--seconds 5] [--concurrency 24] [--jobs 24]`
+ * `npm run bench:fleet -- [--servers 1,3] [--stores sqlite,postgres] [--seconds 5] [--concurrency 24] [--jobs 24]
+ *                         [--rate-limit-checks 2000] [--rate-limit-rounds 3] [--growth-jobs 200] [--input-kb 1024]
+ *                         [--only rate-limit|job-growth]`
+ *
+ * 0. With PostgreSQL among the stores: the rate limit's cost per request, before and after it
+ *    became one statement (src/bench/rate-limit-cost.ts): statements, time from one client,
+ *    checks per second from `--concurrency` clients, WAL bytes; and the database's growth per
+ *    1,000 waiting jobs, before (inputs in PostgreSQL) and after (inputs beside S3 results;
+ *    src/bench/job-growth.ts). `--only rate-limit` or `--only job-growth` stops after that one.
  *
  * Real `cutout serve` processes on one store, requests spread round-robin over them:
  * 1. the API path without inference, in requests per second (closed loop, `--concurrency`
@@ -23,20 +31,25 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../store/db.js';
+import { formatRateLimitCost, measureRateLimitCost, type RateLimitCost } from './rate-limit-cost.js';
+import { formatJobGrowth, measureJobGrowth } from './job-growth.js';
 import {
   closedLoop, folderBytes, machine, ROOT, serveHasStoreFlag, sleep, startCallbackReceiver, startHeldImageServer,
   startPostgres, startServer, type LoadResult, type Postgres, type ProbeTotals, type Server,
 } from './fleet-parts.js';
+import { option } from './common.js';
 
 const args = process.argv.slice(2);
-const value = (name: string, dflt: string) => {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] ? args[i + 1] : dflt;
-};
-const serverCounts = value('--servers', '1,3').split(',').map(Number);
-const seconds = Number(value('--seconds', '5'));
-const concurrency = Number(value('--concurrency', '24'));
-const jobCount = Number(value('--jobs', '24'));
+const serverCounts = option(args, '--servers', '1,3').split(',').map(Number);
+const seconds = Number(option(args, '--seconds', '5'));
+const concurrency = Number(option(args, '--concurrency', '24'));
+const jobCount = Number(option(args, '--jobs', '24'));
+const rateLimitChecks = Number(option(args, '--rate-limit-checks', '2000'));
+const rateLimitRounds = Number(option(args, '--rate-limit-rounds', '3'));
+const growthJobs = Number(option(args, '--growth-jobs', '200'));
+const inputKb = Number(option(args, '--input-kb', '1024'));
+const only = option(args, '--only', '');
+if (only !== '' && only !== 'rate-limit' && only !== 'job-growth') throw new Error(`--only takes rate-limit or job-growth, not ${only}`);
 /**
  * Keys spread the load: at the default 60 requests per minute per key (the limiter runs on every
  * request, with windows of a realistic size), 1500 keys allow 1500 requests per second for a minute
@@ -46,7 +59,7 @@ const KEYS = 1500;
 /** Keys that submit the end-to-end jobs (each gets credits for its share). */
 const JOB_KEYS = 16;
 const hasStoreFlag = serveHasStoreFlag();
-const stores = value('--stores', hasStoreFlag ? 'sqlite,postgres' : 'sqlite').split(',') as ('sqlite' | 'postgres')[];
+const stores = option(args, '--stores', hasStoreFlag ? 'sqlite,postgres' : 'sqlite').split(',') as ('sqlite' | 'postgres')[];
 if (stores.includes('postgres') && !hasStoreFlag) throw new Error('This build of cutout serve has no --store: PostgreSQL cannot be benched.');
 
 const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-bench-fleet-'));
@@ -208,11 +221,34 @@ function round(x: number): number {
   return Math.round(x * 100) / 100;
 }
 
+/** Phase 0: the rate limit's cost per request, before and after, on a database of its own. */
+async function rateLimitCost(): Promise<RateLimitCost> {
+  postgres ??= await startPostgres();
+  await postgres.createDatabase('bench_rate_limit');
+  const cost = await measureRateLimitCost(postgres.urlFor('bench_rate_limit'), fs.mkdtempSync(path.join(workDir, 'rate-limit-')), {
+    checks: rateLimitChecks, concurrency, rounds: rateLimitRounds, keys: 200,
+  });
+  for (const line of formatRateLimitCost(cost)) console.log(line);
+  return cost;
+}
+
+/** Phase 0: the database's growth per 1,000 waiting jobs, before and after, on databases of their own. */
+async function jobGrowth(): Promise<Awaited<ReturnType<typeof measureJobGrowth>>> {
+  postgres ??= await startPostgres();
+  const growth = await measureJobGrowth(postgres, fs.mkdtempSync(path.join(workDir, 'job-growth-')), growthJobs, inputKb);
+  for (const line of formatJobGrowth(growth, growthJobs, inputKb)) console.log(line);
+  return growth;
+}
+
 const results: Record<string, unknown>[] = [];
+let rateLimit: RateLimitCost | null = null;
+let growth: Awaited<ReturnType<typeof measureJobGrowth>> | null = null;
 console.log(`cutout bench:fleet on ${machine()}`);
 console.log(`stores: ${stores.join(', ')}${hasStoreFlag ? '' : ' (this build has no --store: SQLite only)'}; servers: ${serverCounts.join(', ')}; ${seconds} s per API phase at concurrency ${concurrency}; ${jobCount} jobs`);
 try {
-  for (const kind of stores) {
+  if (stores.includes('postgres') && only !== 'job-growth') rateLimit = await rateLimitCost();
+  if (stores.includes('postgres') && only !== 'rate-limit') growth = await jobGrowth();
+  for (const kind of only ? [] : stores) {
     for (const n of serverCounts) {
       const api = await apiPath(await freshStore(kind), n);
       for (const [phase, r] of Object.entries(api)) {
@@ -228,4 +264,4 @@ try {
   await (postgres as Postgres | null)?.stop();
   fs.rmSync(workDir, { recursive: true, force: true });
 }
-console.log(JSON.stringify({ machine: machine(), seconds, concurrency, results }));
+console.log(JSON.stringify({ machine: machine(), seconds, concurrency, rateLimit, jobGrowth: growth, results }));

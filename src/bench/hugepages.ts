@@ -23,9 +23,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { median, peakRssMb, anonHugeMb, rawRun } from './speed-precision.js';
+import { peakRssMb, anonHugeMb, rawRun } from './speed-precision.js';
+import { BIN, median } from './common.js';
 
-const BIN = fileURLToPath(new URL('../../bin/cutout', import.meta.url));
 const MODES = ['on', 'off'] as const;
 type Mode = (typeof MODES)[number];
 type Precision = 'fp32' | 'int8';

@@ -31,12 +31,9 @@ import { quantizeModel } from '../pipeline/quantize.js';
 import { calibrationFile, selectRanges, type CalibrationFile } from '../pipeline/int8.js';
 import { calibrationInput, calibrationPhotoNames, qualityAtSide } from './calibration-photos.js';
 import { contentError } from './int8-error.js';
+import { option } from './common.js';
 
 const args = process.argv.slice(2);
-const value = (name: string): string | undefined => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-};
 
 interface Photo {
   name: string;
@@ -144,8 +141,8 @@ async function keepSets(manifest: ModelManifest, bytes: Uint8Array, ranges: Retu
  * their resolution: stage4 runs at 1/16 of the input side, stage6 at 1/64).
  */
 function setsAsked(ranking: () => string[], quantized: string[]): { label: string; nodes: string[] }[] {
-  const top = value('--keep-top');
-  const stages = value('--keep-stages');
+  const top = option(args, '--keep-top');
+  const stages = option(args, '--keep-stages');
   if (top) return top.split(',').map((k) => ({ label: `top ${k}`, nodes: ranking().slice(0, Number(k)) }));
   return (stages ?? '').split(',').filter(Boolean).map((group) => {
     const names = group.split('+');
@@ -153,9 +150,9 @@ function setsAsked(ranking: () => string[], quantized: string[]): { label: strin
   });
 }
 
-const manifest = resolveModel(value('--model') ?? 'isnet-medium');
-const side = Number(value('--side') ?? 512);
-const photos = await loadPhotos(manifest, side, Number(value('--photos') ?? Infinity));
+const manifest = resolveModel(option(args, '--model') ?? 'isnet-medium');
+const side = Number(option(args, '--side') ?? 512);
+const photos = await loadPhotos(manifest, side, Number(option(args, '--photos') ?? Infinity));
 const bytes = await readModelBytes(side === manifest.input.width ? await ensureRunnableModel(manifest) : await ensureVariant(manifest, side));
 const ranges = selectRanges(JSON.parse(fs.readFileSync(calibrationFile(manifest, side), 'utf8')) as CalibrationFile);
 const fp32 = await runAll(manifest, bytes, photos);
@@ -165,12 +162,12 @@ process.stdout.write(`${manifest.name} at ${side} px, ${photos.length} calibrati
 // The ranking is a bench result, not data the package ships: kept out of the repository by default.
 const defaultOut = path.join(os.tmpdir(), `int8-sensitivity-${manifest.name}-${side}.json`);
 if (args.includes('--keep-top') || args.includes('--keep-stages')) {
-  const ranking = () => (JSON.parse(fs.readFileSync(value('--ranking') ?? defaultOut, 'utf8')) as { rows: { node: string }[] }).rows.map((r) => r.node);
+  const ranking = () => (JSON.parse(fs.readFileSync(option(args, '--ranking') ?? defaultOut, 'utf8')) as { rows: { node: string }[] }).rows.map((r) => r.node);
   const sets = setsAsked(ranking, quantizeModel(bytes, { ranges }).quantizedNames);
   await keepSets(manifest, bytes, ranges, photos, sets);
 } else {
   const result = await screen(manifest, bytes, ranges, photos);
-  const out = value('--out') ?? defaultOut;
+  const out = option(args, '--out') ?? defaultOut;
   fs.writeFileSync(out, JSON.stringify({ model: manifest.name, side, photos: photos.map((p) => p.name), ...result }, null, 1) + '\n');
   for (const r of result.rows.slice(0, 24)) process.stdout.write(`${r.maeGain.toFixed(5)} ${(r.flipGain * 100).toFixed(3)}% ${r.node}\n`);
   process.stdout.write(`-> ${out}\n`);

@@ -19,12 +19,9 @@ import { createPipeline } from '../pipeline/index.js';
 import type { RemoveRequest } from '../pipeline/types.js';
 import { CutoutError } from '../errors.js';
 import { edgeParamsOf } from '../pipeline/edges.js';
+import { option } from './common.js';
 
 const args = process.argv.slice(2);
-const value = (name: string): string | undefined => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-};
 const VALUED = new Set(['--out', '--model', '--quality', '--evaluator', '--edge-params', '--precision']);
 const positional = args.filter((a, i) => !a.startsWith('--') && !VALUED.has(args[i - 1] ?? ''));
 const corpus = positional[0];
@@ -32,9 +29,9 @@ if (!corpus) {
   process.stderr.write('usage: npm run bench:quality -- <corpus-dir> [--out DIR] [--model NAME] [--no-refine] [--no-decontaminate] [--quality Q] [--precision P]\n');
   process.exit(2);
 }
-const modelName = value('--model') ?? 'isnet-medium';
-const outDir = value('--out') ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-quality-'));
-const evaluator = value('--evaluator') ?? path.join(path.dirname(path.resolve(corpus)), 'evaluate.mjs');
+const modelName = option(args, '--model') ?? 'isnet-medium';
+const outDir = option(args, '--out') ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-quality-'));
+const evaluator = option(args, '--evaluator') ?? path.join(path.dirname(path.resolve(corpus)), 'evaluate.mjs');
 if (!fs.existsSync(evaluator)) {
   process.stderr.write(`evaluator not found: ${evaluator} (give --evaluator FILE)\n`);
   process.exit(2);
@@ -51,13 +48,13 @@ const request: RemoveRequest & Record<string, unknown> = {
   refine: !args.includes('--no-refine'),
   decontaminate: !args.includes('--no-decontaminate'),
 };
-const quality = value('--quality');
+const quality = option(args, '--quality');
 if (quality) request.quality = quality as RemoveRequest['quality'];
-const precision = value('--precision');
+const precision = option(args, '--precision');
 if (precision) request.precision = precision as RemoveRequest['precision'];
 
 // Compare refinement settings without editing code: --edge-params '{"guidedRadius":4}'.
-const edgeParams = value('--edge-params');
+const edgeParams = option(args, '--edge-params');
 if (edgeParams) request.edgeParams = JSON.parse(edgeParams) as RemoveRequest['edgeParams'];
 fs.mkdirSync(outDir, { recursive: true });
 const pipeline = createPipeline({ model: modelName });

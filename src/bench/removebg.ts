@@ -10,35 +10,13 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
+import { BIN, ROOT, median, option, runCutout } from './common.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const BIN = path.join(ROOT, 'bin', 'cutout');
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN;
-};
-
-function cutout(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`cutout ${args[0]}: ${err}`))));
-  });
-}
 
 export async function benchRemoveBg(args: string[]): Promise<void> {
-  const value = (name: string, dflt: string) => {
-    const i = args.indexOf(name);
-    return i >= 0 && args[i + 1] ? args[i + 1] : dflt;
-  };
-  const runs = Number(value('--runs', '5'));
-  const quality = value('--quality', 'fast');
+  const runs = Number(option(args, '--runs', '5'));
+  const quality = option(args, '--quality', 'fast');
   const dir = args.find((a, i) => !a.startsWith('--') && !['--runs', '--quality'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
   const files = fs.readdirSync(dir).filter((f) => IMAGE_EXTENSIONS.includes(path.extname(f).toLowerCase()) && !f.includes('.cutout.')).sort();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-bench-removebg-'));
@@ -54,8 +32,8 @@ export async function benchRemoveBg(args: string[]): Promise<void> {
       });
       server.once('exit', (code) => reject(new Error(`cutout serve exited with ${code}`)));
     });
-    const { key, id } = JSON.parse(await cutout(['keys', 'create', '--json', '--data', dataDir], env)) as { key: string; id: string };
-    await cutout(['credits', 'add', id, String(files.length * runs * 2 + 10), '--data', dataDir], env);
+    const { key, id } = JSON.parse(await runCutout(['keys', 'create', '--json', '--data', dataDir], env)) as { key: string; id: string };
+    await runCutout(['credits', 'add', id, String(files.length * runs * 2 + 10), '--data', dataDir], env);
 
     const timed = async (route: 'native' | 'dialect', bytes: Buffer): Promise<number> => {
       const form = new FormData();

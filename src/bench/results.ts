@@ -21,42 +21,23 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { openStore, type NewJob, type Store } from '../store/db.js';
+import { openStore, type Store } from '../store/db.js';
 import { sendStoredResult } from '../server/routes-results.js';
-import { folderBytes, freePort, machine, startPostgres } from './fleet-parts.js';
+import { folderBytes, machine, startPostgres } from './fleet-parts.js';
+import { median, option } from './common.js';
+import { BUCKET, queueJobs, startS3 } from './job-growth.js';
 
 const args = process.argv.slice(2);
-const value = (name: string, dflt: string) => {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] ? args[i + 1] : dflt;
-};
-const megabytes = Number(value('--mb', '10'));
-const repeat = Number(value('--repeat', '5'));
-const count = Number(value('--count', '1000'));
-const resultKb = Number(value('--result-kb', '512'));
-const jobCount = Number(value('--jobs', '200'));
-const inputKb = Number(value('--input-kb', '1024'));
-const BUCKET = 'cutout-bench';
+const megabytes = Number(option(args, '--mb', '10'));
+const repeat = Number(option(args, '--repeat', '5'));
+const count = Number(option(args, '--count', '1000'));
+const resultKb = Number(option(args, '--result-kb', '512'));
+const jobCount = Number(option(args, '--jobs', '200'));
+const inputKb = Number(option(args, '--input-kb', '1024'));
 
 const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-bench-results-'));
-
-/** s3rver in this process (a dev dependency: the bench runs in a clone, like the tests). */
-async function startS3(): Promise<{ endpoint: string; dir: string; close(): Promise<void> }> {
-  const S3rver = createRequire(import.meta.url)('s3rver') as new (o: Record<string, unknown>) => { run(): Promise<unknown>; close(): Promise<void> };
-  const dir = path.join(workDir, 's3');
-  const port = await freePort();
-  const server = new S3rver({ address: '127.0.0.1', port, silent: true, directory: dir, configureBuckets: [{ name: BUCKET }] });
-  await server.run();
-  return { endpoint: `http://127.0.0.1:${port}`, dir, close: () => server.close() };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 function run(accountId: string, data: Buffer) {
   return {
@@ -93,25 +74,6 @@ interface PlacementResult {
   presignedMs: number | null;
   per1000: { dbBytes: number; walBytes: number; objectBytes: number };
   per1000Jobs: { dbBytes: number; walBytes: number; objectBytes: number };
-}
-
-/** Queues `jobCount` uploaded jobs of `inputKb` KB (distinct bytes) and answers the growth per 1,000. */
-async function queueJobs(store: Store, accountId: string, pg: Awaited<ReturnType<typeof startPostgres>>, database: string, s3Dir: string): Promise<PlacementResult['per1000Jobs']> {
-  const before = await pg.stats(database);
-  const objectsBefore = fs.existsSync(s3Dir) ? folderBytes(s3Dir) : 0;
-  const input = crypto.randomBytes(inputKb * 1024);
-  for (let i = 0; i < jobCount; i++) {
-    const data = Buffer.from(input);
-    data.writeUInt32BE(i, 0);
-    await store.createJobs([{
-      id: crypto.randomUUID(), accountId, keyId: null, options: { size: 'preview' } as NewJob['options'], sourceKind: 'image_file', sourceUrl: null,
-      input: data, inputDesc: 'bench', callbackUrl: null, billable: true, batchId: null,
-    }], jobCount + 1);
-  }
-  const after = await pg.stats(database);
-  const objectsAfter = fs.existsSync(s3Dir) ? folderBytes(s3Dir) : 0;
-  const scale = 1000 / jobCount;
-  return { dbBytes: (after.dbBytes - before.dbBytes) * scale, walBytes: (after.walBytes - before.walBytes) * scale, objectBytes: (objectsAfter - objectsBefore) * scale };
 }
 
 async function measure(placement: 'postgres' | 's3', pg: Awaited<ReturnType<typeof startPostgres>>, s3Dir: string): Promise<PlacementResult> {
@@ -156,7 +118,7 @@ async function measure(placement: 'postgres' | 's3', pg: Awaited<ReturnType<type
     const after = await pg.stats(database);
     const objectsAfter = fs.existsSync(s3Dir) ? folderBytes(s3Dir) : 0;
     const scale = 1000 / count;
-    const per1000Jobs = await queueJobs(store, account, pg, database, s3Dir);
+    const per1000Jobs = await queueJobs(store, account, pg, database, s3Dir, jobCount, inputKb);
     return {
       per1000Jobs,
       placement,
@@ -178,11 +140,7 @@ async function measure(placement: 'postgres' | 's3', pg: Awaited<ReturnType<type
 const mb = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MB`;
 
 const pg = await startPostgres();
-const s3 = await startS3();
-Object.assign(process.env, {
-  AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1', AWS_ENDPOINT_URL_S3: s3.endpoint,
-  AWS_REQUEST_CHECKSUM_CALCULATION: 'WHEN_REQUIRED', AWS_RESPONSE_CHECKSUM_VALIDATION: 'WHEN_REQUIRED', AWS_EC2_METADATA_DISABLED: 'true',
-});
+const s3 = await startS3(path.join(workDir, 's3'));
 try {
   const results: PlacementResult[] = [];
   for (const placement of ['postgres', 's3'] as const) results.push(await measure(placement, pg, s3.dir));

@@ -12,13 +12,8 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { RemoveRequest } from '../pipeline/types.js';
 import { cpuFlags, hasVnni } from '../pipeline/int8.js';
+import { BIN, median } from './common.js';
 
-const BIN = fileURLToPath(new URL('../../bin/cutout', import.meta.url));
-
-export const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 /**
  * This process's own peak resident memory (VmHWM). Not getrusage's maxRSS: Linux carries that
  * over fork and exec, so a child spawned by a bench holding 2 GB would report the bench's size.

@@ -27,8 +27,8 @@ import type { StageTimings } from '../pipeline/types.js';
 import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
 import { comparePrecisions, coldStart, arenaEffect, rawRuns, cpuFeatures, folderDefaults } from './speed-precision.js';
 import { coldHugePages, steadyHugePages } from './hugepages.js';
+import { ROOT, median, option } from './common.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const args = process.argv.slice(2);
 const flag = (name: string) => args.includes(name);
 // --help says the usage instead of being ignored: the whole bench takes minutes of every core.
@@ -38,17 +38,13 @@ if (flag('--help') || flag('-h')) {
     + '  [--hugepages-only] [--hugepages-steady] [--no-hugepages] [--rounds-huge N] [--pause MS] [--children-huge N]   (see the header of src/bench/speed.ts and docs/benchmarks.md, "Benchmarks")\n');
   process.exit(0);
 }
-const value = (name: string, dflt: string) => {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] ? args[i + 1] : dflt;
-};
-const modelName = value('--model', 'isnet-medium');
-const runs = Number(value('--runs', '1'));
+const modelName = option(args, '--model', 'isnet-medium');
+const runs = Number(option(args, '--runs', '1'));
 /** `--qualities fast,balanced,best`: the settings compared side by side (default: all). */
-const qualities = value('--qualities', QUALITIES.join(',')).split(',').map((q) => parseEnum('qualities', QUALITIES, q, 'cli'));
+const qualities = option(args, '--qualities', QUALITIES.join(',')).split(',').map((q) => parseEnum('qualities', QUALITIES, q, 'cli'));
 const REQUEST = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false };
 /** `--precision fp32|int8`: the number format of the main rows and the large images (default: what `auto` picks here). */
-const precisionFlag = args.includes('--precision') ? parseEnum('precision', PRECISIONS, value('--precision', 'auto'), 'cli') : undefined;
+const precisionFlag = args.includes('--precision') ? parseEnum('precision', PRECISIONS, option(args, '--precision', 'auto'), 'cli') : undefined;
 /** The bench's one pipeline (its worker thread starts with the first model call). */
 const pipeline = createPipeline({ model: modelName, precision: precisionFlag });
 
@@ -56,9 +52,9 @@ const pipeline = createPipeline({ model: modelName, precision: precisionFlag });
 const hugePagePrecisions = (): ('fp32' | 'int8')[] => (precisionFlag === 'fp32' || precisionFlag === 'int8' ? [precisionFlag] : ['fp32', 'int8']);
 /** Huge pages on and off for the first image (`--rounds-huge N`, default 3; `--pause MS`, default 3000: see hugepages.ts). */
 const hugePagesCold = (photo: string) =>
-  coldHugePages(photo, modelName, { rounds: Number(value('--rounds-huge', '3')), pauseMs: Number(value('--pause', '3000')), precisions: hugePagePrecisions() });
+  coldHugePages(photo, modelName, { rounds: Number(option(args, '--rounds-huge', '3')), pauseMs: Number(option(args, '--pause', '3000')), precisions: hugePagePrecisions() });
 /** Huge pages on and off in the steady state: two children per mode and precision, three passes each. */
-const hugePagesSteady = (files: string[]) => steadyHugePages(files, modelName, { children: Number(value('--children-huge', '2')), passes: 3, precisions: hugePagePrecisions() });
+const hugePagesSteady = (files: string[]) => steadyHugePages(files, modelName, { children: Number(option(args, '--children-huge', '2')), passes: 3, precisions: hugePagePrecisions() });
 
 /** Interleaved repetitions per large image: medians of five, as the machine is noisy. */
 const REPEATS = 5;
@@ -185,11 +181,6 @@ function largeText(rows: LargeRow[]): string {
   }
   return text;
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /** The child processes the other rows start (each measures in a process of its own): true when this is one. */
 async function runChildMode(): Promise<boolean> {

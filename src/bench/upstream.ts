@@ -8,28 +8,18 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createPipeline, resolveModel } from '../pipeline/index.js';
 import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
 import { connectUpstream, type UpstreamInference } from '../oip/client.js';
+import { ROOT, median, option } from './common.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN;
-};
 
 interface Sample { roundTrip: number; server: number | null; local: number; total: number }
 
 export async function benchUpstream(args: string[]): Promise<void> {
-  const value = (name: string, dflt: string) => {
-    const i = args.indexOf(name);
-    return i >= 0 && args[i + 1] ? args[i + 1] : dflt;
-  };
-  const url = value('--upstream', '');
-  const runs = Number(value('--runs', '3'));
-  const modelName = value('--model', 'isnet-medium');
+  const url = option(args, '--upstream', '');
+  const runs = Number(option(args, '--runs', '3'));
+  const modelName = option(args, '--model', 'isnet-medium');
   const dir = args.find((a, i) => !a.startsWith('--') && !['--upstream', '--runs', '--model'].includes(args[i - 1] ?? '')) ?? path.join(ROOT, 'test', 'fixtures');
   const files = fs.readdirSync(dir).filter((f) => IMAGE_EXTENSIONS.includes(path.extname(f).toLowerCase()) && !f.includes('.cutout.')).sort();
   const manifest = resolveModel(modelName);

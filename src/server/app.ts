@@ -31,7 +31,7 @@ import { rembgApi } from './api-rembg.js';
 import { removeBgApi } from './api-removebg.js';
 import { photoroomApis } from './api-photoroom.js';
 import { clipdropApi } from './api-clipdrop.js';
-import { applyCors, mountApi, pluginFor, type ApiPlugin } from './plugin.js';
+import { applyCors, limiterOf, mountApi, pluginFor, type ApiPlugin } from './plugin.js';
 import type { ServerContext } from './context.js';
 
 export type { ServerContext } from './context.js';
@@ -87,7 +87,8 @@ export function createApp(ctx: ServerContext, apis: readonly ApiPlugin[] = serve
     applyCors(pluginFor(apis, req.path), res);
     next();
   });
-  for (const api of apis) mountApi(app, api, ctx.limiter);
+  // Each API's callers count against the shared limit, or against its own (ApiPlugin.limits).
+  for (const api of apis) mountApi(app, api, limiterOf(api, ctx.limiter));
   app.get('/readyz', (_req, res) => handleReady(ctx, res));
   // With --metrics-port, /metrics has a listener of its own (startServing).
   if (ctx.metrics && ctx.config.metricsPort === null) app.get('/metrics', (_req, res) => handleMetrics(ctx.metrics!, res));
@@ -147,6 +148,11 @@ export interface ServerSeams {
    * upstream: the API tests whose subject is not the model run a stand-in through it.
    */
   inference?: Inference;
+  /**
+   * The APIs to mount, in place of `serverApis` (an embedding's own dialect, or one with limits
+   * of its own: ApiPlugin.limits).
+   */
+  apis?: (ctx: ServerContext) => ApiPlugin[];
 }
 
 /**
@@ -159,7 +165,7 @@ export async function startServer(config: Readonly<CutoutConfig>, seams: ServerS
   const upstream = config.upstream ? await (await import('../oip/client.js')).connectConfiguredUpstream({ ...config, upstream: config.upstream }) : null;
   const loaded = await loadPipeline(config, upstream, seams.inference);
   try {
-    return await startServing(config, loaded, upstream);
+    return await startServing(config, loaded, upstream, seams.apis);
   } catch (err) {
     await loaded.close();
     throw err;
@@ -223,9 +229,9 @@ function buildContext(config: Readonly<CutoutConfig>, store: Store, callbackSecr
 }
 
 /** The HTTP server over the app: each request gets its id, its docs base, its metrics and its log line. */
-function createHttpServer(context: ServerContext): http.Server {
+function createHttpServer(context: ServerContext, apis: ServerSeams['apis']): http.Server {
   const server = http.createServer();
-  const app = createApp(context);
+  const app = createApp(context, apis?.(context));
   const requestLog = createRequestLogger(createLogger(context.config.logLevel, serverIdentity()));
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     // The id first, so that every answer carries it (errors and 404s too).
@@ -283,10 +289,10 @@ function startPurge(context: ServerContext): NodeJS.Timeout {
   return timer;
 }
 
-async function startServing(config: Readonly<CutoutConfig>, loaded: CutoutPipeline, upstream: Upstream | null): Promise<RunningServer> {
+async function startServing(config: Readonly<CutoutConfig>, loaded: CutoutPipeline, upstream: Upstream | null, apis: ServerSeams['apis']): Promise<RunningServer> {
   const { store, callbackSecret } = await openServerStore(config);
   const context = buildContext(config, store, callbackSecret, loaded, upstream);
-  const server = createHttpServer(context);
+  const server = createHttpServer(context, apis);
   try {
     await listen(server, config.port, config.host);
   } catch (err) {

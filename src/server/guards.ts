@@ -82,10 +82,16 @@ export async function identify(req: IncomingMessage, store: Store, marketplaceSe
 export type RateLimitStore = Pick<Store, 'hitRateLimit' | 'purgeRateWindows'>;
 
 export class RateLimiter {
-  constructor(private readonly store: RateLimitStore, readonly limit: number, readonly windowMs = 60_000) {}
+  /** `scope`: prefixed to every key, so that a limiter of another scope counts in windows of its own. */
+  constructor(private readonly store: RateLimitStore, readonly limit: number, readonly windowMs = 60_000, private readonly scope = '') {}
 
   hit(key: string): Promise<RateDecision> {
-    return this.store.hitRateLimit(key, this.limit, this.windowMs);
+    return this.store.hitRateLimit(this.scope ? `${this.scope}/${key}` : key, this.limit, this.windowMs);
+  }
+
+  /** A limiter on the same store with `limit` per window, counting each key in a window of `scope`'s own. */
+  scoped(scope: string, limit: number): RateLimiter {
+    return new RateLimiter(this.store, limit, this.windowMs, scope);
   }
 
   /** Forgets keys with no request in the window (run periodically). */

@@ -7,14 +7,36 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import formidable, { errors as formidableErrors } from 'formidable';
 import { Writable, type Duplex } from 'node:stream';
 import { CutoutError, toCutoutError } from '../errors.js';
-import { formatMB, LIMITS } from '../limits.js';
+import { formatMB, formatSize, LIMITS } from '../limits.js';
 
 /** Room for the multipart framing and the small fields around a 25 MB upload or its base64. */
 const MULTIPART_OVERHEAD = 256 * 1024;
 
-/** image_too_large naming what is over the input limit; `param`: the request parameter it is. */
-export function tooLarge(what: string, param?: string): CutoutError {
-  return new CutoutError('image_too_large', `${what} is over the ${formatMB(LIMITS.maxInputBytes)} limit.`, { param });
+/**
+ * image_too_large naming what is over the input limit (or `limit`, an API's own body limit);
+ * `param`: the request parameter it is.
+ */
+export function tooLarge(what: string, param?: string, limit?: number): CutoutError {
+  const named = limit === undefined ? formatMB(LIMITS.maxInputBytes) : `${formatSize(limit)} body`;
+  return new CutoutError('image_too_large', `${what} is over the ${named} limit${limit === undefined ? '' : ' of this API'}.`, { param });
+}
+
+/**
+ * The body limit of the API a request is under (ApiPlugin.limits.bodyBytes), set by mountApi
+ * for the request's life: per request, like the docs base below, and read by the body readers,
+ * which apply it on top of the server's own limits (it can only lower them).
+ */
+const bodyLimits = new WeakMap<IncomingMessage, number>();
+
+/** Holds every body read of `req` to at most `bytes` (an API's own limit). */
+export function limitBody(req: IncomingMessage, bytes: number): void {
+  bodyLimits.set(req, bytes);
+}
+
+/** A reader's cap for `req`: its own `cap`, or the request's API limit when that is lower. */
+function capOf(req: IncomingMessage, cap: number): { bytes: number; apiLimit: number | undefined } {
+  const own = bodyLimits.get(req);
+  return own !== undefined && own < cap ? { bytes: own, apiLimit: own } : { bytes: cap, apiLimit: undefined };
 }
 
 function declaredLength(req: IncomingMessage): number | null {
@@ -23,9 +45,10 @@ function declaredLength(req: IncomingMessage): number | null {
 }
 
 /** Reads the whole body into one Buffer, refusing by Content-Length first and by counted bytes as they arrive. */
-export function readCappedBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+export function readCappedBody(req: IncomingMessage, readerCap: number): Promise<Buffer> {
+  const { bytes: maxBytes, apiLimit } = capOf(req, readerCap);
   const declared = declaredLength(req);
-  if (declared !== null && declared > maxBytes) return Promise.reject(tooLarge('The request body'));
+  if (declared !== null && declared > maxBytes) return Promise.reject(tooLarge('The request body', undefined, apiLimit));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
@@ -34,7 +57,7 @@ export function readCappedBody(req: IncomingMessage, maxBytes: number): Promise<
       if (received > maxBytes) {
         req.off('data', onData);
         req.resume(); // keep draining so the socket can carry the error response
-        reject(tooLarge('The request body'));
+        reject(tooLarge('The request body', undefined, apiLimit));
         return;
       }
       chunks.push(chunk);
@@ -63,12 +86,15 @@ export async function readJsonObject(req: IncomingMessage, maxBytes = LIMITS.max
   return value as Record<string, unknown>;
 }
 
-/** Maps formidable's numeric error codes to ours: size errors are image_too_large, the rest invalid_request. */
-function formidableError(err: unknown): CutoutError {
+/**
+ * Maps formidable's numeric error codes to ours: size errors are image_too_large (naming the
+ * API's body limit when that was the cap), the rest invalid_request.
+ */
+function formidableError(err: unknown, apiLimit: number | undefined): CutoutError {
   if (err instanceof CutoutError) return err;
   const code = (err as { code?: unknown }).code;
   const sizeCodes = [formidableErrors.biggerThanTotalMaxFileSize, formidableErrors.biggerThanMaxFileSize, formidableErrors.maxFieldsSizeExceeded];
-  if (typeof code === 'number' && sizeCodes.includes(code)) return tooLarge('The upload');
+  if (typeof code === 'number' && sizeCodes.includes(code)) return tooLarge('The upload', undefined, apiLimit);
   if (code === formidableErrors.maxFilesExceeded) return new CutoutError('invalid_request', 'Give exactly one image source: only one file may be uploaded.');
   if (code === formidableErrors.noEmptyFiles || code === formidableErrors.smallerThanMinFileSize) return new CutoutError('invalid_request', 'The uploaded image_file is empty.');
   return new CutoutError('invalid_request', `The multipart body could not be read: ${(err as Error).message ?? 'malformed'}.`);
@@ -76,16 +102,19 @@ function formidableError(err: unknown): CutoutError {
 
 /** Reads multipart/form-data: fields as strings, files as Buffers, both by name. */
 export async function readMultipart(req: IncomingMessage, options: { maxFiles?: number } = {}): Promise<{ fields: Record<string, string[]>; files: Record<string, Buffer[]> }> {
+  const body = capOf(req, LIMITS.maxJsonBytes + MULTIPART_OVERHEAD);
   const declared = declaredLength(req);
-  if (declared !== null && declared > LIMITS.maxJsonBytes + MULTIPART_OVERHEAD) throw tooLarge('The request body');
+  if (declared !== null && declared > body.bytes) throw tooLarge('The request body', undefined, body.apiLimit);
   const buffers = new Map<object, Buffer[]>();
+  // A body sent without its length (chunked) is held to an API's lower limit by these caps,
+  // which formidable keeps while the body streams in.
   const form = formidable({
     maxFiles: options.maxFiles ?? 1,
-    maxFileSize: LIMITS.maxInputBytes,
+    maxFileSize: capOf(req, LIMITS.maxInputBytes).bytes,
     // An image and, for remove.bg's dialect, a background picture: each up to the input limit.
-    maxTotalFileSize: LIMITS.maxInputBytes * (options.maxFiles ?? 1),
+    maxTotalFileSize: capOf(req, LIMITS.maxInputBytes * (options.maxFiles ?? 1)).bytes,
     // image_file_b64 may come as a form field: 4/3 of the image.
-    maxFieldsSize: LIMITS.maxJsonBytes,
+    maxFieldsSize: capOf(req, LIMITS.maxJsonBytes).bytes,
     maxFields: 32,
     allowEmptyFiles: false,
     // Keep uploads in memory: nothing touches the disk, nothing to clean up on failure.
@@ -104,7 +133,7 @@ export async function readMultipart(req: IncomingMessage, options: { maxFiles?: 
     return { fields: strings, files: out };
   } catch (err) {
     req.resume();
-    throw formidableError(err);
+    throw formidableError(err, body.apiLimit);
   }
 }
 

@@ -13,11 +13,16 @@
  * the headers a page may read, and each of its paths answers a browser's preflight (`OPTIONS`)
  * with the methods registered there. No credentials (cookies) are ever allowed, which is what
  * makes `*` safe: a key travels in a header the page itself sets.
+ *
+ * A plugin may choose its own `limits` (docs/internals.md, "APIs as plugins"): a rate limit of
+ * its own, counted in a window of its own per caller instead of the server's shared one, and a
+ * lower body limit for every request under its prefix, refused in its own error body.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Polka, Request } from 'polka';
 import type { CutoutError } from '../errors.js';
 import { guard, type Caller, type RateLimiter } from './guards.js';
+import { limitBody } from './http.js';
 
 export type ApiMethod = 'get' | 'head' | 'post';
 export type OpenHandler = (req: Request, res: ServerResponse) => void | Promise<void>;
@@ -46,6 +51,31 @@ export interface ApiPlugin {
   routes(routes: ApiRoutes): void;
   /** Answers to any origin (see the header), with these response headers readable by the page. */
   readonly cors?: { readonly exposeHeaders: readonly string[] };
+  /** Limits of this API's own in place of the server's (see ApiLimits). */
+  readonly limits?: ApiLimits;
+}
+
+/** What an API may choose for itself; each one left out is the server's. */
+export interface ApiLimits {
+  /**
+   * Requests per minute per caller at this API, counted in a window of its own (a request here
+   * does not count against the caller's shared window, nor one elsewhere against this one), with
+   * the same sliding-window semantics and headers. Default: the server's `--rate-limit`, in the
+   * window every API without a limit of its own shares.
+   */
+  readonly rateLimitPerMinute?: number;
+  /**
+   * The largest request body this API reads, in bytes; it can only lower the server's own limits
+   * (25 MB per upload). A larger declared body is refused before it is read, one sent without its
+   * length as soon as an upload or the fields pass it: image_too_large in the API's error body.
+   */
+  readonly bodyBytes?: number;
+}
+
+/** The rate limiter of `plugin`'s callers: the server's shared one, or a window of the plugin's own. */
+export function limiterOf(plugin: ApiPlugin, shared: RateLimiter): RateLimiter {
+  const own = plugin.limits?.rateLimitPerMinute;
+  return own === undefined ? shared : shared.scoped(`api:${plugin.name}`, own);
 }
 
 /** How long a browser may keep a preflight's answer (Chromium caps it at 2 hours). */
@@ -81,15 +111,22 @@ function answerPreflight(req: IncomingMessage, res: ServerResponse, methods: rea
   res.end();
 }
 
-/** Mounts `plugin` on `app`: its routes under its prefix, the callers' routes behind its authentication. */
+/**
+ * Mounts `plugin` on `app`: its routes under its prefix, the callers' routes behind its
+ * authentication and `limiter` (limiterOf), every request held to the plugin's body limit.
+ */
 export function mountApi(app: Polka, plugin: ApiPlugin, limiter: RateLimiter): void {
   const deps = { authenticate: (req: IncomingMessage) => plugin.authenticate(req), limiter };
+  const bodyBytes = plugin.limits?.bodyBytes;
   /** The methods of each path, for its preflight. */
   const methods = new Map<string, string[]>();
   const add = (method: ApiMethod, path: string, handler: OpenHandler) => {
     const full = `${plugin.prefix}${path}`;
     methods.set(full, [...(methods.get(full) ?? []), method.toUpperCase()]);
-    app[method](full, handler);
+    app[method](full, bodyBytes === undefined ? handler : (req, res) => {
+      limitBody(req, bodyBytes);
+      return handler(req, res);
+    });
   };
   plugin.routes({
     open: add,

@@ -181,6 +181,18 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE runs DROP CONSTRAINT IF EXISTS runs_credits_check;
   ALTER TABLE runs ADD CONSTRAINT runs_credits_check CHECK (credits >= 0);
   `,
+  // 6: the rate limit in one statement (rate-limit.ts; SQLite's migration 8): the log becomes a
+  // BIGINT[], which the upsert appends to and slices in place, and \`refused\` says whether the
+  // request was admitted. Windows open now carry over: their JSON arrays of integers ("[1,2]")
+  // read as array literals once the brackets are braces (ALTER ... USING allows no subquery).
+  `
+  ALTER TABLE rate_windows ALTER COLUMN hits TYPE BIGINT[] USING translate(hits, '[]', '{}')::BIGINT[];
+  ALTER TABLE rate_windows ADD COLUMN refused INTEGER NOT NULL DEFAULT 0;
+  `,
+  // 7: what a stored result says of itself, as one JSON object (SQLite's migration 9).
+  `
+  ALTER TABLE results ADD COLUMN result_fields TEXT;
+  `,
 ];
 
 /** Brings the schema up to date under the advisory lock. Returns the version. */

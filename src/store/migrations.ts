@@ -180,6 +180,17 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE runs_new RENAME TO runs;
   CREATE INDEX runs_account_time ON runs(account_id, created_at);
   `,
+  // 8: the rate limit in one statement (rate-limit.ts): requests refused since the key's last
+  // admitted one, which the upsert returns to say whether this request was admitted. The log in
+  // \`hits\` keeps its shape (a JSON array of ms, ascending), so windows open now carry over.
+  `
+  ALTER TABLE rate_windows ADD COLUMN refused INTEGER NOT NULL DEFAULT 0;
+  `,
+  // 9: what a stored result says of itself (result-fields.ts: size, the subject's box, confidence,
+  // time), as one JSON object like the jobs' column of 6 (kept the same on both engines).
+  `
+  ALTER TABLE results ADD COLUMN result_fields TEXT;
+  `,
 ];
 
 /** Runs the migrations not yet applied; a no-op on an up-to-date database. Returns the version. */

@@ -1,9 +1,10 @@
 /**
  * What the store's modules see of a database engine: statements with `?` placeholders (the
  * PostgreSQL engine numbers them `$1, $2, ...`), transactions, and the few words of SQL where the
- * engines differ. The modules above (ledger, jobs, idempotency, rate limit) write portable SQL
- * and add `q.dialect.forUpdate` / `q.dialect.skipLocked` where a row lock matters: SQLite's
- * BEGIN IMMEDIATE already serialises every writing transaction, PostgreSQL needs the row lock.
+ * engines differ. The modules above (ledger, jobs, idempotency) write portable SQL and add
+ * `q.dialect.forUpdate` / `q.dialect.skipLocked` where a row lock matters: SQLite's BEGIN
+ * IMMEDIATE already serialises every writing transaction, PostgreSQL needs the row lock. The rate
+ * limit's one upsert is written per engine (an array against JSON), side by side in rate-limit.ts.
  */
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';

@@ -1,7 +1,7 @@
 /**
  * The door policy's hang-up (server/sync-removal.ts), through a real server with one worker and
  * the real model: a client that hangs up while its full-size removal holds the worker stops that
- * work, on every door (v1's /remove, remove.bg's and rembg's): the slot is freed and nothing is
+ * work, on every door (v1's /remove, remove.bg's, rembg's, Photoroom's and Clipdrop's): the slot is freed and nothing is
  * charged or recorded. Were the work finished for nobody, its charge would show in the balance.
  */
 import t from 'tap';
@@ -33,6 +33,8 @@ t.test('a client that hangs up stops its removal on every door: slot freed, noth
     { name: 'v1 /remove', path: '/api/v1/remove', headers: (k: string) => bearer(k), body: () => form('image_file', { size: 'full' }) },
     { name: 'remove.bg', path: '/v1.0/removebg', headers: (k: string) => ({ 'X-Api-Key': k }), body: () => form('image_file', { size: 'full' }) },
     { name: 'rembg', path: '/api/remove', headers: (k: string) => ({ 'X-Api-Key': k }), body: () => form('file') },
+    { name: 'Photoroom', path: '/v1/segment', headers: (k: string) => ({ 'x-api-key': k }), body: () => form('image_file') },
+    { name: 'Clipdrop', path: '/remove-background/v1', headers: (k: string) => ({ 'x-api-key': k }), body: () => form('image_file') },
   ];
   for (const door of doors) {
     const key = await createKey(srv.dataDir);

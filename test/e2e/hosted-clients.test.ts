@@ -3,16 +3,16 @@
  * only the key changed: Photoroom's web sample (fetch + FormData, `X-Api-Key`, a Blob back) and
  * its Node sample (the https module, a hand-written multipart body, `X-API-Key`, an image
  * Content-Type required), and Clipdrop's documented fetch sample (with and without `accept`). A
- * preload (fixtures/hosted/redirect.cjs) points their https hosts at the test server. The samples
+ * preload (fixtures/redirect-https.cjs) points their https hosts at the test server. The samples
  * are written out in test/fixtures/hosted (see each file's head for what it reproduces).
  */
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { balanceOf, createKey, startServe, tempDataDir } from '../helpers/api-server.js';
-import { FIXTURES, ROOT } from '../helpers/cli.js';
+import { FIXTURES } from '../helpers/cli.js';
+import { runRedirected } from '../helpers/hosted-client.js';
 
 const SAMPLES = path.join(FIXTURES, 'hosted');
 const catPath = path.join(FIXTURES, 'chelsea.jpg'); // 451x300
@@ -21,16 +21,7 @@ const srv = await startServe(t, [], { env: { CUTOUT_QUALITY: 'fast' } });
 const key = await createKey(srv.dataDir);
 const work = await tempDataDir(t);
 
-function runSample(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--require', path.join(SAMPLES, 'redirect.cjs'), ...args], { cwd: ROOT, env: { ...process.env, HOSTED_BASE_URL: srv.url } });
-    let stdout = '', stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const runSample = (args: string[]) => runRedirected(['sdk.photoroom.com', 'image-api.photoroom.com', 'clipdrop-api.co'], srv.url, args);
 
 t.test("Photoroom's web sample: fetch + FormData, a PNG Blob back, 1 credit", async (t) => {
   const out = path.join(work, 'web.png');

@@ -2,11 +2,10 @@
  * remove.bg's real clients, unchanged, against a real `cutout serve`: the npm client `remove.bg`
  * 1.3.0 (unirest/request; multipart for files, JSON for URLs and base64; Accept: application/json)
  * and remove.bg's documented Node sample (fetch + FormData + fs.openAsBlob, `size=auto`). A
- * preload (fixtures/removebg/redirect.cjs) points their https://api.remove.bg at the test server.
+ * preload (fixtures/redirect-https.cjs) points their https://api.remove.bg at the test server.
  * One server, quality fast (the server's configured default, as remove.bg's clients cannot name one).
  */
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import http from 'node:http';
@@ -15,7 +14,8 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../../src/store/db.js';
 import { createKey, startServe, tempDataDir } from '../helpers/api-server.js';
-import { FIXTURES, ROOT } from '../helpers/cli.js';
+import { FIXTURES } from '../helpers/cli.js';
+import { runRedirected } from '../helpers/hosted-client.js';
 
 const CLIENTS = path.join(FIXTURES, 'removebg');
 const cat = await fs.readFile(path.join(FIXTURES, 'chelsea.jpg')); // 451x300
@@ -42,18 +42,7 @@ t.teardown(() => new Promise((resolve) => photos.close(resolve)));
 const photoUrl = (name: string) => `http://127.0.0.1:${(photos.address() as AddressInfo).port}/${name}`;
 
 /** Runs a client script under the redirecting preload; resolves with its stdout and exit code. */
-function runClient(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--require', path.join(CLIENTS, 'redirect.cjs'), ...args], {
-      cwd: ROOT, env: { ...process.env, REMOVEBG_BASE_URL: srv.url },
-    });
-    let stdout = '', stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const runClient = (args: string[]) => runRedirected(['api.remove.bg'], srv.url, args);
 
 interface ClientAnswer { ok: boolean; result?: Record<string, string | number | undefined>; errors?: { title: string; code: string; detail?: string }[] }
 

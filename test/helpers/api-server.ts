@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { loadConfig } from '../../src/config.js';
 import { flagsGiven, registerServe } from '../../src/commands/serve.js';
-import { startServer, type RunningServer } from '../../src/server/app.js';
+import { startServer, type RunningServer, type ServerSeams } from '../../src/server/app.js';
 import { openStore } from '../../src/store/db.js';
 import { StandInInference } from './stand-in-model.js';
 import { startListening } from './process.js';
@@ -122,23 +122,27 @@ async function serveConfig(args: string[], env: Record<string, string | undefine
 /**
  * Starts the server in this process, on a free port with its own data directory, from the flags
  * `cutout serve` takes; closed in t's teardown. The model is the stand-in (each call taking
- * `modelMs`, default about none) unless `realModel`.
+ * `modelMs`, default about none) unless `realModel`. `apis`: the APIs to mount in place of the
+ * server's own (ServerSeams.apis), in process only.
  * The request log is silent unless `--log-level` is given (it would go to the TAP stream).
  */
 export async function startApi(
   t: Tap.Test, args: string[] = [],
-  opts: { env?: Record<string, string>; dataDir?: string; realModel?: boolean; modelMs?: number } = {},
+  opts: { env?: Record<string, string>; dataDir?: string; realModel?: boolean; modelMs?: number; apis?: ServerSeams['apis'] } = {},
 ): Promise<ApiServer> {
   // `npm run test:s3-results` runs these tests again against an object store, through child
   // processes whose AWS_* variables point at s3rver (this process's SDK would read its own).
-  if (process.env.CUTOUT_TEST_RESULTS === 's3') return { ...(await startServe(t, args, opts)), server: null, model: null };
+  if (process.env.CUTOUT_TEST_RESULTS === 's3') {
+    if (opts.apis) throw new Error('startApi: apis of a test cannot reach a `cutout serve` child process');
+    return { ...(await startServe(t, args, opts)), server: null, model: null };
+  }
   const dataDir = opts.dataDir ?? (await tempDataDir(t));
   const logLevel = args.includes('--log-level') ? [] : ['--log-level', 'silent'];
   const config = await serveConfig(['--port', '0', '--data', dataDir, ...logLevel, ...args], {
     ...process.env, CUTOUT_MARKETPLACE_SECRET: '', ...opts.env,
   });
   const model = opts.realModel ? null : new StandInInference({ ms: opts.modelMs });
-  const server = await startServer(config, { inference: model ?? undefined });
+  const server = await startServer(config, { inference: model ?? undefined, apis: opts.apis });
   const stop = async () => {
     const started = Date.now();
     await server.close();
