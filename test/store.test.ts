@@ -462,18 +462,50 @@ forEachEngine('rate limit: one statement per request, no transaction; a lowered 
   t.same([raised.allowed, raised.remaining], [true, 1], 'a limit of 5 admits the fourth');
 });
 
+/** A statement on a database of an older schema, in its engine's own client (`?` on SQLite, `$1` on PostgreSQL). */
+type OldRun = (sql: string, params?: unknown[]) => Promise<unknown>;
+
+/**
+ * A database as an older cutout left it: `kind`'s migrations up to `version` only, recorded as
+ * applied, then `fill` run on it through the engine's own client with that schema's SQL. Returns
+ * the PostgreSQL URL to open it with (null for SQLite, whose file is in `dir`).
+ */
+async function databaseAt(kind: StoreKind, dir: string, version: number, fill: (run: OldRun) => Promise<void>): Promise<string | null> {
+  const { splitStatements } = await import('../src/store/split.js');
+  if (kind === 'sqlite') {
+    const { default: sqlite3 } = await import('sqlite3');
+    const old = new sqlite3.Database(path.join(dir, 'cutout.db'));
+    const run: OldRun = (sql, params = []) => new Promise<void>((resolve, reject) => old.run(sql, params, (err) => (err ? reject(err) : resolve())));
+    try {
+      for (const script of MIGRATIONS.slice(0, version)) for (const statement of splitStatements(script)) await run(statement);
+      await run(`PRAGMA user_version = ${version}`);
+      await fill(run);
+    } finally {
+      await new Promise<void>((resolve) => old.close(() => resolve()));
+    }
+    return null;
+  }
+  const url = (await storeUrl('postgres'))!;
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const script of PG_MIGRATIONS.slice(0, version)) for (const statement of splitStatements(script)) await client.query(statement);
+    await client.query('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)');
+    await client.query('INSERT INTO schema_migrations (version, applied_at) SELECT v, 0 FROM generate_series(1, $1::int) AS v', [version]);
+    await fill((sql, params) => client.query(sql, params));
+  } finally {
+    await client.end();
+  }
+  return url;
+}
+
 t.test('an old SQLite database (schema 7, the rate limit\'s three statements) migrates with its open windows kept', async (t) => {
   const dir = await tempDir(t);
-  const { default: sqlite3 } = await import('sqlite3');
-  const { splitStatements } = await import('../src/store/split.js');
-  const old = new sqlite3.Database(path.join(dir, 'cutout.db'));
-  const run = (sql: string, params: unknown[] = []) => new Promise<void>((resolve, reject) => old.run(sql, params, (err) => (err ? reject(err) : resolve())));
-  for (const script of MIGRATIONS.slice(0, 7)) for (const statement of splitStatements(script)) await run(statement);
-  await run('PRAGMA user_version = 7');
   const clock = { now: Date.UTC(2025, 5, 15, 12) };
   // A window as the three-statement code left it: two requests in the last minute.
-  await run('INSERT INTO rate_windows (rate_key, hits, updated_at) VALUES (?, ?, ?)', ['key:old', JSON.stringify([clock.now - 20_000, clock.now - 10_000]), clock.now - 10_000]);
-  await new Promise<void>((resolve) => old.close(() => resolve()));
+  await databaseAt('sqlite', dir, 7, (run) =>
+    run('INSERT INTO rate_windows (rate_key, hits, updated_at) VALUES (?, ?, ?)', ['key:old', JSON.stringify([clock.now - 20_000, clock.now - 10_000]), clock.now - 10_000]));
   const store = await openStore(dir, { now: () => clock.now });
   t.teardown(() => store.close());
   t.equal((await store.db.get<{ user_version: number }>('PRAGMA user_version'))?.user_version, MIGRATIONS.length);
@@ -484,24 +516,13 @@ t.test('an old SQLite database (schema 7, the rate limit\'s three statements) mi
 });
 
 t.test('an old PostgreSQL database (schema 5, the log as JSON text) migrates with its open windows kept', async (t) => {
-  const url = (await storeUrl('postgres'))!;
-  const { splitStatements } = await import('../src/store/split.js');
-  const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)');
-    for (const [i, script] of PG_MIGRATIONS.slice(0, 5).entries()) {
-      for (const statement of splitStatements(script)) await client.query(statement);
-      await client.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)', [i + 1]);
-    }
-    // Windows as the three-statement code left them, stamped by the database's clock.
-    await client.query(`INSERT INTO rate_windows (rate_key, hits, updated_at) SELECT 'key:old', '[' || (n - 20000) || ',' || (n - 10000) || ']', n - 10000 FROM (SELECT ${POSTGRES_NOW_MS} AS n) s`);
-    await client.query(`INSERT INTO rate_windows (rate_key, hits, updated_at) VALUES ('key:empty', '[]', 0)`);
-  } finally {
-    await client.end();
-  }
-  const store = await openStore(await tempDir(t), { url });
+  const dir = await tempDir(t);
+  // Windows as the three-statement code left them, stamped by the database's clock.
+  const url = await databaseAt('postgres', dir, 5, async (run) => {
+    await run(`INSERT INTO rate_windows (rate_key, hits, updated_at) SELECT 'key:old', '[' || (n - 20000) || ',' || (n - 10000) || ']', n - 10000 FROM (SELECT ${POSTGRES_NOW_MS} AS n) s`);
+    await run(`INSERT INTO rate_windows (rate_key, hits, updated_at) VALUES ('key:empty', '[]', 0)`);
+  });
+  const store = await openStore(dir, { url: url! });
   t.teardown(() => store.close());
   const versions = await store.db.all<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
   t.equal(versions.length, PG_MIGRATIONS.length, 'migrated to the last version');
@@ -738,15 +759,10 @@ forEachEngine('schema room: a run may charge any whole number of credits on any 
 
 t.test('an old SQLite database (schema 6, runs pinned to 0/1 credits) migrates with its runs kept', async (t) => {
   const dir = await tempDir(t);
-  const { default: sqlite3 } = await import('sqlite3');
-  const { splitStatements } = await import('../src/store/split.js');
-  const old = new sqlite3.Database(path.join(dir, 'cutout.db'));
-  const run = (sql: string, params: unknown[] = []) => new Promise<void>((resolve, reject) => old.run(sql, params, (err) => (err ? reject(err) : resolve())));
-  for (const script of MIGRATIONS.slice(0, 6)) for (const statement of splitStatements(script)) await run(statement);
-  await run('PRAGMA user_version = 6');
-  await run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES ('r1', NULL, NULL, 'cli', 'a.jpg', 'full', 0, 10, 1)");
-  await t.rejects(run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES ('r2', NULL, NULL, 'photoroom', 'x', 'full', 2, 10, 1)"), 'schema 6 pins them');
-  await new Promise<void>((resolve) => old.close(() => resolve()));
+  await databaseAt('sqlite', dir, 6, async (run) => {
+    await run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES ('r1', NULL, NULL, 'cli', 'a.jpg', 'full', 0, 10, 1)");
+    await t.rejects(run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES ('r2', NULL, NULL, 'photoroom', 'x', 'full', 2, 10, 1)"), 'schema 6 pins them');
+  });
   const store = await openStore(dir);
   t.teardown(() => store.close());
   t.equal((await store.db.get<{ user_version: number }>('PRAGMA user_version'))?.user_version, MIGRATIONS.length);
@@ -763,7 +779,6 @@ const beforeResultFields = (list: readonly string[]) => list.findIndex((m) => m.
  * holding the rows those versions wrote, through the old schema's own SQL: the same text on both engines.
  */
 async function oldDatabase(kind: StoreKind, dir: string): Promise<string | null> {
-  const { splitStatements } = await import('../src/store/split.js');
   const created = Date.now();
   const rows = [
     "INSERT INTO accounts (id, created_at) VALUES ('acct-old', 1)",
@@ -771,31 +786,10 @@ async function oldDatabase(kind: StoreKind, dir: string): Promise<string | null>
       VALUES ('job-old', 'acct-old', 'done', '{"size":"full","format":"png","v":2}', 1, 9, ${created}, ${created}, ${created}, '{"confidence":0.5}')`,
     `INSERT INTO results (job_id, path, content_type, width, height, created_at) VALUES ('job-old', 'old/job-old.png', 'image/png', 4, 3, ${created})`,
   ];
-  if (kind === 'sqlite') {
-    const { default: sqlite3 } = await import('sqlite3');
-    const old = new sqlite3.Database(path.join(dir, 'cutout.db'));
-    const run = (sql: string) => new Promise<void>((resolve, reject) => old.run(sql, [], (err) => (err ? reject(err) : resolve())));
-    const version = beforeResultFields(MIGRATIONS);
-    for (const script of MIGRATIONS.slice(0, version)) for (const statement of splitStatements(script)) await run(statement);
-    await run(`PRAGMA user_version = ${version}`);
+  const version = beforeResultFields(kind === 'sqlite' ? MIGRATIONS : PG_MIGRATIONS);
+  return databaseAt(kind, dir, version, async (run) => {
     for (const sql of rows) await run(sql);
-    await new Promise<void>((resolve) => old.close(() => resolve()));
-    return null;
-  }
-  const url = (await storeUrl('postgres'))!;
-  const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    const version = beforeResultFields(PG_MIGRATIONS);
-    for (const script of PG_MIGRATIONS.slice(0, version)) for (const statement of splitStatements(script)) await client.query(statement);
-    await client.query('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)');
-    await client.query('INSERT INTO schema_migrations (version, applied_at) SELECT v, 0 FROM generate_series(1, $1::int) AS v', [version]);
-    for (const sql of rows) await client.query(sql);
-  } finally {
-    await client.end();
-  }
-  return url;
+  });
 }
 
 forEachEngine('an old database (SQLite 8, PostgreSQL 6) migrates; its results and jobs read back, new ones keep every field (migrations 9 and pg 7)', async (t, kind) => {
