@@ -1,7 +1,8 @@
 import t from 'tap';
 import sharp from 'sharp';
 import zlib from 'node:zlib';
-import { missingEndMarker, outputSize, probeImage, readBmpSize, resolveSize, sniffFormat } from '../src/pipeline/decode.js';
+import fs from 'node:fs';
+import { decodeRgb, missingEndMarker, openImage, outputSize, probeImage, readBmpSize, resolveSize, sniffFormat } from '../src/pipeline/decode.js';
 import { CutoutError } from '../src/errors.js';
 import { formatMB, LIMITS, shownAbove } from '../src/limits.js';
 
@@ -106,3 +107,27 @@ t.test('a size just over a limit is never shown as the limit itself', async (t) 
   t.match(tooBig, { code: 'image_too_large', message: /10001x5000 \(50\.005 MP\); the limit is 50 megapixels/ });
 });
 
+
+t.test('a JPEG missing only its 2-byte end marker is decoded whole; one cut short is refused as truncated (issue 51)', async (t) => {
+  for (const name of ['astronaut', 'chelsea', 'coffee']) {
+    const whole = fs.readFileSync(new URL(`fixtures/${name}.jpg`, import.meta.url));
+    t.equal(whole.subarray(-2).toString('hex'), 'ffd9', `${name}.jpg ends in its end marker`);
+    const decode = async (b: Buffer) => {
+      const src = await openImage(b);
+      return decodeRgb(src, src.probe.width, src.probe.height);
+    };
+    const pixels = await decode(whole);
+    // FF D9 cut (and FF D9's second byte only): every scan is there, the same pixels as the whole file.
+    for (const cut of [2, 1]) {
+      const got = await decode(whole.subarray(0, whole.length - cut)).catch((e: Error) => e);
+      t.ok(Buffer.isBuffer(got), `${name}.jpg without its last ${cut} byte(s) decodes: ${(got as Error).message ?? 'ok'}`);
+      if (Buffer.isBuffer(got)) t.ok(got.equals(pixels), `${name}.jpg without its last ${cut} byte(s): the whole file's pixels`);
+    }
+    // Cut in its scan data (half, or 3 bytes short of the end): refused, with a clear message.
+    for (const length of [Math.floor(whole.length / 2), whole.length - 3]) {
+      const err = await decode(whole.subarray(0, length)).catch((e: Error) => e);
+      t.type(err, CutoutError, `${name}.jpg cut to ${length} of ${whole.length} bytes is refused`);
+      t.match(err, { code: 'unsupported_format', message: 'Truncated JPEG file' });
+    }
+  }
+});

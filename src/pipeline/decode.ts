@@ -69,6 +69,21 @@ export function missingEndMarker(b: Uint8Array, format: InputFormat | null): boo
   return false;
 }
 
+const JPEG_EOI = Buffer.from([0xff, 0xd9]);
+
+/**
+ * A JPEG that lacks only its 2-byte end marker (FF D9), as some cameras, scanners and cut-short
+ * writers leave it, is shown whole by browsers and most tools: the marker is given back, so
+ * libjpeg reads every scan and warns of nothing. A JPEG cut anywhere else still ends inside its
+ * scan data, which libjpeg reports as a premature end of a data segment even with the marker
+ * given back, and `failOn: 'warning'` refuses it ("Truncated JPEG file", decodeError). libvips'
+ * `failOn` levels cannot tell the two apart: a missing marker alone is the same "premature end of
+ * JPEG image" warning as a file cut in half, at every level that refuses anything.
+ */
+export function withJpegEnd(b: Buffer): Buffer {
+  return missingEndMarker(b, 'jpeg') ? Buffer.concat([b, JPEG_EOI]) : b;
+}
+
 /** Maps sharp/libvips failures to our codes, with a short reason rather than libvips' text. */
 export function decodeError(err: unknown, format: InputFormat | null, bytes?: Uint8Array): CutoutError {
   if (err instanceof CutoutError) return err;
@@ -169,7 +184,7 @@ export async function openImage(bytes: Buffer): Promise<SourceImage> {
   return {
     format,
     original: bytes,
-    sharpInput: bytes,
+    sharpInput: format === 'jpeg' ? withJpegEnd(bytes) : bytes,
     sharpOptions: SHARP_OPTIONS,
     probe: { format, width: swap ? meta.height : meta.width, height: swap ? meta.width : meta.height },
     hasAlpha: Boolean(meta.hasAlpha),
