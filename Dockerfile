@@ -13,7 +13,11 @@
 FROM node:22-bookworm AS build
 WORKDIR /app
 # node-gyp (sqlite3) builds against the headers that come with node, never downloads them.
-ENV npm_config_nodedir=/usr/local \
+# ONNXRUNTIME_NODE_INSTALL=skip: the npm of the official node:22 images (10.9) ignores package.json's
+# allowScripts and would run onnxruntime-node's install script, which downloads CUDA libraries from
+# NuGet (a failed build without internet, 100s of MB of GPU code never loaded with it).
+ENV ONNXRUNTIME_NODE_INSTALL=skip \
+    npm_config_nodedir=/usr/local \
     npm_config_update_notifier=false \
     npm_config_fund=false \
     npm_config_audit=false

@@ -49,6 +49,13 @@ if (requireDocker(t)) {
     t.equal(info.Config.User, '1000:1000', 'a numeric non-root user');
     t.same(info.Config.Healthcheck.Test, ['CMD', 'cutout', 'health'], 'an exec-form health check through cutout health');
     t.same(info.Config.Cmd, ['serve', '--preload'], 'the default command serves with the model preloaded');
+    // Issue 51: the official node:22 images ship npm 10, which ignores package.json's allowScripts
+    // and would run onnxruntime-node's NuGet download. The build stage's npm is that npm (the
+    // stand-ins carry it too), and no CUDA or TensorRT provider library made it into the image.
+    const buildNpm = (await dockerOk(['run', '--rm', '--network', 'none', 'node:22-bookworm', 'npm', '--version'])).trim();
+    t.match(buildNpm, /^10\./, `the build stage's npm is the npm of the official node:22 images (${buildNpm})`);
+    const providers = await dockerOk(['run', '--rm', '--entrypoint', 'sh', TAG, '-c', "find / -xdev -name 'libonnxruntime_providers_*' 2>/dev/null; true"]);
+    t.equal(providers.trim(), '', 'no onnxruntime CUDA/TensorRT provider library in the image');
   });
 
   t.test('docker run: ready, healthy, keys by docker exec, v1 and remove.bg removals, read-only, clean stop', async (t) => {
