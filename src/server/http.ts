@@ -100,7 +100,64 @@ function formidableError(err: unknown, apiLimit: number | undefined): CutoutErro
   return new CutoutError('invalid_request', `The multipart body could not be read: ${(err as Error).message ?? 'malformed'}.`);
 }
 
-/** Reads multipart/form-data: fields as strings, files as Buffers, both by name. */
+/** The parameters of a part's Content-Disposition (`form-data; name="a"; filename*=utf-8''b`), names lower-cased. */
+function dispositionParams(header: string): Map<string, string> {
+  const params = new Map<string, string>();
+  // A parameter is `name=token` or `name="quoted string"` (backslash escapes kept as browsers and
+  // Python write them: a quote inside a file name comes as %22 or \").
+  const re = /;\s*([^\s=;]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^;]*))/g;
+  for (const m of header.matchAll(re)) {
+    const name = m[1].toLowerCase();
+    if (!params.has(name)) params.set(name, m[2] !== undefined ? m[2].replace(/\\(.)/g, '$1') : m[3].trim());
+  }
+  return params;
+}
+
+/** An RFC 5987 value (`utf-8''caf%C3%A9.jpg`, .NET's `filename*`) decoded; null when it is not one. */
+function extValue(value: string): string | null {
+  const m = /^([\w!#$%&+^`{}~-]*)'[^']*'(.*)$/.exec(value);
+  if (!m) return null;
+  try {
+    if (/^utf-8$/i.test(m[1]) || m[1] === '') return decodeURIComponent(m[2]);
+    // ISO-8859-1, the other charset RFC 5987 names: each %XX is one character.
+    return m[2].replace(/%([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  } catch {
+    return m[2];
+  }
+}
+
+/**
+ * The file name a multipart part carries, or null when it names none (a field). `filename*`
+ * (RFC 5987, what .NET adds) wins over `filename`, as RFC 6266 says; an empty `filename=""` is a
+ * name all the same (a browser's file input). Only whether there is one matters to the intake.
+ */
+export function partFileName(disposition: string | undefined): string | null {
+  if (!disposition) return null;
+  const params = dispositionParams(disposition);
+  const ext = params.get('filename*');
+  if (ext !== undefined) return extValue(ext) ?? ext;
+  return params.get('filename') ?? null;
+}
+
+/** A multipart part as formidable hands it to `onPart` (node_modules/formidable/src/plugins/multipart.js). */
+interface FormidablePart {
+  headers: Record<string, string>;
+  name: string | null;
+  originalFilename: string | null;
+  mimetype: string | null;
+}
+
+/**
+ * Reads multipart/form-data: fields as strings, files as Buffers, both by name.
+ *
+ * One rule for every door (docs/internals.md, "One intake"): a part with a file name is a file,
+ * whatever its Content-Type says or whether it has one (Python requests and OkHttp send none,
+ * Go, PHP's CURLFile and Ruby's Net::HTTP `application/octet-stream`, others a type guessed from
+ * the name), and a part without one is a field, even typed (aiohttp types its text fields
+ * `text/plain; charset=utf-8`). formidable alone decides by the Content-Type (none: a field), so
+ * its `onPart` hook sets what its `_handlePart` reads. An image's type comes from its bytes
+ * (the pipeline's decode), never from the part.
+ */
 export async function readMultipart(req: IncomingMessage, options: { maxFiles?: number } = {}): Promise<{ fields: Record<string, string[]>; files: Record<string, Buffer[]> }> {
   const body = capOf(req, LIMITS.maxJsonBytes + MULTIPART_OVERHEAD);
   const declared = declaredLength(req);
@@ -124,6 +181,15 @@ export async function readMultipart(req: IncomingMessage, options: { maxFiles?: 
       return new Writable({ write(chunk: Buffer, _enc, done) { chunks.push(chunk); done(); } });
     },
   });
+  // formidable's documented hook: decide file or field here, then let it handle the part.
+  const hooked = form as unknown as { onPart: (part: FormidablePart) => Promise<void>; _handlePart: (part: FormidablePart) => Promise<void> };
+  hooked.onPart = (part) => {
+    const fileName = partFileName(part.headers['content-disposition']);
+    part.originalFilename = fileName;
+    // _handlePart takes a part without a mimetype for a field and one with any for a file.
+    part.mimetype = fileName === null ? null : 'application/octet-stream';
+    return hooked._handlePart(part);
+  };
   try {
     const [fields, files] = await form.parse(req);
     const out: Record<string, Buffer[]> = {};
