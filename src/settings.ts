@@ -18,6 +18,7 @@ import { LIMITS } from './limits.js';
 import { parseEnum, PRECISIONS, QUALITIES } from './options.js';
 import { inferenceSplit } from './pipeline/inference-split.js';
 import { redactUrl } from './store/url.js';
+import { usableCores, usableMemory } from './container-limits.js';
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -89,8 +90,9 @@ export function expandHome(p: string): string {
   return p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p;
 }
 
-const cpuCount = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
-const split = inferenceSplit(cpuCount, os.totalmem());
+// The machine's cores and memory capped by a container's limits (container-limits.ts).
+const cpuCount = usableCores();
+const split = inferenceSplit(cpuCount, usableMemory());
 const SPLIT_TEXT = '1 up to 8 cores, then one per 8 cores; docs/benchmarks.md';
 const BOTH: ServerCommand[] = ['serve', 'model-server'];
 const on = (commands: ServerCommand[], flag: string): Partial<Record<ServerCommand, string>> => Object.fromEntries(commands.map((c) => [c, flag]));

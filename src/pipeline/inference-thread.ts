@@ -11,16 +11,19 @@
  * registry of threads is the one piece of process-wide state of the pipeline: a pool of
  * resources, never configuration (which model, precision or folder lives in each pipeline).
  */
-import os from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { usableCores } from '../container-limits.js';
 import { CutoutError } from '../errors.js';
 import type { InferenceReply, InferenceRequest, WorkerReady } from './inference-worker.js';
 
-/** Intra-op threads: every core (measured fastest on two cores). Override with CUTOUT_THREADS. */
+/**
+ * Intra-op threads: every core this process may use (measured fastest on two cores), a container's
+ * CPU limit included (container-limits.ts). Override with CUTOUT_THREADS.
+ */
 export function defaultThreadCount(): number {
   const fromEnv = Number(process.env.CUTOUT_THREADS);
   if (Number.isInteger(fromEnv) && fromEnv > 0) return fromEnv;
-  return Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
+  return usableCores();
 }
 
 type Pending = { resolve: (r: Extract<InferenceReply, { ok: true }>) => void; reject: (e: Error) => void };

@@ -56,6 +56,9 @@ if (requireDocker(t)) {
     t.match(buildNpm, /^10\./, `the build stage's npm is the npm of the official node:22 images (${buildNpm})`);
     const providers = await dockerOk(['run', '--rm', '--entrypoint', 'sh', TAG, '-c', "find / -xdev -name 'libonnxruntime_providers_*' 2>/dev/null; true"]);
     t.equal(providers.trim(), '', 'no onnxruntime CUDA/TensorRT provider library in the image');
+    // Threads and workers follow the container's CPU limit, not the machine's cores (issue 51).
+    const limited = await dockerOk(['run', '--rm', '--network', 'none', '--cpus', '1', '--entrypoint', 'node', TAG, '--input-type=module', '-e', "const m = await import('/app/dist/container-limits.js'); console.log(m.usableCores(), m.cgroupCpuLimit())"]);
+    t.equal(limited.trim(), '1 1', `under docker run --cpus 1: one core to use, a quota of 1 CPU (${limited.trim()})`);
   });
 
   t.test('docker run: ready, healthy, keys by docker exec, v1 and remove.bg removals, read-only, clean stop', async (t) => {
