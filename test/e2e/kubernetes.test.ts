@@ -15,28 +15,30 @@ import { Service } from 'kubernetes-models/v1/Service';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
 import { SETTINGS } from '../../src/settings.js';
 import { LIMITS } from '../../src/limits.js';
 import { startListening } from '../helpers/process.js';
 
 const DIR = path.resolve(import.meta.dirname, '..', '..', 'deploy', 'kubernetes');
-const MODELS = { Deployment, Service, Secret, HorizontalPodAutoscaler, PodDisruptionBudget } as Record<string, new (data: any) => { validate(): void }>;
+const MODELS = { Deployment, Service, Secret, HorizontalPodAutoscaler, PodDisruptionBudget, Ingress } as Record<string, new (data: any) => { validate(): void }>;
 
 interface Manifest { file: string; doc: any }
 
-function manifests(): Manifest[] {
-  const kustomization = parseAllDocuments(fs.readFileSync(path.join(DIR, 'kustomization.yaml'), 'utf8'))[0].toJS();
-  return (kustomization.resources as string[]).flatMap((file) =>
-    parseAllDocuments(fs.readFileSync(path.join(DIR, file), 'utf8')).map((d) => ({ file, doc: d.toJS() })));
-}
+const kustomization = parseAllDocuments(fs.readFileSync(path.join(DIR, 'kustomization.yaml'), 'utf8'))[0].toJS();
+const read = (file: string): Manifest[] => parseAllDocuments(fs.readFileSync(path.join(DIR, file), 'utf8')).map((d) => ({ file, doc: d.toJS() }));
 
-const all = manifests();
+/** What `kubectl apply -k` applies. */
+const all = (kustomization.resources as string[]).flatMap(read);
+/** The two files an operator adapts and applies once, outside the kustomization. */
+const examples = [...read('secret.example.yaml'), ...read('ingress.example.yaml')];
 const deployments = all.filter((m) => m.doc.kind === 'Deployment');
 const envOf = (container: any): Record<string, string> => Object.fromEntries((container.env ?? []).map((e: any) => [e.name, e.value]));
 
 t.test('every manifest of the kustomization is valid by its schema', async (t) => {
-  t.same([...new Set(all.map((m) => m.doc.kind))].sort(), ['Deployment', 'HorizontalPodAutoscaler', 'PodDisruptionBudget', 'Secret', 'Service'], 'the kinds the issue lists');
-  for (const { file, doc } of all) {
+  t.same([...new Set(all.map((m) => m.doc.kind))].sort(), ['Deployment', 'HorizontalPodAutoscaler', 'PodDisruptionBudget', 'Service'], 'the kinds the issue lists');
+  t.same(examples.map((m) => m.doc.kind), ['Secret', 'Ingress'], 'the examples: a Secret and an Ingress');
+  for (const { file, doc } of [...all, ...examples]) {
     const Model = MODELS[doc.kind];
     t.ok(Model, `${file}: ${doc.kind} is a known kind`);
     t.doesNotThrow(() => new Model(doc).validate(), `${file}: ${doc.kind} ${doc.metadata.name} validates`);
@@ -68,7 +70,7 @@ t.test('restricted pod security, grace period, resources, preStop', async (t) =>
 
 t.test('env names are real settings; _FILE only for secrets; files from the mounted Secret', async (t) => {
   const byEnv = new Map(SETTINGS.filter((r) => r.env).map((r) => [r.env!, r]));
-  const secret = all.find((m) => m.doc.kind === 'Secret')!.doc;
+  const secret = examples.find((m) => m.doc.kind === 'Secret')!.doc;
   for (const { doc } of deployments) {
     for (const c of doc.spec.template.spec.containers) {
       const mounts = c.volumeMounts as { name: string; mountPath: string }[];
@@ -94,7 +96,8 @@ t.test('ports and selectors agree', async (t) => {
     const c = doc.spec.template.spec.containers[0];
     const env = envOf(c);
     const port = Number(env.CUTOUT_PORT ?? env.CUTOUT_MODEL_SERVER_PORT);
-    t.same(c.ports.map((p: any) => p.containerPort), [port], `${doc.metadata.name}: the container port is the port it is told to use`);
+    const metricsPort = env.CUTOUT_METRICS_PORT === undefined ? [] : [Number(env.CUTOUT_METRICS_PORT)];
+    t.same(c.ports.map((p: any) => p.containerPort), [port, ...metricsPort], `${doc.metadata.name}: the container ports are the ports it is told to use`);
     const labels = doc.spec.template.metadata.labels;
     for (const other of all.filter((m) => ['Service', 'PodDisruptionBudget'].includes(m.doc.kind) && m.doc.metadata.name === doc.metadata.name)) {
       const selector = other.doc.spec.selector.matchLabels ?? other.doc.spec.selector;
@@ -102,8 +105,28 @@ t.test('ports and selectors agree', async (t) => {
       if (other.doc.kind === 'Service') t.ok(c.ports.some((p: any) => p.name === other.doc.spec.ports[0].targetPort), 'its targetPort is a named container port');
     }
   }
-  const hpa = all.find((m) => m.doc.kind === 'HorizontalPodAutoscaler')!.doc;
-  t.ok(deployments.some((d) => d.doc.metadata.name === hpa.spec.scaleTargetRef.name), 'the HPA scales a Deployment of these');
+  const hpas = all.filter((m) => m.doc.kind === 'HorizontalPodAutoscaler').map((m) => m.doc.spec.scaleTargetRef.name).sort();
+  t.same(hpas, deployments.map((d) => d.doc.metadata.name).sort(), 'an HPA for each Deployment: the model servers, where inference runs, scale too');
+});
+
+t.test('what an operator applies does no harm (issue 51)', async (t) => {
+  t.notOk((kustomization.resources as string[]).some((f) => /secret/i.test(f)), 'the kustomization does not include the Secret: apply -k never resets the real one');
+  const images = kustomization.images as { name: string; newName?: string }[];
+  const cutout = images.find((i) => i.name === 'cutout');
+  t.ok(cutout?.newName && cutout.newName.includes('/'), `the kustomization names the image with a registry (${cutout?.newName}), not the bare cutout:0.1.0 that no registry has`);
+  const api = deployments.find((d) => d.doc.metadata.name === 'cutout-api')!.doc;
+  const apiEnv = envOf(api.spec.template.spec.containers[0]);
+  const metricsPort = Number(apiEnv.CUTOUT_METRICS_PORT);
+  t.ok(metricsPort > 0 && metricsPort !== Number(apiEnv.CUTOUT_PORT), '/metrics on a port of its own, off the API port');
+  t.equal(api.spec.template.metadata.annotations['prometheus.io/port'], String(metricsPort), 'the scrape annotation names the metrics port');
+  const ingress = examples.find((m) => m.doc.kind === 'Ingress')!.doc;
+  const backend = ingress.spec.rules[0].http.paths[0].backend.service;
+  t.same(backend, { name: 'cutout-api', port: { name: 'http' } }, 'the Ingress routes to the API port only');
+  const bodyLimit = ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-body-size'] as string;
+  t.ok(Number.parseInt(bodyLimit, 10) * 1024 * 1024 >= LIMITS.maxJsonBytes, `ingress-nginx's body limit (${bodyLimit}) holds the API's largest body (${(LIMITS.maxJsonBytes / 2 ** 20).toFixed(1)} MB), not its 1 MB default`);
+  for (const { doc } of deployments.filter((d) => d.doc.metadata.name === 'cutout-model')) {
+    t.ok(doc.spec.template.spec.containers[0].resources.limits.cpu, 'the model server has a CPU limit, which sizes its threads');
+  }
 });
 
 t.test('the probe paths are answered by real servers', async (t) => {

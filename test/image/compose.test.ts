@@ -18,7 +18,9 @@ import { freePort, until } from '../helpers/process.js';
 const COMPOSE = fs.existsSync('/usr/bin/docker-compose') ? '/usr/bin/docker-compose' : 'docker-compose';
 const PHOTO = fs.readFileSync(path.join(ROOT, 'test', 'fixtures', 'chelsea.jpg'));
 const spec = parse(fs.readFileSync(path.join(ROOT, 'compose.yaml'), 'utf8'));
-const STANDINS: [string, string][] = [['postgres', 'postgres:17-bookworm'], ['minio', 'minio/minio'], ['caddy', 'caddy:2']];
+/** The stand-ins, tagged by the pinned names compose.yaml uses. */
+const STANDINS: [string, string][] = [['postgres', spec.services.postgres.image], ['minio', spec.services.s3.image], ['caddy', spec.services.proxy.image]];
+const CADDYFILE = fs.readFileSync(path.join(ROOT, 'deploy', 'compose', 'Caddyfile'), 'utf8');
 
 t.test('compose.yaml: health checks, healthy dependencies, secrets from files, two API servers on one store and bucket', async (t) => {
   const services = spec.services as Record<string, any>;
@@ -35,6 +37,23 @@ t.test('compose.yaml: health checks, healthy dependencies, secrets from files, t
   for (const [name, s] of Object.entries<any>(spec.secrets)) t.ok(fs.existsSync(path.join(ROOT, s.file)), `secret ${name}: ${s.file}`);
 });
 
+t.test('compose.yaml as an operator meets it: loopback only, pinned images, metrics off the proxy, health-checked proxy (issue 51)', async (t) => {
+  const services = spec.services as Record<string, any>;
+  t.same(services.proxy.ports, ['127.0.0.1:8080:8080'], 'the one published port is on loopback only, beside the committed development secrets');
+  for (const [name, s] of Object.entries(services)) {
+    if (s.image === 'cutout') continue; // built here from the Dockerfile
+    t.match(s.image, /:(?!latest$)[^:]*\d+\.\d+|:RELEASE\.\d{4}-/, `${name}: ${s.image} is pinned to a release, not a moving tag`);
+  }
+  for (const [name, s] of Object.entries(services).filter(([n]) => n.startsWith('api-'))) {
+    t.equal(s.environment.CUTOUT_METRICS_PORT, '9090', `${name}: /metrics on a port of its own`);
+    t.notOk(s.ports, `${name}: publishes nothing`);
+  }
+  t.match(services.proxy.volumes, [/deploy\/compose\/Caddyfile:\/etc\/caddy\/Caddyfile/], 'the proxy runs deploy/compose/Caddyfile');
+  t.match(CADDYFILE, /reverse_proxy api-1:8080 api-2:8080/, 'the Caddyfile proxies both API servers');
+  t.match(CADDYFILE, /health_uri \/readyz/, 'and asks each for /readyz');
+  t.match(CADDYFILE, /lb_try_duration \d+s/, 'and retries a failed request on the other');
+});
+
 if (requireDocker(t)) {
   t.test('the fleet: up, a key by compose exec, a job through api-1 read through api-2 and the proxy', async (t) => {
     for (const [dir, tag] of STANDINS) {
@@ -42,21 +61,28 @@ if (requireDocker(t)) {
       const ca = fs.existsSync('/etc/ssl/certs/ca-certificates.crt') ? ['--secret', 'id=ca_bundle,src=/etc/ssl/certs/ca-certificates.crt'] : [];
       await dockerOk(['build', '--network', 'host', ...ca, '-t', tag, path.join(ROOT, 'test', 'image', 'standins', dir)], { timeoutMs: 15 * 60_000 });
     }
-    if ((await docker(['image', 'inspect', 'minio/mc'])).status !== 0) await dockerOk(['tag', 'minio/minio', 'minio/mc']);
+    const mc = (spec.services as Record<string, any>)['s3-init'].image as string;
+    if ((await docker(['image', 'inspect', mc])).status !== 0) await dockerOk(['tag', spec.services.s3.image, mc]);
     // compose.yaml's `image: cutout`: built from the Dockerfile as the image test does (its cache makes it quick after that test).
     const tag = process.env.CUTOUT_IMAGE_TAG ?? 'cutout:test';
     await buildImage(tag);
     await dockerOk(['tag', tag, 'cutout:latest']);
 
-    const ports = { pg: await freePort(), s3: await freePort(), model: await freePort(), api1: await freePort(), api2: await freePort(), proxy: await freePort() };
+    const ports = {
+      pg: await freePort(), s3: await freePort(), model: await freePort(), api1: await freePort(), api2: await freePort(), proxy: await freePort(),
+      metrics1: await freePort(), metrics2: await freePort(),
+    };
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-compose-'));
     const storeUrl = path.join(dir, 'store_url');
     fs.writeFileSync(storeUrl, `${fs.readFileSync(path.join(ROOT, 'deploy/compose/secrets/store_url'), 'utf8').trim().replace('@postgres:5432', `@127.0.0.1:${ports.pg}`)}\n`, { mode: 0o644 });
     // s3rver, standing in for MinIO, knows one key of its own (S3RVER), not the fleet's.
     const s3rverCredentials = path.join(dir, 'aws_credentials');
     fs.writeFileSync(s3rverCredentials, '[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n', { mode: 0o644 });
+    // The Caddyfile as committed, its addresses moved to the loopback ports.
+    const caddyfile = path.join(dir, 'Caddyfile');
+    fs.writeFileSync(caddyfile, CADDYFILE.replace('api-1:8080', `127.0.0.1:${ports.api1}`).replace('api-2:8080', `127.0.0.1:${ports.api2}`).replace(':8080 {', `127.0.0.1:${ports.proxy} {`), { mode: 0o644 });
     const override = path.join(dir, 'compose.host.yaml');
-    fs.writeFileSync(override, hostOverride(ports, storeUrl, s3rverCredentials));
+    fs.writeFileSync(override, hostOverride(ports, storeUrl, s3rverCredentials, caddyfile));
     const project = `cutouttest${process.pid}`;
     // compose.yaml with the override, as compose merges them; then the proxy's published port taken
     // out (a host-network container has none, and compose 1.29 cannot reset a list in an override).
@@ -104,6 +130,32 @@ if (requireDocker(t)) {
       t.equal(result.status, 200, `the result read through ${name}`);
       t.equal(result.headers.get('content-type'), 'image/png');
     }
+
+    // /metrics: not through the proxy, only on each server's metrics port.
+    t.equal((await fetch(`${proxy}/metrics`)).status, 404, '/metrics through the proxy: 404');
+    const scraped = await fetch(`http://127.0.0.1:${ports.metrics1}/metrics`);
+    t.equal(scraped.status, 200, "api-1's metrics port answers /metrics");
+    t.match(await scraped.text(), /cutout_/, 'with cutout\'s metrics');
+
+    // A rolling restart through the health-checked proxy: api-1 stopped and started again while
+    // requests keep coming; none is answered 502 (or anything but 200).
+    const statuses: number[] = [];
+    let polling = true;
+    const poller = (async () => {
+      while (polling) {
+        statuses.push((await fetch(`${proxy}/api/v1/health`).catch(() => null))?.status ?? 0);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    t.equal((await compose(['stop', '-t', '30', 'api-1'])).status, 0, 'api-1 stopped');
+    await new Promise((r) => setTimeout(r, 3000));
+    t.equal((await compose(['start', 'api-1'])).status, 0, 'api-1 started again');
+    await until('api-1 ready again', async () => (await fetch(`http://127.0.0.1:${ports.api1}/readyz`).catch(() => null))?.status === 200, 120_000);
+    polling = false;
+    await poller;
+    const bad = statuses.filter((s) => s !== 200);
+    t.ok(statuses.length > 20, `${statuses.length} requests through the proxy during the restart`);
+    t.same(bad, [], `every one answered 200 (${bad.length} did not: ${[...new Set(bad)].join(', ') || 'none'})`);
   });
 }
 
@@ -120,11 +172,11 @@ function runCompose(args: string[], timeoutMs: number) {
 }
 
 /** Every service on the host's network, on the free ports; addresses that were service names become 127.0.0.1. */
-function hostOverride(p: Record<string, number>, storeUrlFile: string, s3rverCredentials: string): string {
-  const api = (port: number) => ({
+function hostOverride(p: Record<string, number>, storeUrlFile: string, s3rverCredentials: string, caddyfile: string): string {
+  const api = (port: number, metricsPort: number) => ({
     network_mode: 'host',
     environment: {
-      CUTOUT_PORT: String(port), CUTOUT_UPSTREAM: `http://127.0.0.1:${p.model}`, AWS_ENDPOINT_URL_S3: `http://127.0.0.1:${p.s3}`,
+      CUTOUT_PORT: String(port), CUTOUT_METRICS_PORT: String(metricsPort), CUTOUT_UPSTREAM: `http://127.0.0.1:${p.model}`, AWS_ENDPOINT_URL_S3: `http://127.0.0.1:${p.s3}`,
       CUTOUT_STORE_FILE: '/run/secrets/store_url_host', AWS_SHARED_CREDENTIALS_FILE: '/run/secrets/aws_credentials_s3rver',
     },
     secrets: ['store_url_host', 'aws_credentials_s3rver'],
@@ -138,9 +190,9 @@ function hostOverride(p: Record<string, number>, storeUrlFile: string, s3rverCre
         network_mode: 'host', environment: { CUTOUT_MODEL_SERVER_PORT: String(p.model) },
         healthcheck: { test: ['CMD', 'cutout', 'health', '--url', `http://127.0.0.1:${p.model}/v2/health/ready`] },
       },
-      'api-1': api(p.api1),
-      'api-2': api(p.api2),
-      proxy: { network_mode: 'host', command: ['caddy', 'reverse-proxy', '--from', `:${p.proxy}`, '--to', `127.0.0.1:${p.api1}`, '--to', `127.0.0.1:${p.api2}`] },
+      'api-1': api(p.api1, p.metrics1),
+      'api-2': api(p.api2, p.metrics2),
+      proxy: { network_mode: 'host', volumes: [`${caddyfile}:/etc/caddy/Caddyfile:ro`] },
     },
     secrets: { store_url_host: { file: storeUrlFile }, aws_credentials_s3rver: { file: s3rverCredentials } },
   };

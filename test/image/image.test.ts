@@ -19,6 +19,15 @@ import { freePort, until } from '../helpers/process.js';
 
 const TAG = process.env.CUTOUT_IMAGE_TAG ?? 'cutout:test';
 const PHOTO = fs.readFileSync(path.join(ROOT, 'test', 'fixtures', 'chelsea.jpg'));
+/**
+ * docs/deploy.md's SQLite backup command (`docker exec cutout node -e "..."`): the script between
+ * its double quotes, as the shell hands it to node.
+ */
+const BACKUP_ONE_LINER = (() => {
+  const line = fs.readFileSync(path.join(ROOT, 'docs', 'deploy.md'), 'utf8').split('\n').find((l) => l.startsWith('docker exec cutout node -e "'));
+  if (!line) throw new Error('docs/deploy.md has no "docker exec cutout node -e" backup line');
+  return line.slice('docker exec cutout node -e "'.length, line.lastIndexOf('"')).replace(/\\"/g, '"');
+})();
 const MANIFEST = JSON.parse(fs.readFileSync(path.join(ROOT, 'models', 'isnet-medium.json'), 'utf8')) as { name: string; sha256: string; license: string };
 
 if (requireDocker(t)) {
@@ -93,6 +102,12 @@ if (requireDocker(t)) {
     const rb = await fetch(`${base}/v1.0/removebg`, { method: 'POST', headers: { 'X-Api-Key': created.key }, body: rbForm });
     t.equal(rb.status, 200, "remove.bg's POST /v1.0/removebg with the same key");
     t.match(rb.headers.get('content-type') ?? '', /^image\//, 'answers an image');
+
+    // docs/deploy.md "Backups": the image has no sqlite3 program; its Node and sqlite3 module make a
+    // consistent copy while the server runs (VACUUM INTO), which then opens with the key in it.
+    await dockerOk(['exec', name, 'node', '-e', BACKUP_ONE_LINER]);
+    const keysInBackup = await dockerOk(['exec', name, 'node', '-e', "new (require('/app/node_modules/sqlite3').Database)('/data/cutout-backup.db').get('SELECT count(*) AS n FROM api_keys', (e, r) => { if (e) throw e; console.log(r.n) })"]);
+    t.equal(keysInBackup.trim(), '1', 'the backup made by the documented command holds the key made above');
 
     const stopStarted = Date.now();
     await dockerOk(['stop', '-t', '10', name], { timeoutMs: 30_000 });
