@@ -13,7 +13,7 @@
  *   has not read it (a job at submission) checks what is certain. The final word is the charge's
  *   transaction, which refuses at a balance too low whatever was checked before.
  */
-import { CutoutError } from './errors.js';
+import { ADD_CREDITS, CutoutError } from './errors.js';
 import { LIMITS } from './limits.js';
 import type { Size } from './options.js';
 
@@ -101,5 +101,5 @@ export async function assertFunded(
 ): Promise<void> {
   if (await canAfford(payer, amount, balanceOf)) return;
   const balance = await balanceOf(payer.accountId!);
-  throw new CutoutError('insufficient_credits', message?.(balance));
+  throw new CutoutError('insufficient_credits', message ? `${message(balance)} ${ADD_CREDITS}` : undefined);
 }

@@ -26,9 +26,15 @@ export function errorDocsUrl(code: ErrorCode, baseUrl = ''): string {
   return `${baseUrl.replace(/\/+$/, '')}${ERRORS_PATH}#${code}`;
 }
 
+/**
+ * How a caller with no credits gets some, said in every 402 (issue 51): on a self-hosted server
+ * credits are added by its operator, with the CLI.
+ */
+export const ADD_CREDITS = "To add credits, the server's operator runs `cutout credits add ACCOUNT_OR_KEY_ID AMOUNT` (the key's id is in `cutout keys list`).";
+
 export const ERROR_TABLE: Readonly<Record<ErrorCode, { status: number; message: string }>> = Object.freeze({
   invalid_api_key: { status: 401, message: 'Missing, malformed, unknown or revoked API key.' },
-  insufficient_credits: { status: 402, message: 'Credit balance is 0; full-size results cost 1 credit. Previews are free.' },
+  insufficient_credits: { status: 402, message: `Credit balance is 0; full-size results cost 1 credit. Previews are free. ${ADD_CREDITS}` },
   rate_limited: { status: 429, message: 'Too many requests for this key; see Retry-After.' },
   invalid_request: { status: 400, message: 'The request is invalid.' },
   unsupported_format: { status: 400, message: 'The bytes are not a decodable JPEG, PNG, WebP, GIF, BMP or TIFF image.' },

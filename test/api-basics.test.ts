@@ -185,6 +185,7 @@ t.test('insufficient_credits at balance 0 for full (and auto <= 4 MP) before any
     const res = await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(k.key), body: form({ image_file: new Blob([tinyPng]), size }) });
     const e = await errorCode(res);
     t.same([e.status, e.code], [402, 'insufficient_credits'], size);
+    t.match(e.message, /cutout credits add ACCOUNT_OR_KEY_ID AMOUNT/, 'the 402 says how credits are added (issue 51)');
     t.ok(res.headers.get('x-ratelimit-remaining'), 'rate-limit headers on the 402');
   }
 });

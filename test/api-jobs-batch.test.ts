@@ -82,7 +82,7 @@ t.test('batches', async (t) => {
         body: JSON.stringify({ images: images(1) }),
       }), 400, 'invalid_request', /not offered through the marketplace channel/],
       ['blocked callback', batch({ images: images(1) }, { 'X-Callback-Url': 'http://127.0.0.1:9/hook' }), 400, 'invalid_request', /X-Callback-Url host 127\.0\.0\.1 is not a public address/],
-      ['11 full-size images at balance 10', batch({ images: images(11), size: 'full' }), 402, 'insufficient_credits', /11 full-size results but the balance is 10/],
+      ['11 full-size images at balance 10', batch({ images: images(11), size: 'full' }), 402, 'insufficient_credits', /11 full-size results but the balance is 10 credits; nothing was queued\. Previews are free\. To add credits, the server's operator runs `cutout credits add/],
     ];
     for (const [name, request, status, code, message] of cases) {
       const e = await errorCode(await request);
