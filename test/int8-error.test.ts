@@ -1,9 +1,9 @@
 /**
- * The int8 sensitivity bench's error measure (src/bench/int8-error.ts): only the letterbox's
+ * The int8 sensitivity bench's error measure (bench/int8-error.ts): only the letterbox's
  * content counts, and a flip is a pixel on the other side of 0.5.
  */
 import t from 'tap';
-import { contentError } from '../src/bench/int8-error.js';
+import { contentError } from '../bench/int8-error.js';
 import type { InputPlan } from '../src/pipeline/variants.js';
 
 t.test('contentError: MAE and flips over the content box only', async (t) => {

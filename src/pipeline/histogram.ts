@@ -1,6 +1,6 @@
 /**
  * A fixed-bin histogram of activation values, for the int8 calibration's percentile ranges
- * (src/bench/calibrate-int8.ts). The activations of one calibration run are tens of millions of
+ * (bench/calibrate-int8.ts). The activations of one calibration run are tens of millions of
  * values per tensor: too many to keep or sort, so they are counted into bins over a range known
  * from a first pass (the extremes over all photos), and quantiles are read from the counts.
  */

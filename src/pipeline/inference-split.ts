@@ -23,7 +23,7 @@ export const CORES_PER_WORKER = 8;
 
 /**
  * Peak memory one more worker adds: its session of the fp32 model at 1024 px with the memory
- * arena, after a run (measured: `node dist/bench/split.js --memory`).
+ * arena, after a run (measured: `node dist-bench/split.js --memory`).
  */
 export const SESSION_BYTES = 700e6;
 

@@ -11,7 +11,7 @@ import { MODELS_DIR, type ModelManifest } from './manifest.js';
 import { quantizeModel, type TensorRange } from './quantize.js';
 
 
-/** Shipped calibration photos and the ranges measured on them (src/bench/calibrate-int8.ts). */
+/** Shipped calibration photos and the ranges measured on them (bench/calibrate-int8.ts). */
 export const CALIBRATION_DIR = path.join(MODELS_DIR, 'calibration');
 
 export interface CalibrationFile {

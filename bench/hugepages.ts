@@ -143,7 +143,7 @@ function coldText(json: { rounds: number; pause_ms: number; load_average: number
 
 /** Child mode (`speed.js --steady-child MODEL PRECISION PASSES FILE...`): per image end to end and raw run, after a warm-up pass. */
 export async function steadyChild(model: string, precision: Precision, passes: number, files: string[]): Promise<void> {
-  const { createPipeline } = await import('../pipeline/index.js');
+  const { createPipeline } = await import('../dist/pipeline/index.js');
   const pipeline = createPipeline({ model, precision });
   await pipeline.loadModel();
   const buffers = files.map((f) => fs.readFileSync(f));

@@ -4,14 +4,14 @@
  * Timing on these shared machines is noisy: every comparison is interleaved or alternated, and
  * the ratios, not the absolute times, are what to read.
  */
-import type { CutoutPipeline } from '../pipeline/index.js';
+import type { CutoutPipeline } from '../dist/pipeline/index.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { RemoveRequest } from '../pipeline/types.js';
-import { cpuFlags, hasVnni } from '../pipeline/int8.js';
+import type { RemoveRequest } from '../dist/pipeline/types.js';
+import { cpuFlags, hasVnni } from '../dist/pipeline/int8.js';
 import { BIN, median } from './common.js';
 
 /**
@@ -47,7 +47,7 @@ export function cpuFeatures(): string {
 }
 
 export async function rawRun(pipeline: CutoutPipeline, precision: 'fp32' | 'int8'): Promise<number> {
-  const { rgbToTensor } = await import('../pipeline/matte.js');
+  const { rgbToTensor } = await import('../dist/pipeline/matte.js');
   const { width, height, mean, std } = pipeline.manifest.input;
   const rgb = new Uint8Array(width * height * 3).map((_, i) => (i * 37) & 255);
   const tensor = rgbToTensor(rgb, width, height, mean, std);
@@ -227,8 +227,8 @@ function coldStartAim(rows: Record<string, { first_extra_ms: number }>, nodeAlon
 /** Child mode (cold-split.ts): the phases of a first image at `precision`, each timed, then a second run of the same image. */
 export async function coldSplit(photo: string, model: string, atStart: number, precision: 'fp32' | 'int8' = 'fp32'): Promise<void> {
   let t = performance.now();
-  const { createPipeline } = await import('../pipeline/index.js');
-  const { ensureModelAt } = await import('../pipeline/weights.js');
+  const { createPipeline } = await import('../dist/pipeline/index.js');
+  const { ensureModelAt } = await import('../dist/pipeline/weights.js');
   const modules = performance.now() - t;
   const pipeline = createPipeline({ model, precision });
   const manifest = pipeline.manifest;
@@ -272,7 +272,7 @@ export async function coldSplit(photo: string, model: string, atStart: number, p
 
 /** Child mode: `n` raw fp32 runs after one untimed run; prints the median and the peak RSS. */
 export async function rawRuns(model: string, n: number): Promise<void> {
-  const { createPipeline } = await import('../pipeline/index.js');
+  const { createPipeline } = await import('../dist/pipeline/index.js');
   const pipeline = createPipeline({ model, precision: 'fp32' });
   await pipeline.loadModel();
   await rawRun(pipeline, 'fp32');

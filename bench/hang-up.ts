@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { openStore } from '../store/db.js';
+import { openStore } from '../dist/store/db.js';
 import { machine, ROOT, sleep, startServer, type Server } from './fleet-parts.js';
 import { option } from './common.js';
 

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const BIN = path.join(ROOT, 'bin', 'cutout');
 export const FIXTURES = path.join(ROOT, 'test', 'fixtures');
 

@@ -9,8 +9,8 @@
 import crypto from 'node:crypto';
 import os from 'node:os';
 import pg from 'pg';
-import { POSTGRES_NOW_MS } from '../store/clock.js';
-import { openStore, type RateDecision, type Store } from '../store/db.js';
+import { POSTGRES_NOW_MS } from '../dist/store/clock.js';
+import { openStore, type RateDecision, type Store } from '../dist/store/db.js';
 
 // ---- BEFORE: the rate limit as it was on main up to 2a08788 (src/store/rate-limit.ts), copied
 // ---- verbatim but for the table's name. Three statements in one transaction, the log as JSON.

@@ -19,12 +19,12 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import pLimit from 'p-limit';
-import { createPipeline, resolveModel } from '../pipeline/index.js';
-import { rgbToTensor } from '../pipeline/matte.js';
-import { modelSide } from '../pipeline/variants.js';
-import { PRECISIONS, QUALITIES, parseEnum, type Quality } from '../options.js';
-import type { StageTimings } from '../pipeline/types.js';
-import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
+import { createPipeline, resolveModel } from '../dist/pipeline/index.js';
+import { rgbToTensor } from '../dist/pipeline/matte.js';
+import { modelSide } from '../dist/pipeline/variants.js';
+import { PRECISIONS, QUALITIES, parseEnum, type Quality } from '../dist/options.js';
+import type { StageTimings } from '../dist/pipeline/types.js';
+import { IMAGE_EXTENSIONS } from '../dist/commands/inputs.js';
 import { comparePrecisions, coldStart, arenaEffect, rawRuns, cpuFeatures, folderDefaults } from './speed-precision.js';
 import { coldHugePages, steadyHugePages } from './hugepages.js';
 import { ROOT, median, option } from './common.js';
@@ -35,7 +35,7 @@ const flag = (name: string) => args.includes(name);
 if (flag('--help') || flag('-h')) {
   process.stdout.write('npm run bench -- [dir] [--large] [--runs N] [--qualities fast,balanced,best] [--model NAME] [--upstream URL] [--removebg] [--dialects]\n'
     + '  [--precision fp32|int8] [--no-precision] [--no-cold] [--folder-defaults] [--cold-start] [--large-only] [--split]\n'
-    + '  [--hugepages-only] [--hugepages-steady] [--no-hugepages] [--rounds-huge N] [--pause MS] [--children-huge N]   (see the header of src/bench/speed.ts and docs/benchmarks.md, "Benchmarks")\n');
+    + '  [--hugepages-only] [--hugepages-steady] [--no-hugepages] [--rounds-huge N] [--pause MS] [--children-huge N]   (see the header of bench/speed.ts and docs/benchmarks.md, "Benchmarks")\n');
   process.exit(0);
 }
 const modelName = option(args, '--model', 'isnet-medium');

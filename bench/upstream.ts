@@ -8,9 +8,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { createPipeline, resolveModel } from '../pipeline/index.js';
-import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
-import { connectUpstream, type UpstreamInference } from '../oip/client.js';
+import { createPipeline, resolveModel } from '../dist/pipeline/index.js';
+import { IMAGE_EXTENSIONS } from '../dist/commands/inputs.js';
+import { connectUpstream, type UpstreamInference } from '../dist/oip/client.js';
 import { ROOT, median, option } from './common.js';
 
 

@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { openStore, type NewJob, type Store } from '../store/db.js';
+import { openStore, type NewJob, type Store } from '../dist/store/db.js';
 import { folderBytes, freePort, type Postgres } from './fleet-parts.js';
 
 export const BUCKET = 'cutout-bench';

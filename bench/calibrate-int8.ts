@@ -19,12 +19,12 @@
  */
 import fs from 'node:fs';
 import * as ort from 'onnxruntime-node';
-import { resolveModel } from '../pipeline/manifest.js';
-import { ensureRunnableModel, ensureVariant, modelSha256, readModelBytes } from '../pipeline/weights.js';
-import { calibrationGraph, withTensorOutputs } from '../pipeline/quantize.js';
-import { CALIBRATION_PERCENTILE, rangesFileAt, type CalibrationFile } from '../pipeline/int8.js';
+import { resolveModel } from '../dist/pipeline/manifest.js';
+import { ensureRunnableModel, ensureVariant, modelSha256, readModelBytes } from '../dist/pipeline/weights.js';
+import { calibrationGraph, withTensorOutputs } from '../dist/pipeline/quantize.js';
+import { CALIBRATION_PERCENTILE, rangesFileAt, type CalibrationFile } from '../dist/pipeline/int8.js';
 import { calibrationInput, calibrationPhotoNames, qualityAtSide } from './calibration-photos.js';
-import { Histogram } from '../pipeline/histogram.js';
+import { Histogram } from '../dist/pipeline/histogram.js';
 
 const args = process.argv.slice(2);
 const modelArg = args.indexOf('--model');

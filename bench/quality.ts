@@ -15,10 +15,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import sharp from 'sharp';
-import { createPipeline } from '../pipeline/index.js';
-import type { RemoveRequest } from '../pipeline/types.js';
-import { CutoutError } from '../errors.js';
-import { edgeParamsOf } from '../pipeline/edges.js';
+import { createPipeline } from '../dist/pipeline/index.js';
+import type { RemoveRequest } from '../dist/pipeline/types.js';
+import { CutoutError } from '../dist/errors.js';
+import { edgeParamsOf } from '../dist/pipeline/edges.js';
 import { option } from './common.js';
 
 const args = process.argv.slice(2);

@@ -1,5 +1,5 @@
 /**
- * `node dist/bench/cold-split.js PHOTO MODEL [fp32|int8]`: a child of `npm run bench` that times a first
+ * `node dist-bench/cold-split.js PHOTO MODEL [fp32|int8]`: a child of `npm run bench` that times a first
  * image's phases from process start (node's start, module loading, checksum, session creation,
  * first run) and a second run of the same image. Nothing is imported before the clock reads, so
  * the module loading is part of what is timed.

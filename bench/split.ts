@@ -11,8 +11,8 @@ import os from 'node:os';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import pLimit from 'p-limit';
-import { createPipeline } from '../pipeline/index.js';
-import { runningInferenceThreads } from '../pipeline/inference-thread.js';
+import { createPipeline } from '../dist/pipeline/index.js';
+import { runningInferenceThreads } from '../dist/pipeline/inference-thread.js';
 
 const REQUEST = { size: 'full' as const, format: 'png' as const, bgColor: null, crop: false };
 

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { IMAGE_EXTENSIONS } from '../commands/inputs.js';
+import { IMAGE_EXTENSIONS } from '../dist/commands/inputs.js';
 import { BIN, ROOT, median, option, runCutout } from './common.js';
 
 

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const BIN = path.join(ROOT, 'bin', 'cutout');
 const PROBE = new URL('./store-probe.js', import.meta.url).href;
 

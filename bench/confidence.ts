@@ -22,10 +22,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
-import { createPipeline } from '../pipeline/index.js';
-import type { RemoveRequest } from '../pipeline/types.js';
-import { CutoutError } from '../errors.js';
-import { CONFIDENCE_MODEL, LOG_FLOOR, confidenceOf, predictedLogError, type ConfidenceModel, type MatteSignals } from '../pipeline/confidence.js';
+import { createPipeline } from '../dist/pipeline/index.js';
+import type { RemoveRequest } from '../dist/pipeline/types.js';
+import { CutoutError } from '../dist/errors.js';
+import { CONFIDENCE_MODEL, LOG_FLOOR, confidenceOf, predictedLogError, type ConfidenceModel, type MatteSignals } from '../dist/pipeline/confidence.js';
 import { option } from './common.js';
 
 const args = process.argv.slice(2);
