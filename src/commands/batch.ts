@@ -52,7 +52,23 @@ export interface BatchPlan {
   unchanged: PlannedItem[];
   /** Outputs made before the manifest that this run takes as done (see adoptable). */
   adopted: { planned: PlannedItem; sha256: string }[];
+  /**
+   * --watch without --manifest (and without --overwrite or --skip-existing): photos whose output
+   * is there under the name this run gives it and newer than the photo, taken as done (a hot
+   * folder restarted; see keepsNewerOutputs).
+   */
+  madeBefore: PlannedItem[];
   manifest: Manifest | null;
+}
+
+/**
+ * Whether a run takes an output that is there, newer than its photo, as done without a manifest:
+ * a watch (a hot folder is restarted as a matter of course, and its outputs are the only record of
+ * what it did), unless --overwrite or --skip-existing says what to do with existing outputs. The
+ * rule is the one by which a run with --manifest adopts outputs made before it (adoptable).
+ */
+export function keepsNewerOutputs(flags: BatchFlags, existing: 'refuse' | 'skip' | 'overwrite'): boolean {
+  return Boolean(flags.watch) && !flags.manifest && existing === 'refuse';
 }
 
 /**
@@ -60,11 +76,15 @@ export interface BatchPlan {
  * could be adopted, are read and hashed (a first run over an empty folder hashes nothing here;
  * the unit hashes the bytes it processes).
  */
-export async function planBatch(planned: PlannedItem[], flags: BatchFlags, options: OutputOptions): Promise<BatchPlan> {
-  if (!flags.manifest) return { todo: planned, unchanged: [], adopted: [], manifest: null };
+export async function planBatch(planned: PlannedItem[], flags: BatchFlags, options: OutputOptions, existing: 'refuse' | 'skip' | 'overwrite' = 'refuse'): Promise<BatchPlan> {
+  if (!flags.manifest) {
+    if (!keepsNewerOutputs(flags, existing)) return { todo: planned, unchanged: [], adopted: [], madeBefore: [], manifest: null };
+    const made = (p: PlannedItem) => !p.shadowedBy && adoptable(p);
+    return { todo: planned.filter((p) => !made(p)), unchanged: [], adopted: [], madeBefore: planned.filter(made), manifest: null };
+  }
   const manifest = Manifest.load(flags.manifest);
-  if (flags.force) return { todo: planned, unchanged: [], adopted: [], manifest };
-  const plan: BatchPlan = { todo: [], unchanged: [], adopted: [], manifest };
+  if (flags.force) return { todo: planned, unchanged: [], adopted: [], madeBefore: [], manifest };
+  const plan: BatchPlan = { todo: [], unchanged: [], adopted: [], madeBefore: [], manifest };
   const { default: pLimit } = await import('p-limit');
   const limit = pLimit(8);
   const verdicts = await Promise.all(planned.map((p) => limit(() => verdictOf(p, manifest, options))));
@@ -169,6 +189,8 @@ export interface BatchRunOptions {
   force?: boolean;
   /** --review-below T: a done cutout whose confidence is below T is flagged for review. */
   reviewBelow?: number;
+  /** An output there and newer than its photo is taken as done without a manifest (keepsNewerOutputs). */
+  keepsNewerOutputs?: boolean;
 }
 
 /** Feeds items to the per-item unit, `concurrency` at a time, and counts what became of them. */
@@ -180,6 +202,13 @@ export class BatchRun {
   private readonly taken = new Map<string, string>();
   /** Inputs refused because their output exists: the closing hint names the flags for them. */
   private outputsInTheWay = 0;
+  /**
+   * Inputs (absolute paths) whose last outcome in this run is a failure. An input counts once in
+   * the summary, by its last outcome: a photo the watcher took while it was still being written
+   * (a copy that paused for longer than the settle window) fails as truncated, is taken again when
+   * it changes, and once done it is no failure of the run.
+   */
+  private readonly failing = new Set<string>();
   private limit: ((task: () => Promise<void>) => Promise<void>) | null = null;
 
   constructor(private readonly opts: BatchRunOptions) {}
@@ -195,17 +224,45 @@ export class BatchRun {
     process.exitCode = 1;
   }
 
+  /** An input that had failed is done now: its failure is taken back (see `failing`). */
+  private unfail(): void {
+    this.tally.failed--;
+    if (this.tally.failed === 0 && process.exitCode === 1) process.exitCode = 0;
+  }
+
   /** A line for an input that failed before it could be an item (nothing matched, an unreadable folder). */
   failed(report: ItemReport): void {
     this.fail();
     this.opts.reporter.done(report);
   }
 
-  /** Inputs the manifest says are done: one JSON line each with --json, one count line on stderr. */
+  /** --review-below T: flags `report` when its confidence is below T, and counts it. */
+  private review(report: ItemReport): void {
+    const confidence = report.fields?.confidence;
+    if (this.opts.reviewBelow !== undefined && confidence !== undefined && confidence < this.opts.reviewBelow) {
+      report.review = true;
+      this.tally.review++;
+    }
+  }
+
+  /**
+   * Inputs the manifest says are done: one JSON line each with --json, one count line on stderr.
+   * With --review-below each is judged by the confidence its manifest line recorded (it is not
+   * redone): its line carries that confidence, and one below the threshold is flagged as a done
+   * cutout is (the review line, `"review": true`, the summary's count).
+   */
   reportUnchanged(items: PlannedItem[], quiet: boolean): void {
     for (const p of items) {
       this.tally.skipped++;
-      this.opts.reporter.done({ input: p.item.path, output: p.output, width: null, height: null, ms: 0, skipped: true, error: null }, { silent: true });
+      const report: ItemReport = { input: p.item.path, output: p.output, width: null, height: null, ms: 0, skipped: true, error: null };
+      if (this.opts.reviewBelow !== undefined) {
+        const recorded = this.opts.manifest?.lineOf(p.item.path)?.confidence;
+        if (typeof recorded === 'number') {
+          report.fields = { confidence: recorded };
+          this.review(report);
+        }
+      }
+      this.opts.reporter.done(report, { silent: true });
     }
     if (items.length && !quiet) process.stderr.write(`cutout: ${items.length} unchanged since ${this.opts.manifest!.file}, skipped\n`);
   }
@@ -218,9 +275,14 @@ export class BatchRun {
     return this.limit(task);
   }
 
-  /** Whether the manifest says this input is done with these bytes, options and output (the watcher's check). */
+  /**
+   * Whether the manifest says this input is done with these bytes, options and output (the
+   * watcher's check); without a manifest, with keepsNewerOutputs, whether its output is there and
+   * newer than it and was not written by this run (a photo changed since this run's output is redone).
+   */
   async isUnchanged(planned: PlannedItem): Promise<boolean> {
     const { manifest, options } = this.opts;
+    if (!manifest) return Boolean(this.opts.keepsNewerOutputs) && !planned.shadowedBy && !(planned.output && this.written.has(planned.output)) && adoptable(planned);
     const line = manifest?.candidate(planned.item.path, planned.output, options);
     if (!line) return false;
     const bytes = await fs.promises.readFile(planned.item.path).catch(() => null);
@@ -238,6 +300,17 @@ export class BatchRun {
     }
     if (adopted.length && !quiet) {
       process.stderr.write(`cutout: ${adopted.length} outputs made before ${manifest!.file} (named as this run names them, newer than their photos) taken as done; --force redoes them\n`);
+    }
+  }
+
+  /** Photos whose output was there and newer than them (keepsNewerOutputs): a line each, counted as skipped. */
+  reportMadeBefore(items: PlannedItem[], quiet: boolean): void {
+    for (const p of items) {
+      this.tally.skipped++;
+      this.opts.reporter.done({ input: p.item.path, output: p.output, width: null, height: null, ms: 0, skipped: true, error: null }, { silent: true });
+    }
+    if (items.length && !quiet) {
+      process.stderr.write(`cutout: ${items.length} photo${items.length === 1 ? ' has its output' : 's have their outputs'} already there, newer than ${items.length === 1 ? 'it' : 'them'}: taken as done; --overwrite redoes them\n`);
     }
   }
 
@@ -281,6 +354,9 @@ export class BatchRun {
       }
       const { reporter, manifest, options } = this.opts;
       this.noteTaken(planned.item.path);
+      const key = planned.item.path === '-' ? null : path.resolve(planned.item.path);
+      // Failed before this take began (an earlier take of the same file, by the list or the watcher).
+      const failedBefore = key !== null && this.failing.has(key);
       reporter.start(planned.item.path);
       const ctx = await this.opts.context();
       const replaceOutput = Boolean(this.opts.force) || manifest?.records(planned.output) || (planned.output !== null && this.written.has(planned.output));
@@ -295,16 +371,18 @@ export class BatchRun {
       const beforeOutputInPlace = manifest ? (output: string) => manifest.placing(output) : undefined;
       const { report, sha256, reason } = await processItem(ctx, planned, { afterModel, replaceOutput, onOutputInPlace, beforeOutputInPlace });
       if (reason === 'output_exists') this.outputsInTheWay++;
-      if (report.error) this.fail();
-      else if (report.skipped) this.tally.skipped++;
-      else {
-        this.tally.done++;
+      if (report.error) {
+        if (!failedBefore) this.fail(); // failed again: still one input failed
+        if (key) this.failing.add(key);
+      } else {
+        // Its last outcome counts: a failure of an earlier take is taken back.
+        if (key && failedBefore && this.failing.delete(key)) this.unfail();
+        if (report.skipped) this.tally.skipped++;
+        else this.tally.done++;
+      }
+      if (!report.error && !report.skipped) {
         if (report.output) this.written.add(report.output);
-        const confidence = report.fields?.confidence;
-        if (this.opts.reviewBelow !== undefined && confidence !== undefined && confidence < this.opts.reviewBelow) {
-          report.review = true;
-          this.tally.review++;
-        }
+        this.review(report);
       }
       if (manifest && !report.skipped && (report.error || !recorded)) manifest.append(report, sha256, options);
       reporter.done(report);
@@ -376,6 +454,10 @@ export function printDryRun(batch: BatchPlan, unusable: string[], opts: { json: 
   for (const { planned: p } of batch.adopted) {
     counts.skip++;
     say(p.item.path, p.output, 'skip', 'output made before the manifest, would be taken as done');
+  }
+  for (const p of batch.madeBefore) {
+    counts.skip++;
+    say(p.item.path, p.output, 'skip', 'output there and newer than the photo, would be taken as done');
   }
   for (const p of batch.todo) {
     const verdict = dryVerdict(p, batch.manifest, opts.existing);

@@ -193,6 +193,11 @@ export class Manifest {
     this.inFlight.add(abs);
   }
 
+  /** The last line for `input` (done or failed), if any. */
+  lineOf(input: string): ManifestLine | undefined {
+    return this.last.get(path.resolve(input));
+  }
+
   /** Whether any line names `input` (done or failed). */
   hasLine(input: string): boolean {
     return this.last.has(path.resolve(input));

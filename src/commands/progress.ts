@@ -14,9 +14,10 @@ export interface Reporter {
   done(report: ItemReport, opts?: { silent?: boolean }): void;
   /**
    * The summary line: a batch's own (on stderr, whatever the progress display), or on a terminal the
-   * count of a single run (ora's, once its spinner is loaded).
+   * count of a single run (ora's, once its spinner is loaded). `failed`: the batch's own count of
+   * inputs failed (an input the watcher redid counts by its last outcome), for the spinner's mark.
    */
-  finish(batchSummary?: string): Promise<void>;
+  finish(batchSummary?: string, failed?: number): Promise<void>;
   /** A model file being built on first use: one line once, and the step on the spinner. */
   preparation(event: PreparationEvent): void;
 }
@@ -88,12 +89,12 @@ export function createReporter(opts: { total: number; json: boolean; quiet: bool
       preparingStep = event.state === 'start' ? `preparing model ${event.model}: ${event.step}` : null;
       if (spinner) spinner.text = label();
     },
-    async finish(batchSummary) {
+    async finish(batchSummary, batchFailed) {
       await spinnerLoaded; // a spinner still loading is waited for, so the summary is its own
       const ok = completed - failed;
       const summary = batchSummary ?? (failed ? `${ok} done, ${failed} failed` : `${ok} done`);
       if (spinner) {
-        if (failed) spinner.fail(summary);
+        if (batchFailed ?? failed) spinner.fail(summary);
         else spinner.succeed(summary);
       } else if (tty || batchSummary) {
         process.stderr.write(`${batchSummary ? 'cutout: ' : ''}${summary}\n`);

@@ -14,7 +14,7 @@ import { forTestKey, type Format, type ImageOptions } from '../options.js';
 import { readBgImage } from '../bg-image.js';
 import { checkConfigFlags, imageOptionsFromFlags, registerImageFlags } from './image-flags.js';
 import { expandInputs, FORMAT_BY_EXTENSION, isGlob, outputPathFor, planOutput, type ExpandedInputs, type InputItem, type OutputPlan } from './inputs.js';
-import { addBatchFlags, BatchRun, checkBatchFlags, Interrupt, planBatch, printDryRun, startsModelAtOnce, type BatchFlags, type BatchPlan } from './batch.js';
+import { addBatchFlags, BatchRun, checkBatchFlags, Interrupt, keepsNewerOutputs, planBatch, printDryRun, startsModelAtOnce, type BatchFlags, type BatchPlan } from './batch.js';
 import { excludeMatcher } from './glob-match.js';
 import { outputOptions } from './manifest.js';
 import type { ItemContext, PlannedItem } from './remove-item.js';
@@ -256,8 +256,8 @@ export async function runRemove(inputs: string[], givenFlags: RemoveFlags): Prom
     const bgImageData = await readBackground(options);
     const request = { ...forTestKey(options, payer?.test ?? false), ...settings.edges, mask: Boolean(flags.mask), bgImageData };
     const outputOptionsNow = outputOptions(config.model, request);
-    const batch = await planBatch(plan.planned, flags, outputOptionsNow);
     const existing = flags.overwrite ? 'overwrite' : flags.skipExisting ? 'skip' : 'refuse';
+    const batch = await planBatch(plan.planned, flags, outputOptionsNow, existing);
     const unusable = [...plan.unmatched, ...plan.unreadable.map((u) => u.path)];
     if (flags.dryRun) return printDryRun(batch, unusable, { json: Boolean(flags.json), existing });
     // The session is created in the worker thread while this thread loads sharp and the store,
@@ -278,6 +278,7 @@ export async function runRemove(inputs: string[], givenFlags: RemoveFlags): Prom
         releaseModel: flags.watch ? undefined : () => resources.releaseModel(),
         force: Boolean(flags.force),
         reviewBelow: reviewThreshold(flags.reviewBelow),
+        keepsNewerOutputs: keepsNewerOutputs(flags, existing),
       });
       return await driveBatch(run, { inputs, flags, plan, batch, reporter, format: fileFormat(options, Boolean(flags.mask)) });
     } finally {
@@ -309,6 +310,7 @@ async function driveBatch(run: BatchRun, d: DriveContext): Promise<number> {
   for (const u of plan.unreadable) run.failed({ input: u.path, output: null, width: null, height: null, ms: 0, error: { code: 'invalid_request', message: u.message } });
   run.reportUnchanged(batch.unchanged, quiet);
   run.adopt(batch.adopted, quiet);
+  run.reportMadeBefore(batch.madeBefore, quiet);
   if (!batch.todo.length && batch.unchanged.length && !batch.adopted.length && !flags.watch && !quiet) {
     process.stderr.write('cutout: nothing to do: every input is unchanged since the manifest; the model was not loaded\n');
   }
@@ -319,7 +321,7 @@ async function driveBatch(run: BatchRun, d: DriveContext): Promise<number> {
   }
   const batchRun = isBatch(d.inputs, flags);
   const { code, summary } = run.finish({ json: Boolean(flags.json) && batchRun, watching: Boolean(flags.watch), hint: continueHint(flags) });
-  await reporter.finish(batchRun && !quiet ? summary : undefined);
+  await reporter.finish(batchRun && !quiet ? summary : undefined, run.tally.failed);
   return code;
 }
 
