@@ -12,14 +12,18 @@ import t from 'tap';
 import fs, { type Stats } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { watchInputs, type WatchedRun } from '../src/commands/watch.js';
+import { WATCH_UNFINISHED_SETTLE_MS, watchInputs, type WatchedRun } from '../src/commands/watch.js';
+import { LIMITS } from '../src/limits.js';
 import type { PlannedItem } from '../src/commands/remove-item.js';
 
 const ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-watch-window-'));
 t.teardown(() => fs.rmSync(ROOT, { recursive: true, force: true }));
 
-/** A JPEG's first bytes and a body: any content will do, the stand-in reads only the size. */
-const photo = (n: number) => Buffer.concat([Buffer.from([0xff, 0xd8, 0xff]), Buffer.alloc(2000 + n, n % 251)]);
+/**
+ * A JPEG's first bytes, a body and its end marker: any content will do, the stand-in reads only
+ * the size (without the end marker the watcher would give each the longer wait of an unfinished file).
+ */
+const photo = (n: number) => Buffer.concat([Buffer.from([0xff, 0xd8, 0xff]), Buffer.alloc(2000 + n, n % 251), Buffer.from([0xff, 0xd9])]);
 
 interface Taken {
   input: string;
@@ -153,4 +157,56 @@ t.test('the output folder as the watched folder itself: photos are still taken, 
   run.interrupt();
   await watching;
   t.same(run.taken.map((x) => [x.input, x.output]), [['same/x.jpg', 'same/x.cutout.png']]);
+});
+
+t.test('a photo whose writer pauses for longer than the settle window, its end marker not there yet, is taken once, whole (issue 51)', async (t) => {
+  t.ok(WATCH_UNFINISHED_SETTLE_MS >= LIMITS.watchSettleMs * 3, 'an unfinished file is given several times the settle window');
+  const hot = path.join(ROOT, 'paused');
+  const out = path.join(hot, 'out');
+  fs.mkdirSync(out, { recursive: true });
+  const run = new RecordingRun();
+  const watching = startWatch(run, hot, out);
+  await sleep(500);
+  const whole = photo(3000);
+  const fd = fs.openSync(path.join(hot, 'paused.jpg'), 'w');
+  fs.writeSync(fd, whole.subarray(0, 1000));
+  // Twice the settle window: long enough to be taken half-written by the settle window alone,
+  // well within the unfinished file's.
+  await sleep(LIMITS.watchSettleMs * 2);
+  t.same(run.taken, [], 'not taken while its end marker is missing');
+  fs.writeSync(fd, whole.subarray(1000));
+  fs.closeSync(fd);
+  await until('the photo taken', () => run.taken.length >= 1);
+  await sleep(1500); // time for a second take to show
+  run.interrupt();
+  await watching;
+  t.same(run.taken.map((x) => [x.input, x.size]), [['paused/paused.jpg', whole.length]], 'taken once, whole');
+});
+
+t.test('a photo whose end marker never comes is still taken once it has held still for the longer wait', async (t) => {
+  const hot = path.join(ROOT, 'endless');
+  const out = path.join(hot, 'out');
+  fs.mkdirSync(out, { recursive: true });
+  const run = new RecordingRun();
+  const watching = startWatch(run, hot, out);
+  const cut = photo(4000).subarray(0, 3000);
+  fs.writeFileSync(path.join(hot, 'cut.jpg'), cut);
+  await until('the cut photo taken', () => run.taken.length >= 1);
+  run.interrupt();
+  await watching;
+  t.same(run.taken.map((x) => [x.input, x.size]), [['endless/cut.jpg', cut.length]], 'taken as it is (the run then refuses it as truncated)');
+});
+
+t.test('an interrupt ends the longer wait of an unfinished photo at once, taking nothing', async (t) => {
+  const hot = path.join(ROOT, 'stopped');
+  const out = path.join(hot, 'out');
+  fs.mkdirSync(out, { recursive: true });
+  const run = new RecordingRun();
+  const watching = startWatch(run, hot, out);
+  await sleep(500);
+  fs.writeFileSync(path.join(hot, 'cut.jpg'), photo(5000).subarray(0, 3000));
+  await sleep(LIMITS.watchSettleMs * 2); // past the settle window: in the longer wait now
+  run.interrupt();
+  await watching;
+  t.same(run.taken, [], 'nothing taken');
 });

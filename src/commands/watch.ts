@@ -22,6 +22,16 @@ import type { Format } from '../options.js';
 import { excludeMatcher, globPath, matchesGlob } from './glob-match.js';
 import { expandInputs, globBase, isGlob, isImageName, isWithin, outputPathFor, type OutputPlan } from './inputs.js';
 import type { PlannedItem } from './remove-item.js';
+import { missingEndMarker, sniffFormat } from '../pipeline/decode.js';
+
+/**
+ * How long a file that looks unfinished (the end marker its format requires, JPEG's FF D9, PNG's
+ * IEND, GIF's trailer, not there yet) must hold still before it is taken: a copy over a network
+ * share or a slow card reader pauses for longer than LIMITS.watchSettleMs now and then (issue 51).
+ * A JPEG that lacks only its end marker is read whole (decode.ts), just later; one that never
+ * becomes whole fails as truncated once this has passed, and is taken again if it changes.
+ */
+export const WATCH_UNFINISHED_SETTLE_MS = 5_000;
 
 export interface WatchOptions {
   inputs: string[];
@@ -151,6 +161,53 @@ async function rescanFor(run: WatchedRun, take: Taker, roots: string[], opts: Wa
   }));
 }
 
+/** Whether `file` lacks the end marker its format requires (read from its first and last bytes). */
+async function looksUnfinished(file: string): Promise<boolean> {
+  let handle: fs.promises.FileHandle | null = null;
+  try {
+    handle = await fs.promises.open(file, 'r');
+    const { size } = await handle.stat();
+    const head = Buffer.alloc(Math.min(size, 16));
+    await handle.read(head, 0, head.length, 0);
+    const tail = Buffer.alloc(Math.min(size, 32));
+    await handle.read(tail, 0, tail.length, size - tail.length);
+    const format = sniffFormat(head);
+    return format !== null && missingEndMarker(tail, format);
+  } catch {
+    return false; // gone or unreadable: the item says so
+  } finally {
+    await handle?.close();
+  }
+}
+
+/**
+ * For a file that looked unfinished once it held still: resolves true once it looks finished and
+ * has held still for the settle window again (its writer came back), or has held still for
+ * WATCH_UNFINISHED_SETTLE_MS whatever it looks like; false when it went away or `stop()` said so.
+ */
+async function finishedOrLongStill(file: string, stop: () => boolean, pollMs = 100): Promise<boolean> {
+  let last = statOrNull(file);
+  let stillSince = Date.now();
+  let checked = true; // looked unfinished as it is now
+  while (last && !stop()) {
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+    const now = statOrNull(file);
+    if (!now) return false;
+    if (now.size !== last.size || now.mtimeMs !== last.mtimeMs) {
+      stillSince = Date.now();
+      checked = false;
+    }
+    last = now;
+    const still = Date.now() - stillSince;
+    if (still >= WATCH_UNFINISHED_SETTLE_MS) return true;
+    if (!checked && still >= LIMITS.watchSettleMs) {
+      checked = true;
+      if (!(await looksUnfinished(file))) return true;
+    }
+  }
+  return false;
+}
+
 interface Taker {
   /** Takes a settled file: planned and processed, unless the run took it as it is already. */
   file: (file: string) => void;
@@ -188,6 +245,11 @@ function taker(run: WatchedRun, targets: WatchTarget[], opts: WatchOptions): Tak
       const now = statOrNull(f);
       if (!now || run.tookAsIs(f, now)) return; // seen by both the rescan and an event, or gone
       if (await run.isUnchanged(planned)) return; // a touch, or a copy of the same bytes
+      // Still being written by a writer that paused? Given longer to hold still (a change meanwhile
+      // is taken by its own event, after this take, and left then as this take saw it).
+      if (await looksUnfinished(f)) {
+        if (!(await finishedOrLongStill(f, () => run.interrupted)) || run.interrupted) return;
+      }
       await run.process(planned);
     })().finally(() => {
       pending.delete(f);
