@@ -241,6 +241,12 @@ export interface FetchImageOptions {
   maxRedirects?: number;
   /** Names the URL in messages: `image_url` (default), `bg_image_url`. */
   label?: string;
+  /**
+   * Stops the download (DNS, the connection, the body) at once when it aborts, its socket closed,
+   * and rejects with the signal's reason: a sync door passes its work's signal, so that a client
+   * that hangs up, or the door's deadline, ends the download too (server/sync-removal.ts).
+   */
+  signal?: AbortSignal;
 }
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -256,7 +262,7 @@ export async function fetchImageUrl(rawUrl: string, opts: FetchImageOptions, sea
   const label = opts.label ?? 'image_url';
   const maxBytes = opts.maxBytes ?? LIMITS.maxInputBytes;
   const maxRedirects = opts.maxRedirects ?? LIMITS.maxRedirects;
-  const deadline = new Deadline(opts.timeoutMs ?? LIMITS.fetchTimeoutMs, label);
+  const deadline = new Deadline(opts.timeoutMs ?? LIMITS.fetchTimeoutMs, label, opts.signal);
   let nextUrl = rawUrl;
   try {
     for (let redirectsFollowed = 0; ; redirectsFollowed++) {
@@ -332,24 +338,34 @@ export async function postJson(
 // ---------------------------------------------------------------------------------------------
 
 /**
- * One timer for a whole operation. `signal` aborts in-flight requests; `race` bounds steps that
- * take no signal (DNS); `explain` turns whatever was thrown into the right CutoutError.
+ * One timer for a whole operation, and the caller's own signal beside it (a hang-up). `signal`
+ * aborts in-flight requests on either; `race` bounds steps that take no signal (DNS); `explain`
+ * turns whatever was thrown into the right error: the caller's reason when the caller stopped it,
+ * else a CutoutError.
  */
 class Deadline {
   private readonly controller = new AbortController();
   private readonly timer: NodeJS.Timeout;
   private readonly timeoutError: CutoutError;
-  private readonly timedOut: Promise<never>;
+  private readonly stopped: Promise<never>;
+  private readonly onAbort: () => void;
 
-  constructor(ms: number, label: string) {
+  constructor(ms: number, label: string, private readonly caller?: AbortSignal) {
     this.timeoutError = new CutoutError('invalid_request', `${label} timed out after ${ms} ms.`);
-    let rejectTimedOut!: (err: unknown) => void;
-    this.timedOut = new Promise<never>((_, reject) => (rejectTimedOut = reject));
-    this.timedOut.catch(() => {}); // only observed through race(); never an unhandled rejection
+    let rejectStopped!: (err: unknown) => void;
+    this.stopped = new Promise<never>((_, reject) => (rejectStopped = reject));
+    this.stopped.catch(() => {}); // only observed through race(); never an unhandled rejection
     this.timer = setTimeout(() => {
-      rejectTimedOut(this.timeoutError);
+      rejectStopped(this.timeoutError);
       this.controller.abort(this.timeoutError);
     }, ms);
+    this.onAbort = () => {
+      clearTimeout(this.timer);
+      rejectStopped(caller!.reason);
+      this.controller.abort(caller!.reason);
+    };
+    if (caller?.aborted) this.onAbort();
+    else caller?.addEventListener('abort', this.onAbort, { once: true });
   }
 
   get signal(): AbortSignal {
@@ -357,10 +373,11 @@ class Deadline {
   }
 
   race<T>(work: Promise<T>): Promise<T> {
-    return Promise.race([work, this.timedOut]);
+    return Promise.race([work, this.stopped]);
   }
 
-  explain(err: unknown, where: string): CutoutError {
+  explain(err: unknown, where: string): unknown {
+    if (this.caller?.aborted) return this.caller.reason;
     if (this.controller.signal.aborted) return this.timeoutError;
     if (err instanceof CutoutError) return err;
     return new CutoutError('invalid_request', `Could not reach ${where}: ${describeNetworkError(err)}.`, { cause: err });
@@ -368,6 +385,7 @@ class Deadline {
 
   clear(): void {
     clearTimeout(this.timer);
+    this.caller?.removeEventListener('abort', this.onAbort);
   }
 }
 

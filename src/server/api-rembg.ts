@@ -102,7 +102,7 @@ async function authenticate(ctx: RembgContext, req: IncomingMessage): Promise<Ca
   return identify(req, ctx.store, ctx.marketplaceSecret);
 }
 
-async function removeAndAnswer(ctx: RembgContext, res: ServerResponse, caller: Caller, asked: RemoveRequest, input: Buffer | (() => Promise<Buffer>), description: string): Promise<void> {
+async function removeAndAnswer(ctx: RembgContext, res: ServerResponse, caller: Caller, asked: RemoveRequest, input: Buffer | ((signal: AbortSignal) => Promise<Buffer>), description: string): Promise<void> {
   // A test key's results are previews, as on v1.
   // rembg's clients cannot name a quality: the server's configured one applies (CUTOUT_QUALITY).
   // A test key's preview, the slot, the deadline and a hang-up: the door policy's (sync-removal.ts).
@@ -118,9 +118,10 @@ async function handleGet(ctx: RembgContext, req: Request, res: ServerResponse, c
   const request = rembgRequest((name) => ({ value: q.get(name) ?? undefined, where: 'query' }));
   const url = q.get('url');
   if (!url) throw new RembgValidationError('query', 'url', 'Field required', 'missing');
-  const fetchIt = async () => {
+  // The work's signal: a hang-up (or the deadline) ends the download too.
+  const fetchIt = async (signal: AbortSignal) => {
     try {
-      return await fetchImageUrl(url, { allowPrivateNetwork: ctx.config.allowPrivateNetwork });
+      return await fetchImageUrl(url, { allowPrivateNetwork: ctx.config.allowPrivateNetwork, signal });
     } catch (err) {
       throw err instanceof CutoutError && err.code === 'invalid_request' ? new CutoutError('invalid_request', err.message.replace(/^image_url/, 'url')) : err;
     }

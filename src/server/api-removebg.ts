@@ -105,7 +105,7 @@ export function wantsRemoveBgJson(req: IncomingMessage): boolean {
 async function fetchSource(ctx: RemoveBgContext, source: RemoveBgSource, param: 'image_url' | 'bg_image_url', signal: AbortSignal): Promise<Buffer> {
   if (source.kind === 'bytes') return source.bytes;
   try {
-    return await fetchImageUrl(source.url, { allowPrivateNetwork: ctx.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs });
+    return await fetchImageUrl(source.url, { allowPrivateNetwork: ctx.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs, signal });
   } catch (err) {
     if (signal.aborted) throw signal.reason;
     if (err instanceof CutoutError && err.code === 'invalid_request') {
