@@ -80,7 +80,7 @@ if (requireDocker(t)) {
     fs.writeFileSync(s3rverCredentials, '[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n', { mode: 0o644 });
     // The Caddyfile as committed, its addresses moved to the loopback ports.
     const caddyfile = path.join(dir, 'Caddyfile');
-    fs.writeFileSync(caddyfile, CADDYFILE.replace('api-1:8080', `127.0.0.1:${ports.api1}`).replace('api-2:8080', `127.0.0.1:${ports.api2}`).replace(':8080 {', `127.0.0.1:${ports.proxy} {`), { mode: 0o644 });
+    fs.writeFileSync(caddyfile, CADDYFILE.replace('api-1:8080', `127.0.0.1:${ports.api1}`).replace('api-2:8080', `127.0.0.1:${ports.api2}`).replace(':8080 {', `http://127.0.0.1:${ports.proxy} {`), { mode: 0o644 });
     const override = path.join(dir, 'compose.host.yaml');
     fs.writeFileSync(override, hostOverride(ports, storeUrl, s3rverCredentials, caddyfile));
     const project = `cutouttest${process.pid}`;
