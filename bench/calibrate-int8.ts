@@ -19,12 +19,12 @@
  */
 import fs from 'node:fs';
 import * as ort from 'onnxruntime-node';
-import { resolveModel } from '../dist/pipeline/manifest.js';
-import { ensureRunnableModel, ensureVariant, modelSha256, readModelBytes } from '../dist/pipeline/weights.js';
-import { calibrationGraph, withTensorOutputs } from '../dist/pipeline/quantize.js';
-import { CALIBRATION_PERCENTILE, rangesFileAt, type CalibrationFile } from '../dist/pipeline/int8.js';
+import { resolveModel } from '../dist/toolchain/manifest.js';
+import { ensureRunnableModel, ensureVariant, modelSha256, readModelBytes } from '../dist/toolchain/weights.js';
+import { calibrationGraph, withTensorOutputs } from '../dist/toolchain/quantize.js';
+import { CALIBRATION_PERCENTILE, rangesFileAt, type CalibrationFile } from '../dist/toolchain/int8.js';
 import { calibrationInput, calibrationPhotoNames, qualityAtSide } from './calibration-photos.js';
-import { Histogram } from '../dist/pipeline/histogram.js';
+import { Histogram } from '../dist/toolchain/histogram.js';
 
 const args = process.argv.slice(2);
 const modelArg = args.indexOf('--model');

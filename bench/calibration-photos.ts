@@ -6,12 +6,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
-import type { ModelManifest } from '../dist/pipeline/manifest.js';
-import { inputPlan, QUALITY_PARAMS, type InputPlan } from '../dist/pipeline/variants.js';
+import type { ModelManifest } from '../dist/toolchain/manifest.js';
+import { inputPlan, QUALITY_PARAMS, type InputPlan } from '../dist/toolchain/variants.js';
 import { openImage } from '../dist/pipeline/decode.js';
 import { modelInput } from '../dist/pipeline/process.js';
 import { QUALITIES, type Quality } from '../dist/options.js';
-import { CALIBRATION_DIR } from '../dist/pipeline/int8.js';
+import { CALIBRATION_DIR } from '../dist/toolchain/int8.js';
 
 export const CALIBRATION_PHOTOS_DIR = path.join(CALIBRATION_DIR, 'photos');
 

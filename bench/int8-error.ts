@@ -2,7 +2,7 @@
  * How far a quantized model's output is from fp32's, for the int8 sensitivity bench
  * (int8-sensitivity.ts): kept apart from the bench so that it can be tested without running it.
  */
-import type { InputPlan } from '../dist/pipeline/variants.js';
+import type { InputPlan } from '../dist/toolchain/variants.js';
 
 /**
  * MAE and the share of pixels on the other side of 0.5 (what moves IoU) between two model outputs

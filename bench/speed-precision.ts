@@ -11,7 +11,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { RemoveRequest } from '../dist/pipeline/types.js';
-import { cpuFlags, hasVnni } from '../dist/pipeline/int8.js';
+import { cpuFlags, hasVnni } from '../dist/toolchain/int8.js';
 import { BIN, median } from './common.js';
 
 /**
@@ -228,7 +228,7 @@ function coldStartAim(rows: Record<string, { first_extra_ms: number }>, nodeAlon
 export async function coldSplit(photo: string, model: string, atStart: number, precision: 'fp32' | 'int8' = 'fp32'): Promise<void> {
   let t = performance.now();
   const { createPipeline } = await import('../dist/pipeline/index.js');
-  const { ensureModelAt } = await import('../dist/pipeline/weights.js');
+  const { ensureModelAt } = await import('../dist/toolchain/weights.js');
   const modules = performance.now() - t;
   const pipeline = createPipeline({ model, precision });
   const manifest = pipeline.manifest;

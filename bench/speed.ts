@@ -21,7 +21,7 @@ import sharp from 'sharp';
 import pLimit from 'p-limit';
 import { createPipeline, resolveModel } from '../dist/pipeline/index.js';
 import { rgbToTensor } from '../dist/pipeline/matte.js';
-import { modelSide } from '../dist/pipeline/variants.js';
+import { modelSide } from '../dist/toolchain/variants.js';
 import { PRECISIONS, QUALITIES, parseEnum, type Quality } from '../dist/options.js';
 import type { StageTimings } from '../dist/pipeline/types.js';
 import { IMAGE_EXTENSIONS } from '../dist/commands/inputs.js';

@@ -8,4 +8,4 @@ export type { ImageInput, RawImage } from './library/input.js';
 export type { OutputFormat, Precision, Quality, RemoveOptions, RemoverOptions, Size } from './library/options.js';
 export { CutoutError, type ErrorCode } from './errors.js';
 export type { ResultFields } from './result-fields.js';
-export type { PreparationEvent } from './pipeline/weights.js';
+export type { PreparationEvent } from './toolchain/weights.js';

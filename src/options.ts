@@ -22,11 +22,11 @@ export const FORMATS = ['png', 'webp', 'jpg'] as const;
  */
 export const IMAGE_FORMATS = [...FORMATS, 'auto', 'zip'] as const;
 export const TYPES = ['auto', 'person', 'product'] as const;
-/** Speed against quality: the model's input side (src/pipeline/variants.ts maps names to sides). */
+/** Speed against quality: the model's input side (src/toolchain/variants.ts maps names to sides). */
 export const QUALITIES = ['fast', 'balanced', 'best', 'max'] as const;
 /**
  * The model's number format (an addition to v1): `auto` picks int8 where the CPU runs it fast
- * and it passed the quality bar, else fp32 (src/pipeline/int8.ts).
+ * and it passed the quality bar, else fp32 (src/toolchain/int8.ts).
  */
 export const PRECISIONS = ['auto', 'fp32', 'int8'] as const;
 /** `hard`: the matte thresholded at 50 % (stickers, icons). */

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { staleCacheNames } from '../src/pipeline/cache-prune.js';
+import { staleCacheNames } from '../src/toolchain/cache-prune.js';
 
 const P = 'isnet-medium-b6e8497ba978a6f5';
 const HOUR = 3_600_000;

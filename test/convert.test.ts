@@ -1,7 +1,7 @@
 import t from 'tap';
 import { createRequire } from 'node:module';
 import * as ort from 'onnxruntime-node';
-import { halfBytesToFloatBytes, keepOnlyOutput } from '../src/pipeline/convert.js';
+import { halfBytesToFloatBytes, keepOnlyOutput } from '../src/toolchain/convert.js';
 
 const require = createRequire(import.meta.url);
 const { onnx } = require('onnx-proto') as typeof import('onnx-proto');

@@ -1,10 +1,10 @@
 /**
- * The calibration histogram (src/pipeline/histogram.ts) and the percentile ranges read from a
+ * The calibration histogram (src/toolchain/histogram.ts) and the percentile ranges read from a
  * calibration file (selectRanges): pure functions, checked on values whose answer is known.
  */
 import t from 'tap';
-import { Histogram } from '../src/pipeline/histogram.js';
-import { CALIBRATION_PERCENTILE, selectRanges, type CalibrationFile } from '../src/pipeline/int8.js';
+import { Histogram } from '../src/toolchain/histogram.js';
+import { CALIBRATION_PERCENTILE, selectRanges, type CalibrationFile } from '../src/toolchain/int8.js';
 
 t.test('quantiles of a uniform spread land on the bin edge that holds them', async (t) => {
   const h = new Histogram(0, 100, 100);

@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { contentError } from '../bench/int8-error.js';
-import type { InputPlan } from '../src/pipeline/variants.js';
+import type { InputPlan } from '../src/toolchain/variants.js';
 
 t.test('contentError: MAE and flips over the content box only', async (t) => {
   // A 4 x 4 grid whose content is the middle 2 x 2 (rows and columns 1-2).

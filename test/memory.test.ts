@@ -22,7 +22,7 @@ t.test('the full-size decode overlaps the model run at every size unless fp32 we
 
 t.test('the model seam says which weights a call runs in this process', async (t) => {
   const { LocalInference, UpstreamModelCall } = await import('../src/pipeline/model.js');
-  const { resolveModel } = await import('../src/pipeline/manifest.js');
+  const { resolveModel } = await import('../src/toolchain/manifest.js');
   const manifest = resolveModel('isnet-medium');
   const local = new LocalInference();
   const remote = new UpstreamModelCall({ precision: 'int8', run: async () => { throw new Error('not called'); } });

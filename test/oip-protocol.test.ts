@@ -1,6 +1,6 @@
 /** The pure parts of the Open Inference Protocol code: metadata checks, tensor encodings, the Triton config. */
 import t from 'tap';
-import { resolveModel } from '../src/pipeline/manifest.js';
+import { resolveModel } from '../src/toolchain/manifest.js';
 import { expectedTensors, fp32Bytes, fp32FromJson, jsonValueBound, metadataMismatch, readTensors, shapeAdmits, splitBody, withoutCredentials } from '../src/oip/protocol.js';
 import { tritonConfig } from '../src/oip/triton.js';
 import { busyDelayMs, retryAfterMs } from '../src/oip/http.js';

@@ -8,9 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import * as ort from 'onnxruntime-node';
-import { calibrationGraph, roundHalfEven, quantizeBias, quantizeModel, quantizeWeightsPerChannel, tensorsToCalibrate, uint8Params } from '../src/pipeline/quantize.js';
+import { calibrationGraph, roundHalfEven, quantizeBias, quantizeModel, quantizeWeightsPerChannel, tensorsToCalibrate, uint8Params } from '../src/toolchain/quantize.js';
 
-import { cpuFlags, hasVnni } from '../src/pipeline/int8.js';
+import { cpuFlags, hasVnni } from '../src/toolchain/int8.js';
 
 const require = createRequire(import.meta.url);
 

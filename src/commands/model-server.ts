@@ -19,7 +19,7 @@ export function registerModelServer(program: Command): void {
       const config = await loadConfig(flagsGiven(command, flags, 'model-server'));
       const { createPipeline } = await import('../pipeline/index.js');
       const { startModelServer, modelsToServe, pipelineModel } = await import('../oip/server.js');
-      const { int8Sides, resolvePrecision } = await import('../pipeline/int8.js');
+      const { int8Sides, resolvePrecision } = await import('../toolchain/int8.js');
       const { CutoutError } = await import('../errors.js');
       // Each model name runs at its own precision (server.ts passes it on every call).
       const pipeline = createPipeline({

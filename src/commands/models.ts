@@ -6,7 +6,7 @@ import type { Quality } from '../options.js';
 import { loadConfig } from '../config.js';
 import { addStoreOptions, type StoreFlags } from './keys.js';
 import { UsageError } from './usage-error.js';
-import type { ModelFilesContext } from '../pipeline/weights.js';
+import type { ModelFilesContext } from '../toolchain/weights.js';
 
 /**
  * Applies --data and --config: the data directory holds the model cache when the package's own
@@ -18,10 +18,10 @@ async function useDataDir(flags: StoreFlags): Promise<ModelFilesContext> {
 }
 
 /** The input-side variants the quality settings use for a model, with the cache file of each. */
-async function qualityVariants(m: import('../pipeline/manifest.js').ModelManifest, ctx: ModelFilesContext): Promise<{ quality: string; side: number; path: string }[]> {
+async function qualityVariants(m: import('../toolchain/manifest.js').ModelManifest, ctx: ModelFilesContext): Promise<{ quality: string; side: number; path: string }[]> {
   const { QUALITIES } = await import('../options.js');
-  const { modelSide } = await import('../pipeline/variants.js');
-  const { variantModelPath, modelCacheDir } = await import('../pipeline/weights.js');
+  const { modelSide } = await import('../toolchain/variants.js');
+  const { variantModelPath, modelCacheDir } = await import('../toolchain/weights.js');
   const out = [];
   for (const quality of QUALITIES) {
     const side = modelSide(m, quality);
@@ -31,10 +31,10 @@ async function qualityVariants(m: import('../pipeline/manifest.js').ModelManifes
 }
 
 /** Whether the int8 copy is built, and what `--precision auto` runs here and why. */
-async function precisionStatus(m: import('../pipeline/manifest.js').ModelManifest, ctx: ModelFilesContext): Promise<{ int8: 'built' | 'built on first use' | 'unavailable'; auto: 'fp32' | 'int8'; auto_reason: string; auto_int8_qualities: Quality[] }> {
-  const { autoChoice, cpuFlags, hasCalibration, int8BuildKey, INT8_QUALITY_PASSED, resolvePrecision } = await import('../pipeline/int8.js');
-  const { int8ModelPath, modelCacheDir } = await import('../pipeline/weights.js');
-  const { modelSide } = await import('../pipeline/variants.js');
+async function precisionStatus(m: import('../toolchain/manifest.js').ModelManifest, ctx: ModelFilesContext): Promise<{ int8: 'built' | 'built on first use' | 'unavailable'; auto: 'fp32' | 'int8'; auto_reason: string; auto_int8_qualities: Quality[] }> {
+  const { autoChoice, cpuFlags, hasCalibration, int8BuildKey, INT8_QUALITY_PASSED, resolvePrecision } = await import('../toolchain/int8.js');
+  const { int8ModelPath, modelCacheDir } = await import('../toolchain/weights.js');
+  const { modelSide } = await import('../toolchain/variants.js');
   const { QUALITIES } = await import('../options.js');
   const available = hasCalibration(m);
   const choice = autoChoice(cpuFlags(), INT8_QUALITY_PASSED, available);
@@ -44,7 +44,7 @@ async function precisionStatus(m: import('../pipeline/manifest.js').ModelManifes
   return { int8, auto: choice.precision, auto_reason: choice.reason, auto_int8_qualities: qualities };
 }
 
-function sourceText(s: import('../pipeline/manifest.js').ModelSource): string {
+function sourceText(s: import('../toolchain/manifest.js').ModelSource): string {
   if (s.type === 'npm') return `npm ${s.package} ${s.resource}`;
   if (s.type === 'file') return `file ${s.path}`;
   return `url ${s.url}`;
@@ -53,8 +53,8 @@ function sourceText(s: import('../pipeline/manifest.js').ModelSource): string {
 /** `cutout models list`: each model, its source, licence, presence, variants, precision and the memory mode. */
 async function listModels(flags: { json?: boolean } & StoreFlags): Promise<void> {
   const ctx = await useDataDir(flags);
-  const { listManifests } = await import('../pipeline/manifest.js');
-  const { inspectWeights } = await import('../pipeline/weights.js');
+  const { listManifests } = await import('../toolchain/manifest.js');
+  const { inspectWeights } = await import('../toolchain/weights.js');
   const { hugePagesStatus } = await import('../launcher/hugepages.js');
   // Per process, not per model: on every row, so `--json` stays one object per model.
   const hugePages = hugePagesStatus();
@@ -87,8 +87,8 @@ async function listModels(flags: { json?: boolean } & StoreFlags): Promise<void>
 /** `cutout models verify [name]`: the sha256 of each model; exit 1 on a mismatch or a missing model. */
 async function verifyModels(name: string | undefined, flags: { json?: boolean } & StoreFlags): Promise<void> {
   const ctx = await useDataDir(flags);
-  const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
-  const { inspectWeights } = await import('../pipeline/weights.js');
+  const { listManifests, resolveModel } = await import('../toolchain/manifest.js');
+  const { inspectWeights } = await import('../toolchain/weights.js');
   const list = name ? [resolveModel(name)] : listManifests();
   let bad = 0;
   for (const m of list) {
@@ -103,16 +103,16 @@ async function verifyModels(name: string | undefined, flags: { json?: boolean } 
 /** `cutout models pull [name]`: the model into the cache, its quality variants, int8 copies and onnxruntime's optimised copy. */
 async function pullModels(name: string | undefined, flags: { variants: boolean } & StoreFlags): Promise<void> {
   const ctx = await useDataDir(flags);
-  const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
-  const { ensureVariant, pullModel } = await import('../pipeline/weights.js');
+  const { listManifests, resolveModel } = await import('../toolchain/manifest.js');
+  const { ensureVariant, pullModel } = await import('../toolchain/weights.js');
   const m = name ? resolveModel(name) : listManifests().find((x) => x.default);
   if (!m) throw new UsageError('no default model in models/');
   const file = await pullModel(m, ctx);
   process.stdout.write(`ok   ${m.name}: ${file}\n`);
   // An upgrade that renamed the derived copies leaves the old ones behind: removed here, at install.
-  const { modelCacheDir, RUNNABLE_REVISION } = await import('../pipeline/weights.js');
-  const { int8BuildKey } = await import('../pipeline/int8.js');
-  const { pruneModelCache } = await import('../pipeline/cache-prune.js');
+  const { modelCacheDir, RUNNABLE_REVISION } = await import('../toolchain/weights.js');
+  const { int8BuildKey } = await import('../toolchain/int8.js');
+  const { pruneModelCache } = await import('../toolchain/cache-prune.js');
   const removed = pruneModelCache(m, modelCacheDir(ctx.dataDir), RUNNABLE_REVISION, (side) => int8BuildKey(m, side ?? m.input.width));
   if (removed.length > 0) process.stdout.write(`ok   ${m.name}: removed ${removed.length} cache file(s) of earlier versions\n`);
   if (!flags.variants) return;
@@ -124,16 +124,16 @@ async function pullModels(name: string | undefined, flags: { variants: boolean }
   }
   // The int8 copies `auto` runs on a VNNI CPU (the model's own size, and `balanced`'s side):
   // graph rewrites from shipped calibration data, about 2 s each, no inference.
-  const { hasCalibration, int8Sides } = await import('../pipeline/int8.js');
+  const { hasCalibration, int8Sides } = await import('../toolchain/int8.js');
   if (hasCalibration(m)) {
-    const { ensureInt8Model } = await import('../pipeline/weights.js');
+    const { ensureInt8Model } = await import('../toolchain/weights.js');
     for (const side of int8Sides(m)) {
       const label = side === m.input.width ? 'int8' : `int8 (${side}px)`;
       process.stdout.write(`ok   ${m.name} ${label}: ${await ensureInt8Model(m, side, ctx)}\n`);
     }
   }
   // Every file of the model is built: the cache may now be made read-only (the container image).
-  const { PREPARED_MARKER } = await import('../pipeline/weights.js');
+  const { PREPARED_MARKER } = await import('../toolchain/weights.js');
   const cacheDir = modelCacheDir(ctx.dataDir);
   fs.writeFileSync(path.join(cacheDir, PREPARED_MARKER), `${m.name} ${m.sha256}\n`);
   // onnxruntime's optimised copy of what a plain `cutout photo.jpg` runs on this machine
@@ -154,8 +154,8 @@ async function pullModels(name: string | undefined, flags: { variants: boolean }
 /** `cutout models export [name] --triton DIR`: a Triton model repository. */
 async function exportModels(name: string | undefined, flags: { triton: string; variants: boolean } & StoreFlags): Promise<void> {
   const ctx = await useDataDir(flags);
-  const { listManifests, resolveModel } = await import('../pipeline/manifest.js');
-  const { ensureRunnableModel, ensureVariant } = await import('../pipeline/weights.js');
+  const { listManifests, resolveModel } = await import('../toolchain/manifest.js');
+  const { ensureRunnableModel, ensureVariant } = await import('../toolchain/weights.js');
   const { exportTriton } = await import('../oip/triton.js');
   const m = name ? resolveModel(name) : listManifests().find((x) => x.default);
   if (!m) throw new UsageError('no default model in models/');

@@ -5,7 +5,7 @@
 import type { Ora } from 'ora';
 import { RESULT_FIELDS, resultJson, type ResultFieldTable } from '../result-fields.js';
 import { oneLine } from '../errors.js';
-import type { PreparationEvent } from '../pipeline/weights.js';
+import type { PreparationEvent } from '../toolchain/weights.js';
 import type { ItemReport } from './remove-item.js';
 
 export interface Reporter {

@@ -5,7 +5,7 @@
  */
 import type { CutoutConfig } from '../config.js';
 import type { CutoutPipeline } from '../pipeline/index.js';
-import type { PreparationEvent } from '../pipeline/weights.js';
+import type { PreparationEvent } from '../toolchain/weights.js';
 import type { Store } from '../store/db.js';
 import type { Payer } from './remove-item.js';
 import type { Reporter } from './progress.js';

@@ -7,7 +7,7 @@ import { CutoutError } from '../errors.js';
 import * as internal from '../options.js';
 import { LIBRARY_DEFAULTS, OPTION_TABLE, parseBoolean, parseEnum, PRECISIONS } from '../options.js';
 import type { RemoveRequest } from '../pipeline/types.js';
-import type { PreparationEvent } from '../pipeline/weights.js';
+import type { PreparationEvent } from '../toolchain/weights.js';
 
 // The public types are spelled out here, so that the package's declarations stand on their own;
 // the assertions below keep them equal to the internal ones they mirror.

@@ -21,7 +21,7 @@
 import { CutoutError } from '../errors.js';
 import { LIMITS, formatMB, inferBodyLimit } from '../limits.js';
 import { Slots, busyDelayMs, errorText, networkReason, readCapped, retryAfterMs, sleep } from './http.js';
-import type { ModelManifest } from '../pipeline/manifest.js';
+import type { ModelManifest } from '../toolchain/manifest.js';
 import type { RemoteInference } from '../pipeline/model.js';
 import type { Precision } from '../options.js';
 import {
@@ -377,8 +377,8 @@ export async function connectUpstream(manifest: ModelManifest, opts: UpstreamOpt
  * upstream has them; otherwise those settings are refused with invalid_request.
  */
 export async function connectConfiguredUpstream(config: { upstream: string; upstreamModel: string | null; upstreamToken?: string | null; model: string; workers: number; precision: Precision }): Promise<UpstreamInference> {
-  const { resolveModel } = await import('../pipeline/manifest.js');
-  const { modelSide } = await import('../pipeline/variants.js');
+  const { resolveModel } = await import('../toolchain/manifest.js');
+  const { modelSide } = await import('../toolchain/variants.js');
   const { QUALITIES } = await import('../options.js');
   const manifest = resolveModel(config.model);
   const otherSides = [...new Set(QUALITIES.map((q) => modelSide(manifest, q)))].filter((s) => s !== manifest.input.width);

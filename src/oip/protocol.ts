@@ -5,7 +5,7 @@
  * header's length in `Inference-Header-Content-Length`). Pure functions: the client (client.ts)
  * and our model server (server.ts) both use them.
  */
-import type { ModelManifest } from '../pipeline/manifest.js';
+import type { ModelManifest } from '../toolchain/manifest.js';
 
 /** The extension name a server lists in `GET /v2` when it takes and gives binary tensors. */
 export const BINARY_EXTENSION = 'binary_tensor_data';

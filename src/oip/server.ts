@@ -22,7 +22,7 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { LIMITS, formatMB, inferBodyLimit } from '../limits.js';
-import type { ModelManifest } from '../pipeline/manifest.js';
+import type { ModelManifest } from '../toolchain/manifest.js';
 import type { Precision } from '../options.js';
 import {
   BINARY_EXTENSION, HEADER_LENGTH, SERVER_MS_PARAMETER, elementCount, expectedTensors, fp32Bytes, jsonValueBound, readTensors, shapeAdmits, splitBody,

@@ -8,7 +8,7 @@ import { constants as fsConstants } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { CutoutError } from '../errors.js';
-import type { ModelManifest } from '../pipeline/manifest.js';
+import type { ModelManifest } from '../toolchain/manifest.js';
 import { expectedTensors, type TensorMetadata } from './protocol.js';
 
 /** A model file larger than this holds its weights: not read to look for external data. */
@@ -86,7 +86,7 @@ export async function exportTriton(dir: string, manifest: ModelManifest, weights
   const model = path.join(versionDir, 'model.onnx');
   // A cached graph whose weights are kept apart (pipeline/shared-weights.ts) is written whole:
   // Triton's entry is one self-contained model.onnx, the same bytes as the cache's sidecar names.
-  const { externalLocations, readModelBytes } = await import('../pipeline/shared-weights.js');
+  const { externalLocations, readModelBytes } = await import('../toolchain/shared-weights.js');
   const apart = (await fs.stat(weights)).size < EXTERNAL_GRAPH_MAX_BYTES && externalLocations(await fs.readFile(weights)).length > 0;
   await writeReplacing(model, async (tmp) => {
     if (apart) {

@@ -11,16 +11,16 @@
 import { CutoutError } from '../errors.js';
 import type { Precision, Quality } from '../options.js';
 import { checkAborted, unlessAborted } from './abort.js';
-import { resolveModel, type ModelManifest } from './manifest.js';
+import { resolveModel, type ModelManifest } from '../toolchain/manifest.js';
 import { LocalInference, UpstreamModelCall, type Inference, type ModelOutput, type RemoteInference } from './model.js';
-import { modelSide } from './variants.js';
-import type { ModelFilesContext, PreparationEvent } from './weights.js';
+import { modelSide } from '../toolchain/variants.js';
+import type { ModelFilesContext, PreparationEvent } from '../toolchain/weights.js';
 import type { ImageProbe, Pipeline, RawPixels, RemoveRequest, RemoveResult } from './types.js';
 
-export { resolveModel, listManifests } from './manifest.js';
-export { modelSide } from './variants.js';
+export { resolveModel, listManifests } from '../toolchain/manifest.js';
+export { modelSide } from '../toolchain/variants.js';
 export type { Inference, RemoteInference } from './model.js';
-export type { PreparationEvent } from './weights.js';
+export type { PreparationEvent } from '../toolchain/weights.js';
 export type * from './types.js';
 
 /** The model a pipeline runs when its options name none. */

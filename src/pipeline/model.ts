@@ -7,9 +7,9 @@
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import type { Precision } from '../options.js';
-import type { ModelManifest } from './manifest.js';
-import { ensureModelAt, type ModelFilesContext } from './weights.js';
-import { resolvePrecision } from './int8.js';
+import type { ModelManifest } from '../toolchain/manifest.js';
+import { ensureModelAt, type ModelFilesContext } from '../toolchain/weights.js';
+import { resolvePrecision } from '../toolchain/int8.js';
 import { acquireInferenceThread, type ThreadLease } from './inference-thread.js';
 
 /**

@@ -11,13 +11,13 @@ import { checkAborted } from './abort.js';
 import { compose } from './compose.js';
 import { decodeError, decodeRgb, fitArea, openImage, openRawPixels, orientedRgb, outputSize, resolveSize } from './decode.js';
 import { resolveRoi } from './layout.js';
-import type { ModelManifest } from './manifest.js';
+import type { ModelManifest } from '../toolchain/manifest.js';
 import { cropRaw, rgbToTensor, type Box } from './matte.js';
 import { cleanGridMatte, decontaminateEdges, edgeParamsOf, matteAtSize } from './edges.js';
 import type { Precision } from '../options.js';
 import { COLLECT_BEFORE_PIXELS, collectGarbage } from './memory.js';
 import { confidenceOf, matteSignals, type MatteSignals } from './confidence.js';
-import { cropToContent, inputPlan, isLetterboxed, type InputPlan } from './variants.js';
+import { cropToContent, inputPlan, isLetterboxed, type InputPlan } from '../toolchain/variants.js';
 import { pasteMatte, scaleBox, zoomBox } from './zoom.js';
 import type { RawPixels, RemoveRequest, RemoveResult, StageTimings } from './types.js';
 

@@ -37,7 +37,7 @@ export interface ModelManifest {
   dir: string;
 }
 
-/** The package root: dist/pipeline/manifest.js -> ../../ */
+/** The package root: dist/toolchain/manifest.js -> ../../ */
 export const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const MODELS_DIR = path.join(PACKAGE_ROOT, 'models');
 

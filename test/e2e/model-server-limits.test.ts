@@ -8,7 +8,7 @@ import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
 import { LIMITS } from '../../src/limits.js';
-import { resolveModel } from '../../src/pipeline/manifest.js';
+import { resolveModel } from '../../src/toolchain/manifest.js';
 import { createPipeline } from '../../src/pipeline/index.js';
 import { modelsToServe, pipelineModel, startModelServer, type ModelServer } from '../../src/oip/server.js';
 

@@ -8,9 +8,9 @@
 import t from 'tap';
 import net from 'node:net';
 import * as ort from 'onnxruntime-node';
-import { resolveModel } from '../../src/pipeline/manifest.js';
-import { ensureRunnableModel } from '../../src/pipeline/weights.js';
-import { int8Sides, resolvePrecision } from '../../src/pipeline/int8.js';
+import { resolveModel } from '../../src/toolchain/manifest.js';
+import { ensureRunnableModel } from '../../src/toolchain/weights.js';
+import { int8Sides, resolvePrecision } from '../../src/toolchain/int8.js';
 import { modelsToServe } from '../../src/oip/server.js';
 import { freePort, startListening } from '../helpers/process.js';
 

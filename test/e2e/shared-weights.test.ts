@@ -1,5 +1,5 @@
 /**
- * The fp32 graphs of a model share one weights file (pipeline/shared-weights.ts, issue 43): the
+ * The fp32 graphs of a model share one weights file (toolchain/shared-weights.ts, issue 43): the
  * split and its inverse, the cache's layout, and a damaged weights file found and rebuilt.
  */
 import t from 'tap';
@@ -7,10 +7,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { resolveModel } from '../../src/pipeline/manifest.js';
-import { EXTERNAL_ALIGN, EXTERNAL_MIN_BYTES, externalLocations, inlineWeights, splitWeights } from '../../src/pipeline/shared-weights.js';
-import { ensureRunnableModel, ensureVariant, modelSha256, readModelBytes, sharedWeightsPath } from '../../src/pipeline/weights.js';
-import { calibrationFile } from '../../src/pipeline/int8.js';
+import { resolveModel } from '../../src/toolchain/manifest.js';
+import { EXTERNAL_ALIGN, EXTERNAL_MIN_BYTES, externalLocations, inlineWeights, splitWeights } from '../../src/toolchain/shared-weights.js';
+import { ensureRunnableModel, ensureVariant, modelSha256, readModelBytes, sharedWeightsPath } from '../../src/toolchain/weights.js';
+import { calibrationFile } from '../../src/toolchain/int8.js';
 import { FIXTURES, runCli } from '../helpers/cli.js';
 
 const { onnx } = createRequire(import.meta.url)('onnx-proto') as typeof import('onnx-proto');

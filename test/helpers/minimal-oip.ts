@@ -10,8 +10,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as ort from 'onnxruntime-node';
-import { resolveModel } from '../../src/pipeline/manifest.js';
-import { ensureRunnableModel } from '../../src/pipeline/weights.js';
+import { resolveModel } from '../../src/toolchain/manifest.js';
+import { ensureRunnableModel } from '../../src/toolchain/weights.js';
 
 export interface MinimalOipOptions {
   modelName?: string;

@@ -42,7 +42,7 @@ if (requireDocker(t)) {
     const [base] = JSON.parse(await dockerOk(['image', 'inspect', 'node:22-bookworm-slim'])) as any[];
     t.comment(`image ${(info.Size / 1e6).toFixed(0)} MB uncompressed, of which the base node:22-bookworm-slim ${(base.Size / 1e6).toFixed(0)} MB`);
     t.ok(info.Size <= 1e9, `the image is ${(info.Size / 1e6).toFixed(0)} MB uncompressed (at most 1000 MB, the base's ${(base.Size / 1e6).toFixed(0)} MB included)`);
-    // Inside it, the fp32 graphs keep one weights file between them (pipeline/shared-weights.ts).
+    // Inside it, the fp32 graphs keep one weights file between them (toolchain/shared-weights.ts).
     const cache = await dockerOk(['run', '--rm', '--entrypoint', 'sh', TAG, '-c', 'cd /app/models/cache && for f in *.o1.*.onnx *.weights; do echo "$(stat -c %s "$f") $f"; done']);
     const files = cache.trim().split('\n').map((line) => { const [size, name] = line.split(' '); return { size: Number(size), name }; });
     const weights = files.filter((f) => f.name.endsWith('.weights'));
