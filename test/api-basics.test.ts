@@ -124,7 +124,7 @@ t.test('rate limit: headers on every authenticated answer, 429 with Retry-After,
 t.test('request parsing: one source, known parameters, sizes capped while reading', async (t) => {
   const srv = await startApi(t);
   const { key } = await createKey(srv.dataDir);
-  const post = (body: BodyInit, headers: Record<string, string> = {}) =>
+  const post = (body: NonNullable<RequestInit['body']>, headers: Record<string, string> = {}) =>
     fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key, headers), body });
   const json = (obj: unknown) => post(JSON.stringify(obj), { 'Content-Type': 'application/json' });
   const b64 = tinyPng.toString('base64');

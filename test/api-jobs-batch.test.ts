@@ -139,6 +139,6 @@ t.test('batches', async (t) => {
     const foreign = await errorCode(await fetch(`${srv.url}/api/v1/jobs/${body.job_ids[0]}`, { headers: bearer(other.key) }));
     t.same([foreign.status, foreign.code], [404, 'not_found']);
     // 50 real inferences would take minutes: stop here (the restart test runs queued jobs to the end).
-    await srv.stop('SIGKILL');
+    await srv.stop();
   });
 });

@@ -43,7 +43,7 @@ function multipart(image: Buffer | null, fields: Record<string, string> = {}, ex
 }
 
 function post(body: FormData | string | URLSearchParams, headers: Record<string, string> = {}, apiKey = key.key): Promise<Response> {
-  const type = typeof body === 'string' ? { 'Content-Type': 'application/json' } : {};
+  const type: Record<string, string> = typeof body === 'string' ? { 'Content-Type': 'application/json' } : {};
   return fetch(endpoint, { method: 'POST', headers: { 'X-Api-Key': apiKey, ...type, ...headers }, body });
 }
 

@@ -504,8 +504,9 @@ t.test('an old SQLite database (schema 7, the rate limit\'s three statements) mi
   const dir = await tempDir(t);
   const clock = { now: Date.UTC(2025, 5, 15, 12) };
   // A window as the three-statement code left it: two requests in the last minute.
-  await databaseAt('sqlite', dir, 7, (run) =>
-    run('INSERT INTO rate_windows (rate_key, hits, updated_at) VALUES (?, ?, ?)', ['key:old', JSON.stringify([clock.now - 20_000, clock.now - 10_000]), clock.now - 10_000]));
+  await databaseAt('sqlite', dir, 7, async (run) => {
+    await run('INSERT INTO rate_windows (rate_key, hits, updated_at) VALUES (?, ?, ?)', ['key:old', JSON.stringify([clock.now - 20_000, clock.now - 10_000]), clock.now - 10_000]);
+  });
   const store = await openStore(dir, { now: () => clock.now });
   t.teardown(() => store.close());
   t.equal((await store.db.get<{ user_version: number }>('PRAGMA user_version'))?.user_version, MIGRATIONS.length);

@@ -97,8 +97,8 @@ t.test('roi: no foreground outside it; errors for bounds, emptiness, nothing ins
   for (let y = 0; y < px.height; y++) for (let x = Math.ceil(451 / 2) + 1; x < px.width; x++) outside += px.data[(y * px.width + x) * 4 + 3];
   t.equal(outside, 0, 'the right half is transparent');
   t.ok(opaqueBox(px).right >= 0, 'the left half keeps its foreground');
-  await t.rejects(pipeline.removeBackground(cat, { ...base, roi: parseRoi('0 0 452px 300px', 'api') }), { reason: 'roi_exceeds_bounds' });
-  await t.rejects(pipeline.removeBackground(cat, { ...base, roi: parseRoi('50% 0 10% 100%', 'api') }), { reason: 'roi_region_empty' });
+  await t.rejects(pipeline.removeBackground(cat, { ...base, roi: parseRoi('0 0 452px 300px', 'api') }), { name: 'CutoutError', reason: 'roi_exceeds_bounds' });
+  await t.rejects(pipeline.removeBackground(cat, { ...base, roi: parseRoi('50% 0 10% 100%', 'api') }), { name: 'CutoutError', reason: 'roi_region_empty' });
   await t.rejects(pipeline.removeBackground(cat, { ...base, roi: parseRoi('0 0 3px 3px', 'api') }), { code: 'no_subject_detected' });
 });
 
@@ -127,8 +127,8 @@ t.test('a background picture covers the canvas, centred', async (t) => {
   // 100x300 covering 600x400: scaled x6 to 600x1800, the middle 400 rows kept: red, blue (600 rows), red.
   const at = (x: number, y: number) => [...px.subarray((y * 600 + x) * 3, (y * 600 + x) * 3 + 3)];
   t.ok(at(5, 5)[2] > 200 && at(5, 5)[0] < 60, `the corner is the blue middle stripe (${at(5, 5)})`);
-  await t.rejects(pipeline.removeBackground(cup, { ...base, bgImageData: Buffer.from('not an image') }), { reason: 'failed_to_read_image', param: 'bg_image' });
-  await t.rejects(pipeline.removeBackground(cup, { ...base, bgImageData: stripes, bgColor: { r: 1, g: 2, b: 3 } }), { reason: 'multiple_bg_sources' });
+  await t.rejects(pipeline.removeBackground(cup, { ...base, bgImageData: Buffer.from('not an image') }), { name: 'CutoutError', reason: 'failed_to_read_image', param: 'bg_image' });
+  await t.rejects(pipeline.removeBackground(cup, { ...base, bgImageData: stripes, bgColor: { r: 1, g: 2, b: 3 } }), { name: 'CutoutError', reason: 'multiple_bg_sources' });
 });
 
 t.test('maxArea sizes the output by area', async (t) => {

@@ -59,7 +59,7 @@ t.test('model-server: metadata, health, binary and JSON inference, protocol erro
   t.same((await get('/v2/models/isnet-medium-512')).body.inputs[0].shape, [1, 3, 512, 512], 'a quality variant as NAME-SIDE');
   t.equal((await get('/v2/models/isnet-medium/versions/1')).status, 200, 'the versioned path');
 
-  const infer = (body: BodyInit, headers: Record<string, string> = { 'Content-Type': 'application/json' }, model = 'isnet-medium') =>
+  const infer = (body: NonNullable<RequestInit['body']>, headers: Record<string, string> = { 'Content-Type': 'application/json' }, model = 'isnet-medium') =>
     fetch(`${server.url}/v2/models/${model}/infer`, { method: 'POST', headers, body });
   const fails = async (t: Tap.Test, res: Response, status: number, pattern: RegExp) => {
     t.equal(res.status, status, `status ${status}`);

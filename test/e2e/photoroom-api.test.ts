@@ -81,7 +81,7 @@ t.test('the defaults: a PNG cutout at full size, x-uncertainty-score = 1 - confi
 });
 
 t.test('every parameter: format, channels, bg_color, size, crop, despill', async (t) => {
-  const cases: [Record<string, string>, string, (m: sharp.Metadata, px: Buffer) => void][] = [
+  const cases: [Record<string, string>, string, (m: import('sharp').Metadata, px: Buffer) => void][] = [
     [{ format: 'jpg' }, 'image/jpeg', (m) => t.match(m, { format: 'jpeg', width: 451 })],
     [{ format: 'webp' }, 'image/webp', (m) => t.match(m, { format: 'webp', width: 451 })],
     [{ format: 'png', channels: 'alpha' }, 'image/png', (m) => t.equal(m.channels, 1, 'the matte alone, one channel')],

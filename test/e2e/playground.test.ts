@@ -22,6 +22,13 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { bearer, createKey, startServe, type ServeProcess } from '../helpers/api-server.js';
 import { FIXTURES, ROOT } from '../helpers/cli.js';
 
+// The page's globals, for the callbacks that page.evaluate runs in Chromium (the tests' type check
+// has Node's types, not the DOM's, whose fetch and Blob types differ from Node's).
+declare const document: any;
+declare const window: any;
+declare const localStorage: any;
+declare const MutationObserver: any;
+
 const CHROMIUM = '/usr/bin/chromium';
 const ASTRONAUT = path.join(FIXTURES, 'astronaut.jpg'); // 512x512
 const OUT_DIR = path.join(ROOT, '.tap', 'playground');

@@ -27,7 +27,7 @@ const exited = new Promise<number | null>((resolve) => daemon.once('exit', resol
 const deadline = Date.now() + 60_000;
 for (;;) {
   if (existsSync(file)) break;
-  const code = await Promise.race([exited, new Promise<undefined>((r) => setTimeout(r, 100))]);
+  const code = await Promise.race([exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 100))]);
   if (code !== undefined) throw new Error(`the test services exited (${code}) before starting: ${readFileSync(log, 'utf8')}`);
   if (Date.now() > deadline) {
     daemon.kill();
