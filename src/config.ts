@@ -7,141 +7,27 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { requireCjs } from './cjs.js';
 import { CutoutError, isPermissionError } from './errors.js';
-import { parseColor, parseEnum, parseFormat, SIZES, type ImageFormat, type Precision, type Quality, type Size } from './options.js';
-import { bool, expandHome, LOG_LEVELS, SETTINGS, str, type LogLevel } from './settings.js';
+import { expandHome, FILE_KEYS, LOG_LEVELS, rowsOf, type LogLevel, type RemoveDefaults, type SettingRow, type Settings } from './settings.js';
 
 export { LOG_LEVELS, type LogLevel };
 
-/** The resolved settings; each field is a row of the settings table (settings.ts), but `remove`. */
-export interface CutoutConfig {
-  /** Data directory: SQLite database, results, generated secrets. */
-  dataDir: string;
-  /** The config file given (`--config`, `CUTOUT_CONFIG`); null: the one cosmiconfig finds, if any. */
-  configFile: string | null;
-  /** serve: load the model before listening is announced; /readyz is 503 until it is loaded. */
-  preload: boolean;
-  /** serve: stop as on SIGTERM when the process that started it exits (not watched under init or a container's entry point). */
-  exitWithParent: boolean;
-  /** Default model name or .onnx path. */
-  model: string;
-  /** CLI: images processed at once. */
-  concurrency: number;
-  /** Local inference worker threads, each with its own session (inference-split.ts's rule by default). */
-  inferenceWorkers: number;
-  /** Intra-op threads of each session (the same rule; CUTOUT_THREADS overrides it too). */
-  inferenceThreads: number;
-  /** CLI: default `--quality` (speed against quality). */
-  quality: Quality;
-  /** Default `--precision` / API `precision`: fp32, int8, or auto (int8 where it is fast and good enough). */
-  precision: Precision;
-  /** serve: bind address. */
-  host: string;
-  /** serve: port; 0 picks a free one. */
-  port: number;
-  /** serve: `{base_url}` of result URLs; null means http://host:port. */
-  baseUrl: string | null;
-  /** serve: inference jobs run at once. */
-  workers: number;
-  /** serve: jobs waiting before /jobs answers 503. */
-  queueLimit: number;
-  /** serve: sync hard timeout. */
-  syncTimeoutMs: number;
-  /** serve: requests per minute per key. */
-  rateLimit: number;
-  /** serve: result retention. */
-  resultTtlSeconds: number;
-  /** serve: first callback retry delay. */
-  callbackBackoffMs: number;
-  /** serve: let image_url and callbacks reach private addresses. */
-  allowPrivateNetwork: boolean;
-  /** serve: serve the playground page at `/`. */
-  playground: boolean;
-  /** serve: answer remove.bg's API v1.0 (`/v1.0/removebg`, `/v1.0/account`) and rembg's (`/api/remove`). */
-  removebg: boolean;
-  /** serve: answer Photoroom's API (`/v1/segment`, `/v1/account`, `/v2/account`). */
-  photoroom: boolean;
-  /** serve: answer Clipdrop's API (`/remove-background/v1`). */
-  clipdrop: boolean;
-  /** serve: serve Prometheus metrics at `/metrics`. */
-  metrics: boolean;
-  /** serve: serve `/metrics` on a listener of its own on this port (0 picks a free one); null: on the API's port. */
-  metricsPort: number | null;
-  /** serve: bind address of the metrics listener; null: the API's `host`. */
-  metricsHost: string | null;
-  /** serve: the lowest level of the JSON request log on stdout (`silent` turns it off). */
-  logLevel: LogLevel;
-  /** HMAC key for callbacks; null: generated once and kept in the data directory. */
-  callbackSecret: string | null;
-  /** Shared secret of a marketplace proxy; null: marketplace headers are ignored. */
-  marketplaceSecret: string | null;
-  /** Where state lives: a postgres:// URL shared by a fleet; null: SQLite in the data directory. */
-  store: string | null;
-  /** serve: where result images live: `s3://BUCKET[/PREFIX]`; null: the store's own place (files, or PostgreSQL). */
-  results: string | null;
-  /** serve: path-style addressing for the object store of `results`. */
-  resultsPathStyle: boolean;
-  /** serve: GET /results/{id} answers 302 to a presigned URL of the object store instead of streaming it. */
-  resultsRedirect: boolean;
-  /** serve: how long a claimed job stays with its server without a renewal. */
-  leaseMs: number;
-  /** serve: an Open Inference Protocol server that runs the model; null: the local worker thread. */
-  upstream: string | null;
-  /** serve: the model's name on the upstream; null: the manifest's name. */
-  upstreamModel: string | null;
-  /** serve: the bearer token sent to the upstream (`--upstream-token`); null: none. */
-  upstreamToken: string | null;
-  /** model-server: bind address (never serve's `host`: opening serve must not open the model server). */
-  modelServerHost: string;
-  /** model-server: port; 0 picks a free one. */
-  modelServerPort: number;
-  /** model-server: the bearer token every endpoint but /v2/health/* requires; null: none. */
-  modelServerToken: string | null;
+/**
+ * The resolved settings: one field per `config` row of the settings table (settings.ts), typed by
+ * what its parser returns, so that a new setting is one row there; and `remove`, the config file's
+ * defaults of `cutout remove`'s flags (the `remove` rows).
+ */
+export interface CutoutConfig extends Settings {
   /** `cutout remove`'s output defaults from the config file (REMOVE_DEFAULT_KEYS); its flags override them. */
   remove: Readonly<RemoveDefaults>;
 }
 
-/**
- * The `cutout remove` flags a project may set in its config file, under the flag's camelCase
- * name (`bgColor` for `--bg-color`, `skipExisting` for `--skip-existing`); a flag given overrides
- * the file. The other remove flags are settings of their own above (`model`, `quality`,
- * `precision`, `concurrency`, `inferenceWorkers`, `inferenceThreads`, `dataDir`, `store`), or are
- * left out on purpose: `key` (a secret, not for a file a project commits), `json`, `quiet`,
- * `progress` (how one call reports, a script's choice) and `config`. Listed here until the option
- * table (options.ts) can give this list; each value is checked as the flag's would be.
- */
-export interface RemoveDefaults {
-  /** Resolved against the config file's folder (not the working directory), so it means the same from any subfolder. */
-  out?: string;
-  size?: Size;
-  format?: ImageFormat;
-  /** As written (`#fff`, `transparent`): parsed with the flag's value. */
-  bgColor?: string;
-  crop?: boolean;
-  mask?: boolean;
-  alpha?: 'soft' | 'hard';
-  refine?: boolean;
-  decontaminate?: boolean;
-  recursive?: boolean;
-  skipExisting?: boolean;
-  overwrite?: boolean;
-}
+export type { RemoveDefaults };
 
-const REMOVE_VALIDATORS: { [K in keyof RemoveDefaults]-?: (v: unknown) => NonNullable<RemoveDefaults[K]> } = {
-  out: (v) => str('out', v),
-  size: (v) => parseEnum('size', SIZES, v, 'api'),
-  format: (v) => parseFormat(v, 'api'),
-  bgColor: (v) => (parseColor(v, 'api', 'bgColor'), String(v)),
-  crop: (v) => bool('crop', v),
-  mask: (v) => bool('mask', v),
-  alpha: (v) => parseEnum('alpha', ['soft', 'hard'] as const, v, 'api'),
-  refine: (v) => bool('refine', v),
-  decontaminate: (v) => bool('decontaminate', v),
-  recursive: (v) => bool('recursive', v),
-  skipExisting: (v) => bool('skipExisting', v),
-  overwrite: (v) => bool('overwrite', v),
-};
+const REMOVE_ROWS = rowsOf('remove');
+const REMOVE_VALIDATORS: ReadonlyMap<string, (v: unknown) => unknown> = new Map(REMOVE_ROWS.map((r) => [r.key, r.parse]));
 
-export const REMOVE_DEFAULT_KEYS = Object.freeze(Object.keys(REMOVE_VALIDATORS) as (keyof RemoveDefaults)[]);
+/** The `cutout remove` flags a project may set in its config file (the `remove` rows of the settings table). */
+export const REMOVE_DEFAULT_KEYS = Object.freeze(REMOVE_ROWS.map((r) => r.key) as (keyof RemoveDefaults)[]);
 
 /** Flags that commander sets to true when their `--no-` form is absent: given only when false. */
 const NEGATABLE: readonly (keyof RemoveDefaults)[] = ['refine', 'decontaminate'];
@@ -166,14 +52,12 @@ export function withRemoveDefaults<F extends { [K in keyof RemoveDefaults]?: unk
 
 export type ConfigInput = { [K in keyof CutoutConfig]?: unknown };
 
-type SettingKey = Exclude<keyof CutoutConfig, 'remove'>;
-const ROWS = SETTINGS as readonly (typeof SETTINGS[number] & { key: SettingKey })[];
-// Every field of CutoutConfig but `remove` is a row, and every row a field (checked at start-up
-// by the tests, here by the types as far as they go).
-const VALIDATORS = Object.fromEntries(ROWS.map((r) => [r.key, r.parse])) as { [K in SettingKey]: (v: unknown) => CutoutConfig[K] };
+// Every field of CutoutConfig but `remove` is a `config` row, and every such row a field (the type is made from the rows).
+const ROWS: readonly SettingRow[] = rowsOf('config');
+const VALIDATORS = Object.fromEntries(ROWS.map((r) => [r.key, r.parse])) as { [K in keyof Settings]: (v: unknown) => Settings[K] };
 
 export const DEFAULTS: Readonly<CutoutConfig> = Object.freeze({
-  ...(Object.fromEntries(ROWS.map((r) => [r.key, r.default])) as Omit<CutoutConfig, 'remove'>),
+  ...(Object.fromEntries(ROWS.map((r) => [r.key, r.default])) as Settings),
   remove: Object.freeze({}),
 });
 
@@ -290,11 +174,12 @@ export async function loadConfig(
  */
 function fileSettings(file: { config: Record<string, unknown>; filepath: string }, merged: Record<string, unknown>): Record<string, unknown> {
   const remove: Record<string, unknown> = {};
-  const inFile = new Set(ROWS.filter((r) => !r.notInFile).map((r) => r.key as string));
+  const inFile = new Set(FILE_KEYS);
   for (const [k, v] of Object.entries(file.config)) {
-    if (k in REMOVE_VALIDATORS) {
+    const removeDefault = REMOVE_VALIDATORS.get(k);
+    if (removeDefault) {
       try {
-        remove[k] = REMOVE_VALIDATORS[k as keyof RemoveDefaults](v);
+        remove[k] = removeDefault(v);
       } catch (err) {
         throw new CutoutError('invalid_request', `${(err as Error).message} in ${file.filepath}`);
       }
@@ -302,7 +187,7 @@ function fileSettings(file: { config: Record<string, unknown>; filepath: string 
       continue;
     }
     if (!inFile.has(k)) {
-      const known = [...inFile, ...REMOVE_DEFAULT_KEYS].join(', ');
+      const known = FILE_KEYS.join(', ');
       throw new CutoutError('invalid_request', `Unknown setting "${k}" in ${file.filepath}; known: ${known}`);
     }
     merged[k] = v;

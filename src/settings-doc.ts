@@ -3,7 +3,7 @@
  * (settings.ts) by `npm run docs:settings` between the markers below, so that the docs cannot
  * drift from the flags and variables (test/settings.test.ts compares them).
  */
-import { SETTINGS, type SettingRow } from './settings.js';
+import { COMMANDS, SETTINGS, type SettingRow } from './settings.js';
 
 export const TABLE_START = '<!-- settings: written from src/settings.ts by `npm run docs:settings`; do not edit -->';
 export const TABLE_END = '<!-- /settings -->';
@@ -15,12 +15,22 @@ function defaultOf(row: SettingRow): string {
   return row.default === null ? 'unset' : String(row.default);
 }
 
+/** A row's flags: `serve --host <host>` for one command, `--model <name|file>` (remove, serve, model-server) for several. */
+function flagsText(row: SettingRow): string {
+  const byFlag = new Map<string, string[]>();
+  for (const [command, flag] of Object.entries(row.flags)) if (flag) byFlag.set(flag, [...(byFlag.get(flag) ?? []), command]);
+  return [...byFlag].map(([flag, commands]) => {
+    if (commands.length === 1) return `\`${commands[0]} ${flag}\``;
+    return `\`${flag}\` (${commands.length === COMMANDS.length ? 'every command' : commands.join(', ')})`;
+  }).join(', ');
+}
+
 /** One line per setting that has a variable: variable, `_FILE`, flags, default, meaning. */
-export function settingsMarkdown(rows: readonly SettingRow[] = SETTINGS): string {
+export function settingsMarkdown(rows: readonly SettingRow[] = SETTINGS as readonly SettingRow[]): string {
   const lines = ['| variable | from a file | flag | default | meaning |', '|---|---|---|---|---|'];
   for (const row of rows) {
     if (!row.env) continue;
-    const flags = Object.entries(row.flags).map(([command, flag]) => `\`${command} ${flag}\``).join(', ') || '(environment or config file only)';
+    const flags = flagsText(row) || (row.scope === 'process' ? '(environment only)' : '(environment or config file only)');
     lines.push(`| \`${row.env}\` | ${row.secret ? `\`${row.env}_FILE\`` : ''} | ${cell(flags)} | ${cell(defaultOf(row))} | ${cell(row.help)} |`);
   }
   return lines.join('\n');

@@ -5,7 +5,8 @@
 import type { Command } from 'commander';
 import type { Store } from '../store/db.js';
 import { accountBody } from '../store/ledger.js';
-import { addStoreUrlOptions, withStore, type StoreFlags } from './keys.js';
+import { withStore, type StoreFlags } from './keys.js';
+import { addSettingFlags } from './setting-flags.js';
 import { UsageError } from './usage-error.js';
 
 type KeyFlags = StoreFlags & { key?: string; json?: boolean };
@@ -19,18 +20,19 @@ async function callerOf(store: Store, key: string | undefined): Promise<{ accoun
 }
 
 export function registerAccount(program: Command): void {
-  addStoreUrlOptions(
+  addSettingFlags(
     program
       .command('account')
       .description('balance, plan and credits used this month (of --key\'s account, else of local runs)')
       .option('--key <api_key>', 'the account of this key')
       .option('--json', 'the JSON of GET /api/v1/account'),
+    'account',
   ).action(async (flags: KeyFlags) => {
     const body = await withStore(flags, async (store) => {
       const caller = await callerOf(store, flags.key);
       const info = await store.account(caller.accountId);
       return { ...accountBody(info, caller.test), requests_this_month: info.requestsThisMonth };
-    });
+    }, 'account');
     if (flags.json) {
       process.stdout.write(JSON.stringify(body) + '\n');
       return;
@@ -41,14 +43,15 @@ export function registerAccount(program: Command): void {
     );
   });
 
-  addStoreUrlOptions(
+  addSettingFlags(
     program
       .command('usage')
       .description('credits and requests per day for the last 30 days, newest first')
       .option('--key <api_key>', 'the account of this key')
       .option('--json', 'the JSON of GET /api/v1/usage'),
+    'usage',
   ).action(async (flags: KeyFlags) => {
-    const days = await withStore(flags, async (store) => store.usage((await callerOf(store, flags.key)).accountId));
+    const days = await withStore(flags, async (store) => store.usage((await callerOf(store, flags.key)).accountId), 'usage');
     if (flags.json) {
       process.stdout.write(JSON.stringify({ days }) + '\n');
       return;

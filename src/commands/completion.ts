@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { addStoreOptions } from './keys.js';
+import { addSettingFlags } from './setting-flags.js';
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const;
 export type Shell = (typeof SHELLS)[number];
@@ -19,10 +19,10 @@ export function completionScript(shell: Shell): string {
 
 export function registerCompletion(program: Command): void {
   // --data and --config are taken as by every command (cli-contract); the scripts depend on neither.
-  addStoreOptions(program
+  addSettingFlags(program
     .command('completion')
     .description('print a shell completion script (bash, zsh or fish)')
-    .argument('<shell>', `one of ${SHELLS.join(', ')}`))
+    .argument('<shell>', `one of ${SHELLS.join(', ')}`), 'completion')
     .addHelpText(
       'after',
       [

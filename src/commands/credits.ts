@@ -1,20 +1,22 @@
 /** `cutout credits add ACCOUNT_OR_KEY_ID AMOUNT`: purchased credits (they never expire). */
 import type { Command } from 'commander';
 import { UsageError } from './usage-error.js';
-import { addStoreUrlOptions, withStore, type StoreFlags } from './keys.js';
+import { withStore, type StoreFlags } from './keys.js';
+import { addSettingFlags } from './setting-flags.js';
 
 export function registerCredits(program: Command): void {
   const credits = program.command('credits').description('manage credits');
-  addStoreUrlOptions(
+  addSettingFlags(
     credits
       .command('add')
       .description('add purchased credits to an account (given its id or one of its keys\' ids)')
       .argument('<account_or_key_id>', 'acct_... or key_...')
       .argument('<amount>', 'a whole number of credits')
       .option('--json', 'print {"account", "balance"}'),
+    'credits',
   ).action(async (target: string, amountText: string, flags: StoreFlags & { json?: boolean }) => {
     if (!/^\d+$/.test(amountText) || Number(amountText) < 1) throw new UsageError(`Expected a whole number of credits above 0 for AMOUNT but received ${JSON.stringify(amountText)}`);
-    const result = await withStore(flags, (store) => store.addCredits(target, Number(amountText)));
+    const result = await withStore(flags, (store) => store.addCredits(target, Number(amountText)), 'credits');
     if (flags.json) process.stdout.write(JSON.stringify({ account: result.accountId, balance: result.balance }) + '\n');
     else process.stdout.write(`${result.accountId}: balance ${result.balance} credits\n`);
   });

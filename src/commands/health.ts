@@ -8,18 +8,19 @@
  */
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
+import { addSettingFlags, flagsGiven } from './setting-flags.js';
 
 /** A probe that hangs is a failed probe: Docker's own timeout would only kill it later. */
 const HEALTH_TIMEOUT_MS = 5000;
 
 export function registerHealth(program: Command): void {
-  program
+  const command = program
     .command('health')
     .description("ask a running server's /readyz; exit 0 when ready, 1 otherwise (the container image's health check)")
-    .option('--url <url>', "the server's base URL (default: http://127.0.0.1:PORT of this configuration), or a probe URL with its path (a model server's http://127.0.0.1:8000/v2/health/ready)")
-    .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
-    .action(async (flags: { url?: string; config?: string }) => {
-      const config = await loadConfig({}, { configFile: flags.config });
+    .option('--url <url>', "the server's base URL (default: http://127.0.0.1:PORT of this configuration), or a probe URL with its path (a model server's http://127.0.0.1:8000/v2/health/ready)");
+  addSettingFlags(command, 'health')
+    .action(async (flags: { url?: string; config?: string; data?: string }) => {
+      const config = await loadConfig(flagsGiven(null, flags, 'health'));
       const probe = probeUrl(flags.url ?? `http://127.0.0.1:${config.port}`);
       try {
         const res = await fetch(probe, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });

@@ -5,12 +5,15 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
 import type { Store } from '../store/db.js';
+import type { CommandName } from '../settings.js';
+import { addSettingFlags, flagsGiven } from './setting-flags.js';
 
+/** The setting flags of the store commands (--data, --config, --store: the settings table). */
 export interface StoreFlags { data?: string; config?: string; store?: string }
 
 /** Opens the configured store (SQLite in the data directory, or --store URL) for one command, closing it afterwards. */
-export async function withStore<T>(flags: StoreFlags, fn: (store: Store) => Promise<T>): Promise<T> {
-  const config = await loadConfig({ dataDir: flags.data, store: flags.store }, { configFile: flags.config });
+export async function withStore<T>(flags: StoreFlags, fn: (store: Store) => Promise<T>, which: CommandName = 'keys'): Promise<T> {
+  const config = await loadConfig(flagsGiven(null, flags as Record<string, unknown>, which));
   const { openStore } = await import('../store/db.js');
   const store = await openStore(config.dataDir, { url: config.store });
   try {
@@ -20,25 +23,10 @@ export async function withStore<T>(flags: StoreFlags, fn: (store: Store) => Prom
   }
 }
 
-function addStoreOptions(command: Command): Command {
-  return command
-    .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
-    .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")');
-}
-
-/** `--store URL`, for the commands that read or write accounts, keys, credits, jobs or results. */
-export const STORE_FLAG_HELP = 'where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet (env CUTOUT_STORE; default: SQLite in the data directory)';
-
-function addStoreUrlOptions(command: Command): Command {
-  return addStoreOptions(command).option('--store <url>', STORE_FLAG_HELP);
-}
-
-export { addStoreOptions, addStoreUrlOptions };
-
 export function registerKeys(program: Command): void {
   const keys = program.command('keys').description('create, list and revoke API keys');
 
-  addStoreUrlOptions(
+  addSettingFlags(
     keys
       .command('create')
       .description('create an API key and print it once (a new account gets the free credits)')
@@ -46,6 +34,7 @@ export function registerKeys(program: Command): void {
       .option('--test', 'a cut_test_ key: never charged, results capped to preview size')
       .option('--account <id>', 'add the key to this account instead of opening a new one')
       .option('--json', 'print {"id", "key", "account", "credits"}'),
+    'keys',
   ).action(async (flags: StoreFlags & { name?: string; test?: boolean; account?: string; json?: boolean }) => {
     const created = await withStore(flags, (store) => store.createKey({ name: flags.name ?? null, test: flags.test === true, accountId: flags.account ?? null }));
     if (flags.json) {
@@ -56,8 +45,9 @@ export function registerKeys(program: Command): void {
     process.stderr.write(`key id ${created.id}, account ${created.account}, balance ${created.credits} credits. The key is shown only now: keep it safe.\n`);
   });
 
-  addStoreUrlOptions(
+  addSettingFlags(
     keys.command('list').description('list keys (ids, names, hints; never the keys)').option('--json', 'one JSON object per key'),
+    'keys',
   ).action(async (flags: StoreFlags & { json?: boolean }) => {
     const list = await withStore(flags, (store) => store.listKeys());
     for (const k of list) {
@@ -70,7 +60,7 @@ export function registerKeys(program: Command): void {
     }
   });
 
-  addStoreUrlOptions(keys.command('revoke').description('revoke a key by its id').argument('<id>', 'key id (key_...)')).action(
+  addSettingFlags(keys.command('revoke').description('revoke a key by its id').argument('<id>', 'key id (key_...)'), 'keys').action(
     async (id: string, flags: StoreFlags) => {
       const revoked = await withStore(flags, (store) => store.revokeKey(id));
       process.stdout.write(revoked ? `revoked ${id}\n` : `${id} was already revoked\n`);

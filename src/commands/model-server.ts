@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
-import { addSettingFlags, flagsGiven } from './serve.js';
+import { addSettingFlags, flagsGiven } from './setting-flags.js';
 
 export function registerModelServer(program: Command): void {
   const command = program

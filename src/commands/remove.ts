@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig, withRemoveDefaults, type CutoutConfig } from '../config.js';
-import { STORE_FLAG_HELP } from './keys.js';
+import { addSettingFlags, flagsGiven } from './setting-flags.js';
 import { CutoutError } from '../errors.js';
 import { forTestKey, type Format, type ImageOptions } from '../options.js';
 import { readBgImage } from '../bg-image.js';
@@ -64,27 +64,22 @@ export function registerRemove(program: Command): void {
   const command = program
     .command('remove', { isDefault: true })
     .description('remove the background of images (files, folders, quoted globs, or - for stdin)')
-    .argument('[inputs...]', 'image files, directories, glob patterns, or - for stdin')
-    .option('-o, --out <path>', 'output directory, or a file when there is one input; - for stdout');
-  // --size, --format, --bg-color, --crop, --mask, --alpha, --no-refine, --no-decontaminate,
+    .argument('[inputs...]', 'image files, directories, glob patterns, or - for stdin');
+  // The setting flags from the settings table (src/settings.ts), in --help's order among remove's
+  // own; --size, --format, --bg-color, --crop, --mask, --alpha, --no-refine, --no-decontaminate,
   // --quality, --precision: from the options table (src/options.ts).
-  registerImageFlags(command)
-    .option('-c, --concurrency <n>', 'images processed at once (default: 2 with two cores or more: one image\'s decode and encode beside the other\'s inference; inferences run one at a time)')
-    .option('--model <name|file>', 'a model from `cutout models list`, or an .onnx file with its manifest')
-    .option('-r, --recursive', 'descend into sub-directories of directory inputs')
-    .option('--include-outputs', 'take named files that look like cutout\'s outputs (x.cutout.png, x.mask.png) as inputs too; folders and globs never do')
-    .option('--skip-existing', 'skip inputs whose output exists')
-    .option('--overwrite', 'replace existing outputs')
+  addSettingFlags(command, 'remove', ['out']);
+  registerImageFlags(command);
+  addSettingFlags(command, 'remove', ['concurrency', 'model', 'recursive'])
+    .option('--include-outputs', 'take named files that look like cutout\'s outputs (x.cutout.png, x.mask.png) as inputs too; folders and globs never do');
+  addSettingFlags(command, 'remove', ['skipExisting', 'overwrite'])
     .option('--json', 'one JSON object per input on stdout (with each cutout\'s confidence)')
     .option('--review-below <t>', 'flag each cutout whose confidence (0..1) is below T: a "review:" line on stderr, "review": true in its --json line, the count in the summary')
-    .option('--key <api_key>', 'charge that key\'s credits by the same rules as the server')
-    .option('--inference-workers <n>', 'inference worker threads, each with its own session (default: 1 up to 8 cores, then one per 8 cores; docs/benchmarks.md)')
-    .option('--inference-threads <n>', 'intra-op threads of each session (default: the cores over the workers; env CUTOUT_THREADS)')
+    .option('--key <api_key>', 'charge that key\'s credits by the same rules as the server');
+  addSettingFlags(command, 'remove', ['inferenceWorkers', 'inferenceThreads'])
     .option('-q, --quiet', 'no progress output')
-    .option('--no-progress', 'no spinner or progress lines')
-    .option('--data <dir>', 'data directory (default: $CUTOUT_HOME or ~/.cutout)')
-    .option('--config <file>', 'config file (default: found by cosmiconfig, module name "cutout")')
-    .option('--store <url>', STORE_FLAG_HELP);
+    .option('--no-progress', 'no spinner or progress lines');
+  addSettingFlags(command, 'remove', ['dataDir', 'configFile', 'store']);
   addBatchFlags(command)
     .addHelpText('after', REMOVE_DEFAULTS_HELP)
     .action(async (inputs: string[], flags: RemoveFlags) => {
@@ -170,7 +165,8 @@ async function readSettings(givenFlags: RemoveFlags): Promise<RemoveSettings> {
   try {
     // Checked here first so that the message names the flag, not the config key.
     checkConfigFlags(flags as Record<string, unknown>);
-    config = await loadConfig({ dataDir: flags.data, model: flags.model, concurrency: flags.concurrency, inferenceWorkers: flags.inferenceWorkers, inferenceThreads: flags.inferenceThreads, quality: flags.quality, precision: flags.precision, store: flags.store }, { configFile: flags.config });
+    // The setting flags of the settings table, and the two image flags whose default is a setting.
+    config = await loadConfig({ ...flagsGiven(null, flags as Record<string, unknown>, 'remove'), quality: flags.quality, precision: flags.precision });
     // The config file's output defaults (format, bgColor, out, ...) under the flags given.
     flags = withRemoveDefaults(givenFlags, config.remove);
     const fromOut = flags.out && flags.out !== '-' ? FORMAT_BY_EXTENSION[path.extname(flags.out).toLowerCase()] : undefined;

@@ -8,34 +8,17 @@
  * listening line stays first and plain, for scripts that wait for it); other messages go to stderr.
  */
 import type { Command } from 'commander';
-import { loadConfig, type ConfigInput, type CutoutConfig } from '../config.js';
+import { loadConfig, type CutoutConfig } from '../config.js';
 import { redactUrl } from '../store/url.js';
-import { flagAttribute, settingHelp, settingsOf, type ServerCommand } from '../settings.js';
+import { addSettingFlags, flagsGiven } from './setting-flags.js';
 import { CutoutError } from '../errors.js';
 import { watchParent } from './parent-watch.js';
 
 /** Commander's values for serve's flags, by attribute name (`rateLimit`, `playground`, `data`). */
 type ServeFlags = Record<string, unknown>;
 
-/**
- * Registers a command's flags from the settings table. Only flags given on the command line go to
- * loadConfig (flagsGiven): commander fills `--no-playground` with a default `true`, which must not
- * override an environment variable or the config file.
- */
-export function addSettingFlags(command: Command, which: ServerCommand): Command {
-  for (const row of settingsOf(which)) command.option(row.flag, settingHelp(row));
-  return command;
-}
-
-/** The flags given on the command line, as config fields (from the settings table). */
-export function flagsGiven(command: Command, flags: Record<string, unknown>, which: ServerCommand = 'serve'): ConfigInput {
-  const out: ConfigInput = {};
-  for (const row of settingsOf(which)) {
-    const attribute = flagAttribute(row.flag);
-    if (command.getOptionValueSource(attribute) === 'cli' && flags[attribute] !== undefined) out[row.key as keyof ConfigInput] = flags[attribute];
-  }
-  return out;
-}
+// Every command registers its setting flags from the settings table (setting-flags.ts).
+export { addSettingFlags, flagsGiven } from './setting-flags.js';
 
 export function registerServe(program: Command): void {
   const serve = program.command('serve').description('run the v1 HTTP API');

@@ -8,8 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import t from 'tap';
-import { DEFAULTS, loadConfig } from '../../src/config.js';
-import { flagAttribute, SETTINGS, settingsOf } from '../../src/settings.js';
+import { DEFAULTS, loadConfig, REMOVE_DEFAULT_KEYS } from '../../src/config.js';
+import { COMMANDS, FILE_KEYS, flagAttribute, rowsOf, SETTINGS, settingsOf } from '../../src/settings.js';
 import { BIN } from '../helpers/cli.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
@@ -26,8 +26,39 @@ const SECRETS = ['CUTOUT_STORE', 'CUTOUT_CALLBACK_SECRET', 'CUTOUT_MARKETPLACE_S
 const isolated = (env: Record<string, string>) => loadConfig({}, { env: { HOME: os.tmpdir(), ...env }, configFile: undefined });
 
 t.test('every field of the configuration is one row, and every row a field', async (t) => {
-  t.same(SETTINGS.map((r) => r.key).sort(), Object.keys(DEFAULTS).filter((k) => k !== 'remove').sort());
+  t.same(rowsOf('config').map((r) => r.key).sort(), Object.keys(DEFAULTS).filter((k) => k !== 'remove').sort());
   t.equal(new Set(SETTINGS.map((r) => r.env).filter(Boolean)).size, SETTINGS.filter((r) => r.env).length, 'no variable names two settings');
+  t.equal(new Set(SETTINGS.map((r) => r.key)).size, SETTINGS.length, 'no key names two rows');
+  t.same(rowsOf('process').map((r) => r.env).sort(), ['CUTOUT_ARENA', 'CUTOUT_HUGEPAGES', 'CUTOUT_ORT_CACHE', 'CUTOUT_THREADS'], 'the variables read where they act are rows too');
+});
+
+t.test('the config file\'s keys are one list: the settings and remove\'s defaults, named in the message of an unknown key', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-keys-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, '.cutoutrc.json');
+  fs.writeFileSync(file, JSON.stringify({ colour: 'red' }));
+  const err = await loadConfig({}, { configFile: file, env: {} }).then(() => null, (e: Error) => e);
+  const known = /known: (.*)$/.exec(err?.message ?? '')?.[1]?.split(', ');
+  t.same(known, [...FILE_KEYS], 'the message lists the file\'s keys');
+  for (const row of SETTINGS) t.equal(FILE_KEYS.includes(row.key), row.scope !== 'process' && row.key !== 'configFile', `${row.key}: ${row.scope}`);
+  t.same(REMOVE_DEFAULT_KEYS, rowsOf('remove').map((r) => r.key));
+});
+
+t.test('every command registers its setting flags from the table', async (t) => {
+  const { buildProgram } = await import('../../src/program.js');
+  const program = buildProgram();
+  for (const which of COMMANDS) {
+    const command = program.commands.find((c) => c.name() === which)!;
+    t.ok(command, which);
+    // A command with subcommands (keys create, models list) gives its flags to each of them.
+    const targets = command.commands.length ? command.commands : [command];
+    for (const target of targets) {
+      const flags = target.options.map((o) => o.flags);
+      for (const row of settingsOf(which)) t.ok(flags.includes(row.flag), `${which} ${target.name()}: ${row.flag}`);
+    }
+  }
+  t.same(settingsOf('health').map((r) => r.flag), ['--data <dir>', '--config <file>'], 'every command takes --data and --config (cli-contract)');
+  t.equal(flagAttribute('-o, --out <path>'), 'out', 'a short flag before the long one');
 });
 
 t.test('every serve and model-server flag has its variable: CUTOUT_ + the flag in upper snake case, or the name the contract kept', async (t) => {
