@@ -10,7 +10,8 @@
  *     exposure; v1's JSON metadata stays api-spec 2.2's, exactly (routes-remove.ts);
  *   - the JSON bodies whose keys a contract fixes (`body`: remove.bg's `data.foreground_*`);
  *   - the library's result (CutoutResult extends ResultFields), and the OpenAPI document.
- * Adding a field is adding it to ResultFields and a row here (docs/internals.md, "Result fields").
+ * Adding a field is adding it to ResultFields and a row here (docs/internals.md, "Result fields"):
+ * the table is keyed by field, so the compiler refuses a field without its row.
  *
  * Every helper takes the table as a parameter (RESULT_FIELDS by default), as outputOptions takes
  * OPTION_TABLE, so that a test can hand them a made-up row and see it reach every door.
@@ -72,9 +73,17 @@ export interface ResultFieldRow<K extends keyof ResultFields = keyof ResultField
 /** The table as the helpers read it: rows of any field (a test's made-up one included). */
 export type ResultFieldTable = readonly ResultFieldRow[];
 
-/** Keeps each row's value type tied to its key while the table holds rows of every key. */
-function row<K extends keyof ResultFields>(r: ResultFieldRow<K>): ResultFieldRow {
-  return Object.freeze(r) as unknown as ResultFieldRow;
+/** Keeps each row's value type tied to its key. */
+function row<K extends keyof ResultFields>(r: ResultFieldRow<K>): ResultFieldRow<K> {
+  return Object.freeze(r);
+}
+
+/**
+ * The table from one row per field, keyed by the field: the compiler refuses a field of
+ * ResultFields without a row, a row under another field's key, or a row for no field.
+ */
+function tableOf(rows: { readonly [K in keyof ResultFields]: ResultFieldRow<K> }): ResultFieldTable {
+  return Object.freeze(Object.values(rows) as unknown as ResultFieldRow[]);
 }
 
 /** Photoroom's score: 0 sure, 1 unsure; cutout's is 1 - its confidence, for every image. */
@@ -90,7 +99,7 @@ const boxSide = (side: string, removebg: string) =>
  * A side of the subject's box: remove.bg's names for it (`X-Foreground-Top`, `foreground_top`)
  * are the same in cutout's JSON, the manifest, the header and remove.bg's `data`.
  */
-function boxRow(key: 'foregroundTop' | 'foregroundLeft' | 'foregroundWidth' | 'foregroundHeight', side: 'top' | 'left' | 'width' | 'height', what: string): ResultFieldRow {
+function boxRow<K extends 'foregroundTop' | 'foregroundLeft' | 'foregroundWidth' | 'foregroundHeight'>(key: K, side: 'top' | 'left' | 'width' | 'height', what: string): ResultFieldRow<K> {
   const name = `foreground_${side}`;
   const title = side[0].toUpperCase() + side.slice(1);
   return row({
@@ -100,22 +109,22 @@ function boxRow(key: 'foregroundTop' | 'foregroundLeft' | 'foregroundWidth' | 'f
   });
 }
 
-export const RESULT_FIELDS: ResultFieldTable = Object.freeze([
-  row({
+export const RESULT_FIELDS: ResultFieldTable = tableOf({
+  width: row({
     key: 'width', of: (r) => r.width, json: 'width', manifest: 'width', text: String,
     headers: { removebg: ['X-Width', 'X-Max-Width'] },
     openapi: { name: 'ResultWidth', schema: pixels('The result\'s width in pixels.', 1) },
   }),
-  row({
+  height: row({
     key: 'height', of: (r) => r.height, json: 'height', manifest: 'height', text: String,
     headers: { removebg: ['X-Height', 'X-Max-Height'] },
     openapi: { name: 'ResultHeight', schema: pixels('The result\'s height in pixels.', 1) },
   }),
-  boxRow('foregroundTop', 'top', 'top edge'),
-  boxRow('foregroundLeft', 'left', 'left edge'),
-  boxRow('foregroundWidth', 'width', 'width'),
-  boxRow('foregroundHeight', 'height', 'height'),
-  row({
+  foregroundTop: boxRow('foregroundTop', 'top', 'top edge'),
+  foregroundLeft: boxRow('foregroundLeft', 'left', 'left edge'),
+  foregroundWidth: boxRow('foregroundWidth', 'width', 'width'),
+  foregroundHeight: boxRow('foregroundHeight', 'height', 'height'),
+  confidence: row({
     key: 'confidence', of: (r) => r.confidence, json: 'confidence', manifest: 'confidence',
     text: (value) => value.toFixed(3),
     headers: {
@@ -134,13 +143,13 @@ export const RESULT_FIELDS: ResultFieldTable = Object.freeze([
       },
     },
   }),
-  row({
+  processingMs: row({
     // v1's name for the same number (api-spec 2.2); the CLI's `ms` is the whole input's time (read, removed, written).
     key: 'processingMs', of: (r) => Math.round(r.ms), json: 'processing_ms', manifest: 'processing_ms', text: String,
     headers: {},
     openapi: { name: 'ProcessingMs', schema: { type: 'integer', minimum: 0, examples: [412], description: 'Milliseconds the removal itself took: decode, model, matte and encode (not the upload, the wait for a worker, or storing the result).' } },
   }),
-]);
+});
 
 /** The fields of a pipeline result, one per row. */
 export function resultFieldsOf(result: RemoveResult, table: ResultFieldTable = RESULT_FIELDS): ResultFields {
