@@ -12,10 +12,11 @@ import { LIMITS } from '../limits.js';
 import { OptionError, parseEnum } from '../options.js';
 import type { Format } from '../options.js';
 import type { ImageProbe } from '../pipeline/types.js';
-import { resultFieldsOf, resultHeaderNames, resultHeaders } from '../result-fields.js';
+import { resultFieldsOf, resultHeaders } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
-import { mediaType, readMultipart, sendBytes, sendJson, tooLarge } from './http.js';
+import { dialectCors, keyCaller } from './dialect-kit.js';
+import { acceptedRanges, mediaType, readMultipart, sendBytes, sendJson, tooLarge } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { runSyncRemoval } from './sync-removal.js';
 
@@ -52,15 +53,6 @@ function renderError(res: ServerResponse, err: CutoutError): void {
   sendJson(res, clipdropStatus(err), { error: err.message }, err.headers);
 }
 
-async function authenticate(ctx: Pick<ServerContext, 'store'>, req: IncomingMessage): Promise<Caller> {
-  const raw = req.headers['x-api-key'];
-  const key = (Array.isArray(raw) ? raw[0] : raw)?.trim();
-  if (!key) throw new CutoutError('invalid_api_key', 'No api key provided', { reason: 'missing_key' });
-  const auth = await ctx.store.authenticate(key);
-  if (!auth) throw new CutoutError('invalid_api_key', 'Invalid api key');
-  return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
-}
-
 const ACCEPTED: Readonly<Record<string, Format>> = Object.freeze({
   'image/png': 'png', 'image/webp': 'webp', 'image/jpeg': 'jpg', 'image/jpg': 'jpg',
 });
@@ -71,12 +63,7 @@ const ACCEPTED: Readonly<Record<string, Format>> = Object.freeze({
  */
 export function clipdropFormat(accept: string | undefined): Format {
   if (!accept || !accept.trim()) return 'png';
-  const ranges = accept.split(',').map((part, index) => {
-    const [type, ...params] = part.trim().toLowerCase().split(';');
-    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
-    return { type: type.trim(), q: q ? Number(q.slice(2)) : 1, index };
-  }).filter((r) => r.q > 0).sort((a, b) => b.q - a.q || a.index - b.index);
-  for (const r of ranges) {
+  for (const r of acceptedRanges(accept).filter((range) => range.q > 0)) {
     if (ACCEPTED[r.type]) return ACCEPTED[r.type];
     if (r.type === '*/*' || r.type === 'image/*') return 'png';
   }
@@ -156,8 +143,8 @@ export function clipdropApi(ctx: ClipdropContext): ApiPlugin {
   return {
     name: 'Clipdrop',
     prefix: CLIPDROP_PREFIX,
-    cors: { exposeHeaders: ['x-remaining-credits', 'x-credits-consumed', 'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', ...resultHeaderNames('clipdrop')] },
-    authenticate: (req) => authenticate(ctx, req),
+    cors: dialectCors('clipdrop', ['x-remaining-credits', 'x-credits-consumed']),
+    authenticate: (req) => keyCaller(ctx.store, req, { missing: 'No api key provided', invalid: 'Invalid api key' }),
     renderError,
     notFound: (req) => new CutoutError('not_found', `No route ${req.method} ${req.path}. This server answers Clipdrop's POST /remove-background/v1.`),
     routes(api) {

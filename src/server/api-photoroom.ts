@@ -12,11 +12,11 @@ import { CutoutError, type ErrorCode } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { OptionError, parseBoolean, parseColor, parseEnum } from '../options.js';
 import type { RemoveRequest } from '../pipeline/types.js';
-import { resultFieldsOf, resultHeaderNames, resultHeaders } from '../result-fields.js';
+import { resultFieldsOf, resultHeaders } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
+import { dialectCors, keyCaller, wantsJsonNotImage } from './dialect-kit.js';
 import { mediaType, readMultipart, sendBytes, sendJson, tooLarge } from './http.js';
-import { wantsRemoveBgJson } from './api-removebg.js';
 import type { ApiPlugin } from './plugin.js';
 import { runSyncRemoval } from './sync-removal.js';
 
@@ -63,14 +63,7 @@ function renderError(res: ServerResponse, err: CutoutError): void {
 }
 
 /** The key in `x-api-key` only: Photoroom takes no other place for it. */
-async function authenticate(ctx: Pick<ServerContext, 'store'>, req: IncomingMessage): Promise<Caller> {
-  const raw = req.headers['x-api-key'];
-  const key = (Array.isArray(raw) ? raw[0] : raw)?.trim();
-  if (!key) throw new CutoutError('invalid_api_key', 'Missing API key: send it in the x-api-key header.');
-  const auth = await ctx.store.authenticate(key);
-  if (!auth) throw new CutoutError('invalid_api_key', 'Invalid API key.');
-  return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
-}
+const KEY_RULE = { missing: 'Missing API key: send it in the x-api-key header.', invalid: 'Invalid API key.' };
 
 /** One value per field, empty strings absent (a form's empty input). */
 function given(fields: Record<string, string[]>, name: string): string | undefined {
@@ -131,7 +124,7 @@ async function handleSegment(ctx: PhotoroomContext, req: IncomingMessage, res: S
   });
   // x-uncertainty-score (1 - confidence) and X-Cutout-Confidence: the table's Photoroom headers (result-fields.ts).
   const headers = resultHeaders(resultFieldsOf(result), 'photoroom');
-  if (wantsRemoveBgJson(req)) {
+  if (wantsJsonNotImage(req)) {
     sendJson(res, 200, { base64img: result.data.toString('base64') }, headers);
     return;
   }
@@ -146,7 +139,7 @@ async function handleAccount(ctx: Pick<ServerContext, 'store'>, res: ServerRespo
 }
 
 /** Photoroom's web sample calls it from a page: every origin, these headers readable. */
-const CORS = { exposeHeaders: [...resultHeaderNames('photoroom'), 'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'] };
+const CORS = dialectCors('photoroom');
 
 function notFound(req: { method?: string; path: string }): CutoutError {
   return new CutoutError('not_found', `No route ${req.method} ${req.path}. This server answers Photoroom's POST /v1/segment, GET /v1/account and GET /v2/account.`);
@@ -154,7 +147,7 @@ function notFound(req: { method?: string; path: string }): CutoutError {
 
 /** The two plugins of Photoroom's API: `/v1` (segment, account) and `/v2` (account). */
 export function photoroomApis(ctx: PhotoroomContext): ApiPlugin[] {
-  const common = { cors: CORS, authenticate: (req: IncomingMessage) => authenticate(ctx, req), renderError, notFound };
+  const common = { cors: CORS, authenticate: (req: IncomingMessage) => keyCaller(ctx.store, req, KEY_RULE), renderError, notFound };
   return [
     {
       ...common,

@@ -5,7 +5,8 @@
  * `{"detail": ...}`; a bad parameter is a 422 with `loc`/`msg`/`type`). Keyed like every other
  * route (`Authorization: Bearer` or `X-Api-Key`), charged like v1 (a full-size result, 1 credit).
  */
-import { resultFieldsOf, resultHeaderNames, resultHeaders } from '../result-fields.js';
+import { resultFieldsOf, resultHeaders } from '../result-fields.js';
+import { dialectCors } from './dialect-kit.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request } from 'polka';
@@ -150,7 +151,7 @@ export function rembgApi(ctx: RembgContext): ApiPlugin {
     name: 'rembg',
     prefix: REMBG_PREFIX,
     // rembg's server allows every origin without credentials (FastAPI's CORSMiddleware).
-    cors: { exposeHeaders: ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', ...resultHeaderNames('rembg')] },
+    cors: dialectCors('rembg'),
     authenticate: (req) => authenticate(ctx, req),
     renderError,
     notFound: () => new CutoutError('not_found', 'Not Found'),

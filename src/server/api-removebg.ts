@@ -18,7 +18,8 @@ import type { Caller } from './guards.js';
 import { sendBytes, sendJson } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { readRemoveBgRequest, type RemoveBgSource } from './removebg-params.js';
-import { dialectBody, resultFieldsOf, resultHeaderNames, resultHeaders } from '../result-fields.js';
+import { dialectBody, resultFieldsOf, resultHeaders } from '../result-fields.js';
+import { dialectCors, keyCaller, wantsJsonNotImage } from './dialect-kit.js';
 import { runSyncRemoval } from './sync-removal.js';
 
 export const REMOVEBG_PREFIX = '/v1.0';
@@ -29,10 +30,7 @@ export const REMOVEBG_PREFIX = '/v1.0';
  * before an `X-Api-Key`, and lets a page read these headers of the answers: the result's
  * (`X-Width`, `X-Foreground-*`, ..., result-fields.ts) and the dialect's own.
  */
-const EXPOSED_HEADERS = [
-  ...resultHeaderNames('removebg'), 'X-Type', 'X-Credits-Charged',
-  'X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset',
-];
+const CORS = dialectCors('removebg', ['X-Type', 'X-Credits-Charged']);
 
 type RemoveBgContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'store' | 'pipeline'>;
 
@@ -77,29 +75,8 @@ function renderError(res: ServerResponse, err: CutoutError): void {
   sendJson(res, status, { errors: [{ title, code, detail: err.message }] }, err.headers);
 }
 
-function header(req: IncomingMessage, name: string): string | undefined {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
-
 /** The key in X-Api-Key (every client), or as a Bearer token (remove.bg's OAuth place). */
-async function authenticate(ctx: Pick<ServerContext, 'store'>, req: IncomingMessage): Promise<Caller> {
-  const key = header(req, 'x-api-key')?.trim() || /^Bearer\s+(\S+)\s*$/i.exec(header(req, 'authorization') ?? '')?.[1];
-  if (!key) throw new CutoutError('invalid_api_key', 'Missing API Key: send it in the X-Api-Key header.', { reason: 'missing_key' });
-  const auth = await ctx.store.authenticate(key);
-  if (!auth) throw new CutoutError('invalid_api_key', 'API Key invalid.');
-  return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
-}
-
-/**
- * JSON only when it is asked for and neither `*\/*` nor an image type is (removebg-api.md 3): the
- * npm client sends `application/json`; axios's default (`application/json, text/plain, *\/*`),
- * fetch's `*\/*` and no Accept at all get the image.
- */
-export function wantsRemoveBgJson(req: IncomingMessage): boolean {
-  const ranges = (header(req, 'accept') ?? '').split(',').map((part) => part.split(';')[0].trim().toLowerCase());
-  return ranges.includes('application/json') && !ranges.some((r) => r === '*/*' || r.startsWith('image/'));
-}
+const KEY_RULE = { bearer: true, missing: 'Missing API Key: send it in the X-Api-Key header.', invalid: 'API Key invalid.' };
 
 /** Downloads a URL source through the SSRF guard, its failures in remove.bg's words. */
 async function fetchSource(ctx: RemoveBgContext, source: RemoveBgSource, param: 'image_url' | 'bg_image_url', signal: AbortSignal): Promise<Buffer> {
@@ -161,7 +138,7 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
   const fields = resultFieldsOf(result);
   const headers: Record<string, string> = { ...resultHeaders(fields, 'removebg'), 'X-Credits-Charged': numberText(charged.creditsCharged) };
   if (asked.xType) headers['X-Type'] = asked.xType;
-  if (wantsRemoveBgJson(req)) {
+  if (wantsJsonNotImage(req)) {
     // Exactly remove.bg's `data` (removebg-api.md, S1a): the image and the subject's box.
     sendJson(res, 200, { data: { result_b64: result.data.toString('base64'), ...dialectBody(fields, 'removebg') } }, headers);
     return;
@@ -181,8 +158,8 @@ export function removeBgApi(ctx: RemoveBgContext): ApiPlugin {
   return {
     name: 'remove.bg',
     prefix: REMOVEBG_PREFIX,
-    cors: { exposeHeaders: EXPOSED_HEADERS },
-    authenticate: (req) => authenticate(ctx, req),
+    cors: CORS,
+    authenticate: (req) => keyCaller(ctx.store, req, KEY_RULE),
     renderError,
     notFound: (req) => new CutoutError('not_found', `No route ${req.method} ${req.path}. This server answers remove.bg's POST /v1.0/removebg and GET /v1.0/account.`),
     routes(api) {

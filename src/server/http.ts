@@ -203,17 +203,21 @@ export async function readMultipart(req: IncomingMessage, options: { maxFiles?: 
   }
 }
 
-/** The media range the client's Accept ranks first (highest q, then first listed); null without one. */
-export function firstAccepted(req: IncomingMessage): string | null {
-  const accept = req.headers.accept;
-  if (!accept) return null;
+/** The media ranges of an Accept header, lower-cased, best first (highest q, then first listed); q=0 ones included. */
+export function acceptedRanges(accept: string | undefined): { type: string; q: number; index: number }[] {
+  if (!accept) return [];
   const ranges = accept.split(',').map((part, index) => {
     const [type, ...params] = part.trim().toLowerCase().split(';');
     const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
     return { type: type.trim(), q: q ? Number(q.slice(2)) : 1, index };
   });
-  ranges.sort((a, b) => b.q - a.q || a.index - b.index);
-  return ranges[0] && ranges[0].q > 0 ? ranges[0].type : null;
+  return ranges.sort((a, b) => b.q - a.q || a.index - b.index);
+}
+
+/** The media range the client's Accept ranks first (highest q, then first listed); null without one. */
+export function firstAccepted(req: IncomingMessage): string | null {
+  const [first] = acceptedRanges(req.headers.accept);
+  return first && first.q > 0 ? first.type : null;
 }
 
 /** True when the client asked for JSON first; otherwise the route answers with image bytes. */
