@@ -15,7 +15,7 @@ import type { ImageProbe } from '../pipeline/types.js';
 import { resultFieldsOf, resultHeaders } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
-import { dialectCors, keyCaller } from './dialect-kit.js';
+import { dialectCors, dialectDeadlineMs, keyCaller } from './dialect-kit.js';
 import { acceptedRanges, mediaType, readMultipart, sendBytes, sendJson, tooLarge } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { runSyncRemoval } from './sync-removal.js';
@@ -127,7 +127,7 @@ async function handleRemove(ctx: ClipdropContext, req: IncomingMessage, res: Ser
     id: crypto.randomUUID(),
     caller,
     request: { size: 'full', format, bgColor: null, crop: false, quality: ctx.config.quality },
-    deadlineMs: Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs),
+    deadlineMs: dialectDeadlineMs(ctx.config),
     input,
     description: 'clipdrop upload',
   });

@@ -15,7 +15,7 @@ import type { RemoveRequest } from '../pipeline/types.js';
 import { resultFieldsOf, resultHeaders } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
-import { dialectCors, keyCaller, wantsJsonNotImage } from './dialect-kit.js';
+import { dialectCors, dialectDeadlineMs, keyCaller, wantsJsonNotImage } from './dialect-kit.js';
 import { mediaType, readMultipart, sendBytes, sendJson, tooLarge } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { runSyncRemoval } from './sync-removal.js';
@@ -118,7 +118,7 @@ async function handleSegment(ctx: PhotoroomContext, req: IncomingMessage, res: S
     caller,
     request: { ...asked.request, quality: ctx.config.quality },
     testPreview: { maxArea: PHOTOROOM_SIZES.preview.maxArea },
-    deadlineMs: Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs),
+    deadlineMs: dialectDeadlineMs(ctx.config),
     input: asked.image,
     description: 'photoroom upload',
   });

@@ -6,12 +6,11 @@
  * route (`Authorization: Bearer` or `X-Api-Key`), charged like v1 (a full-size result, 1 credit).
  */
 import { resultFieldsOf, resultHeaders } from '../result-fields.js';
-import { dialectCors } from './dialect-kit.js';
+import { dialectCors, dialectDeadlineMs } from './dialect-kit.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request } from 'polka';
 import { CutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
 import { fetchImageUrl } from '../net/fetch-url.js';
 import { OptionError, type Rgb } from '../options.js';
 import type { RemoveRequest } from '../pipeline/types.js';
@@ -109,7 +108,7 @@ async function removeAndAnswer(ctx: RembgContext, res: ServerResponse, caller: C
   // A test key's preview, the slot, the deadline and a hang-up: the door policy's (sync-removal.ts).
   const { result } = await runSyncRemoval(ctx, res, {
     id: crypto.randomUUID(), caller, request: { ...asked, quality: ctx.config.quality }, input, description: `rembg ${description}`,
-    deadlineMs: Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs),
+    deadlineMs: dialectDeadlineMs(ctx.config),
   });
   sendBytes(res, 200, result.data, 'image/png', resultHeaders(resultFieldsOf(result), 'rembg'));
 }

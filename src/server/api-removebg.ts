@@ -19,7 +19,7 @@ import { sendBytes, sendJson } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { readRemoveBgRequest, type RemoveBgSource } from './removebg-params.js';
 import { dialectBody, resultFieldsOf, resultHeaders } from '../result-fields.js';
-import { dialectCors, keyCaller, wantsJsonNotImage } from './dialect-kit.js';
+import { dialectCors, dialectDeadlineMs, keyCaller, wantsJsonNotImage } from './dialect-kit.js';
 import { runSyncRemoval } from './sync-removal.js';
 
 export const REMOVEBG_PREFIX = '/v1.0';
@@ -116,20 +116,15 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
     caller,
     request,
     testPreview: { maxArea: LIMITS.removebgPreviewPixels },
-    deadlineMs: Math.max(ctx.config.syncTimeoutMs, LIMITS.removebgTimeoutMs),
+    deadlineMs: dialectDeadlineMs(ctx.config),
     input: async (signal) => {
-      const [bytes, background] = await Promise.all([
+      const [image, background] = await Promise.all([
         fetchSource(ctx, asked.source, 'image_url', signal),
         asked.background ? fetchSource(ctx, asked.background, 'bg_image_url', signal) : Promise.resolve(undefined),
       ]);
-      // The request is this call's own object: what is known only once the bytes are here is set on it.
-      request.bgImageData = background;
-      if (asked.autoSize && request.size !== 'preview') {
-        // remove.bg's `auto`: the highest resolution, a preview when the image is no larger than one (free).
-        const probe = await ctx.pipeline.probeImage(bytes);
-        if (probe.width * probe.height <= LIMITS.removebgPreviewPixels) request.size = 'preview';
-      }
-      return bytes;
+      // remove.bg's `auto`: the highest resolution, a preview when the image is no larger than one (free).
+      const small = asked.autoSize && request.size !== 'preview' && (await ctx.pipeline.probeImage(image).then((p) => p.width * p.height <= LIMITS.removebgPreviewPixels));
+      return { image, background, request: small ? { size: 'preview' } : undefined };
     },
     description: `remove.bg ${asked.source.description}`,
   });

@@ -7,6 +7,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { CutoutError } from '../errors.js';
+import { LIMITS } from '../limits.js';
 import { resultHeaderNames, type Dialect } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
@@ -57,4 +58,12 @@ const COMMON_EXPOSED = ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-R
  */
 export function dialectCors(dialect: Dialect, own: readonly string[] = []): { exposeHeaders: string[] } {
   return { exposeHeaders: [...own, ...COMMON_EXPOSED, ...resultHeaderNames(dialect)] };
+}
+
+/**
+ * A dialect's deadline: the hosted APIs answer every size synchronously, so their doors wait up to
+ * remove.bg's 180 s (LIMITS.removebgTimeoutMs), or the server's `--sync-timeout` when longer.
+ */
+export function dialectDeadlineMs(config: Pick<ServerContext['config'], 'syncTimeoutMs'>): number {
+  return Math.max(config.syncTimeoutMs, LIMITS.removebgTimeoutMs);
 }

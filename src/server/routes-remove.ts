@@ -58,15 +58,14 @@ function removeOnce(
     request,
     deadlineMs: config.syncTimeoutMs,
     // The image and the background picture (bg_image_url) are fetched side by side; the picture's
-    // bytes (fetched, or uploaded as bg_image_file) go on this call's own request. The work's
-    // signal stops both downloads when the client hangs up or the deadline passes.
+    // bytes (fetched, or uploaded as bg_image_file) come back with the image. The work's signal
+    // stops both downloads when the client hangs up or the deadline passes.
     input: async (signal) => {
-      const [bytes, background] = await Promise.all([
+      const [image, background] = await Promise.all([
         source.kind === 'image_url' ? fetchImageUrl(source.url, { ...fetching, signal }) : source.bytes,
         options.bgImage ? fetchImageUrl(options.bgImage, { ...fetching, label: 'bg_image_url', signal }) : uploaded,
       ]);
-      request.bgImageData = background;
-      return bytes;
+      return { image, background };
     },
     description: source.description,
     storeResult: {},

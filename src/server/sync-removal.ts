@@ -14,7 +14,7 @@ import type { ServerResponse } from 'node:http';
 import { CutoutError } from '../errors.js';
 import { payerOfCaller } from '../billing.js';
 import type { RemoveRequest } from '../pipeline/types.js';
-import type { Removal, Removed } from '../service/removal.js';
+import type { Intake, Removal, Removed } from '../service/removal.js';
 import type { Caller } from './guards.js';
 import type { ServerContext } from './context.js';
 
@@ -28,8 +28,11 @@ export interface SyncRemoval {
   testPreview?: Partial<RemoveRequest>;
   /** The deadline of this door, in ms. */
   deadlineMs: number;
-  /** The image, or how to get it once the work runs (given the work's signal: a hang-up stops a fetch too). */
-  input: Buffer | ((signal: AbortSignal) => Promise<Buffer>);
+  /**
+   * The image, or how to get it once the work runs (given the work's signal: a hang-up stops a
+   * fetch too), alone or as an Intake with its background and what the image decides.
+   */
+  input: Buffer | ((signal: AbortSignal) => Promise<Buffer | Intake>);
   /** The run's id (the stored result's, the Idempotency-Key's outcome). */
   id: string;
   description: string;
@@ -77,8 +80,8 @@ function hungUp(): CutoutError {
 
 /** Runs one sync removal under the door policy (the header says what it holds). */
 export async function runSyncRemoval(ctx: SyncRemovalContext, res: ServerResponse, spec: SyncRemoval): Promise<Removed> {
-  // The door's own request object, changed in place: what its input step learns (a background
-  // picture's bytes, remove.bg's auto size) is set on this same object.
+  // The door's own request object: a test key's preview is set on it here, before the input step
+  // (which may read it); what that step learns comes back as an Intake, set by the service.
   const request: RemoveRequest = spec.request;
   if (spec.caller.test) Object.assign(request, { size: 'preview' }, spec.testPreview);
   return withDeadline(spec.deadlineMs, async (deadline, commit) => {

@@ -20,13 +20,25 @@ export interface RecordingStore {
   balance(accountId: string): Promise<number>;
 }
 
+/**
+ * What a door's input step found, once the bytes are here: the image, a background picture
+ * (`bg_image_url` fetched, `bg_image_file` uploaded) and what the door decides only from the image
+ * (remove.bg's `size=auto`). The service sets them on its own copy of the request: no door writes
+ * onto a request from a callback.
+ */
+export interface Intake {
+  image: Buffer;
+  background?: Buffer;
+  request?: Partial<RemoveRequest>;
+}
+
 export interface Removal {
   /** The run's id (a job's id; the stored result's id). */
   id: string;
   request: RemoveRequest;
   payer: Payer;
-  /** The image bytes, or how to get them (an image_url fetched under the door's limits). */
-  input: Buffer | (() => Promise<Buffer>);
+  /** The image bytes, or how to get them (an image_url fetched under the door's limits), alone or as an Intake. */
+  input: Buffer | (() => Promise<Buffer | Intake>);
   channel: Channel;
   /** The input for the operator: a file path, "upload", "url example.com". */
   description: string;
@@ -65,12 +77,18 @@ export class RemovalService {
   /** Runs one removal to its recorded end; throws a CutoutError (nothing charged) otherwise. */
   async removeAndRecord(removal: Removal): Promise<Removed> {
     const { pipeline, store } = this.deps;
-    const { request, payer, signal } = removal;
+    const { payer, signal } = removal;
     const checkFunds = removal.checkFundsFirst !== false;
     const balanceOf = (accountId: string) => store.balance(accountId);
-    if (checkFunds) await assertFunded(payer, upfrontPrice(request.size), balanceOf);
-    const bytes = typeof removal.input === 'function' ? await removal.input() : removal.input;
+    if (checkFunds) await assertFunded(payer, upfrontPrice(removal.request.size), balanceOf);
+    const got = typeof removal.input === 'function' ? await removal.input() : removal.input;
     if (signal?.aborted) throw signal.reason;
+    const intake: Intake = Buffer.isBuffer(got) ? { image: got } : got;
+    const bytes = intake.image;
+    // What the input step learnt, on this run's own request (the door's stays as it was asked).
+    const request: RemoveRequest = intake.request || intake.background
+      ? { ...removal.request, ...intake.request, ...(intake.background ? { bgImageData: intake.background } : {}) }
+      : removal.request;
     if (checkFunds && needsPixelsToPrice(payer, request.size)) {
       // `auto` is full up to 4 MP: read the header to know whether it will cost a credit.
       const probe = await pipeline.probeImage(bytes);
