@@ -12,7 +12,7 @@
  *
  * `now()` is the start of the statement's transaction: within one transaction every use agrees.
  */
-import type { StoreContext } from './ledger.js';
+import type { StoreContext } from './context.js';
 import type { Queryable } from './sql.js';
 
 /** "Now" in ms since the epoch as a term of SQL, for a statement run on `q`. */

@@ -49,7 +49,15 @@ import * as jobs from './jobs.js';
 import * as deliveries from './deliveries.js';
 import * as rateLimit from './rate-limit.js';
 import * as servers from './servers.js';
-import type { StoreContext, RunRecord, RecordRunOptions } from './ledger.js';
+import type { StoreContext } from './context.js';
+import type { KeyStore, LedgerStore } from './ledger.js';
+import { resultsOf, type ResultStore } from './results.js';
+import type { IdempotencyStore } from './idempotency.js';
+import type { RateLimitStore } from './rate-limit.js';
+import type { JobStore } from './jobs.js';
+import type { DeliveryStore } from './deliveries.js';
+import type { FleetStore } from './servers.js';
+import type { RunRecord, RecordRunOptions } from './ledger.js';
 import type { IdempotencyRef } from './idempotency.js';
 import type { Db, Queryable, StoreKind } from './sql.js';
 
@@ -71,6 +79,22 @@ export const DB_FILE = 'cutout.db';
 
 export class Store {
   private readonly ctx: StoreContext;
+  /** The API keys. */
+  readonly keys: KeyStore;
+  /** Accounts, credits and the runs charged to them. */
+  readonly ledger: LedgerStore;
+  /** Stored results: their rows, and their bytes wherever those live. */
+  readonly results: ResultStore;
+  /** Idempotency-Key claims. */
+  readonly idempotency: IdempotencyStore;
+  /** The rate limit's windows. */
+  readonly rateLimits: RateLimitStore;
+  /** Jobs, their inputs and their leases. */
+  readonly jobs: JobStore;
+  /** Callback deliveries. */
+  readonly deliveries: DeliveryStore;
+  /** This server in its fleet: the heartbeat, the servers seen, the secrets they share. */
+  readonly fleet: FleetStore;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private readonly heartbeatListeners = new Set<(err: unknown) => void>();
 
@@ -89,6 +113,14 @@ export class Store {
       liveness: postgres ? heartbeatLiveness : pidLiveness,
       owner,
     };
+    this.keys = ledger.keysOf(this.ctx);
+    this.ledger = ledger.ledgerOf(this.ctx);
+    this.results = resultsOf(this.ctx);
+    this.idempotency = idempotency.idempotencyOf(this.ctx);
+    this.rateLimits = rateLimit.rateLimitsOf(this.ctx);
+    this.jobs = jobs.jobsOf(this.ctx);
+    this.deliveries = deliveries.deliveriesStoreOf(this.ctx);
+    this.fleet = servers.fleetOf(this.ctx);
   }
 
   /** Where result bytes live: `files`, `database` or `s3` (for health and readiness; nothing else may branch on it). */

@@ -6,7 +6,7 @@
  * again by another (delivery is at least once).
  */
 import { sqlNow } from './clock.js';
-import type { StoreContext } from './ledger.js';
+import { boundTo, type StoreContext } from './context.js';
 import type { Queryable } from './sql.js';
 
 export interface Delivery {
@@ -103,3 +103,15 @@ export async function deliveriesOf(ctx: StoreContext, jobId: string): Promise<De
   );
   return rows.map((r) => ({ jobId: r.job_id, url: r.url, attempts: r.attempts, delivered: r.delivered_at !== null, gaveUp: r.gave_up_at !== null, lastError: r.last_error }));
 }
+
+/** Callback deliveries (store.deliveries). */
+export function deliveriesStoreOf(ctx: StoreContext) {
+  return Object.freeze({
+    claimDue: boundTo(ctx, claimDueDeliveries),
+    nextAt: boundTo(ctx, nextDeliveryAt),
+    recordAttempt: boundTo(ctx, recordDeliveryAttempt),
+    release: boundTo(ctx, releaseDeliveries),
+    of: boundTo(ctx, deliveriesOf),
+  });
+}
+export type DeliveryStore = ReturnType<typeof deliveriesStoreOf>;

@@ -7,7 +7,7 @@
  * (clock.ts): a server whose clock is off cannot judge another's live claim stale.
  */
 import { sqlNow } from './clock.js';
-import type { StoreContext } from './ledger.js';
+import { boundTo, type StoreContext } from './context.js';
 import type { Queryable } from './sql.js';
 
 export type IdempotencyClaim =
@@ -166,3 +166,17 @@ export async function purgeIdempotencyKeys(ctx: StoreContext, ttlSeconds: number
   const { changes } = await ctx.db.run(`DELETE FROM idempotency_keys WHERE state = 'done' AND created_at <= ${sqlNow(ctx)} - ?`, [ttlSeconds * 1000]);
   return changes;
 }
+
+/** Idempotency-Key claims (store.idempotency). */
+export function idempotencyOf(ctx: StoreContext) {
+  return Object.freeze({
+    claim: boundTo(ctx, claimIdempotencyKey),
+    complete: boundTo(ctx, completeIdempotencyKey),
+    release: boundTo(ctx, releaseIdempotencyKey),
+    releaseStale: boundTo(ctx, releaseStaleIdempotencyClaim),
+    pending: boundTo(ctx, pendingIdempotencyClaim),
+    reset: boundTo(ctx, resetIdempotencyKeys),
+    purge: boundTo(ctx, purgeIdempotencyKeys),
+  });
+}
+export type IdempotencyStore = ReturnType<typeof idempotencyOf>;

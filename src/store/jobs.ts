@@ -20,7 +20,7 @@ import type { ImageOptions } from '../options.js';
 import { sqlNow } from './clock.js';
 import type { Staged } from './engine.js';
 import { insertDeliveryIn } from './deliveries.js';
-import type { StoreContext } from './ledger.js';
+import { boundTo, type StoreContext } from './context.js';
 import type { Queryable } from './sql.js';
 
 export type JobStatus = 'queued' | 'processing' | 'done' | 'failed';
@@ -341,3 +341,31 @@ export async function purgeJobs(ctx: StoreContext, ttlSeconds: number): Promise<
   );
   return changes;
 }
+
+/** Jobs, their inputs and their leases (store.jobs). */
+export function jobsOf(ctx: StoreContext) {
+  return Object.freeze({
+    create: boundTo(ctx, createJobs),
+    readInput: (jobId: string) => ctx.inputs.read(ctx.db, jobId),
+    removeInput: (jobId: string) => ctx.inputs.remove(ctx.db, jobId),
+    removeOrphanInputs: () => ctx.inputs.removeOrphans(ctx.db, ctx.now()),
+    counts: boundTo(ctx, jobCounts),
+    claimNext: boundTo(ctx, claimNextJob),
+    renewLease: boundTo(ctx, renewJobLease),
+    markDoneIn: boundTo(ctx, markJobDoneIn),
+    fail: boundTo(ctx, failJob),
+    requeue: boundTo(ctx, requeueJobs),
+    requeueAfterOutage: boundTo(ctx, requeueAfterOutage),
+    reclaimAbandoned: boundTo(ctx, reclaimAbandonedJobs),
+    adoptAbandoned: boundTo(ctx, adoptAbandonedJob),
+    get: boundTo(ctx, getJob),
+    getById: boundTo(ctx, getJobById),
+    purge: boundTo(ctx, purgeJobs),
+    /**
+     * Calls `onQueued` when jobs are queued anywhere in the fleet (PostgreSQL's LISTEN/NOTIFY), so
+     * an idle server claims them at once; with SQLite, never (one host: the sweep finds them).
+     */
+    onQueued: (onQueued: () => void): Promise<void> => ctx.db.listen(JOBS_QUEUED_CHANNEL, onQueued),
+  });
+}
+export type JobStore = ReturnType<typeof jobsOf>;

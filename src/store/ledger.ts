@@ -8,27 +8,10 @@ import crypto from 'node:crypto';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import type { ResultFields } from '../result-fields.js';
-import type { JobInputs, Liveness, SharedSecrets } from './engine.js';
-import type { ResultPlacement } from './results-bytes.js';
+import { boundTo, type StoreContext } from './context.js';
 import { insertResultIn } from './results-row.js';
-import type { Db, Queryable } from './sql.js';
+import type { Queryable } from './sql.js';
 
-export interface StoreContext {
-  db: Db;
-  dataDir: string;
-  /** Milliseconds since the epoch; injectable so tests can place runs on other days. */
-  now: () => number;
-  /** Where job-input bytes live (files for SQLite, BYTEA for PostgreSQL). */
-  inputs: JobInputs;
-  /** Where result bytes live (results-bytes.ts): chosen apart from the engine. */
-  results: ResultPlacement;
-  /** The secrets every server of the store shares. */
-  secrets: SharedSecrets;
-  /** Whether the server holding a claim still runs. */
-  liveness: Liveness;
-  /** This server's identity, the owner of its claims. */
-  owner: string;
-}
 
 export type Channel = 'cli' | 'api' | 'job';
 export type Plan = 'free' | 'paid' | 'marketplace' | 'local';
@@ -115,7 +98,7 @@ async function accountOf(q: Queryable, accountOrKeyId: string): Promise<string> 
 }
 
 /** Creates a key; without `accountId` also a new account with the free credits. Returns the key once. */
-export function createKey(ctx: StoreContext, opts: { name?: string | null; test?: boolean; accountId?: string | null }) {
+export function createKey(ctx: StoreContext, opts: { name?: string | null; test?: boolean; accountId?: string | null } = {}) {
   const test = opts.test === true;
   const secret = crypto.randomBytes(24).toString('base64url'); // 32 characters, 192 bits
   const key = `cut_${test ? 'test' : 'live'}_${secret}`;
@@ -300,3 +283,28 @@ export async function usage(ctx: StoreContext, accountId: string | null): Promis
 export function resolveAccount(ctx: StoreContext, accountOrKeyId: string): Promise<string> {
   return accountOf(ctx.db, accountOrKeyId);
 }
+
+/** The API keys (store.keys). */
+export function keysOf(ctx: StoreContext) {
+  return Object.freeze({
+    create: boundTo(ctx, createKey),
+    list: boundTo(ctx, listKeys),
+    revoke: boundTo(ctx, revokeKey),
+    authenticate: boundTo(ctx, authenticate),
+  });
+}
+export type KeyStore = ReturnType<typeof keysOf>;
+
+/** Accounts, credits and the runs charged to them (store.ledger). */
+export function ledgerOf(ctx: StoreContext) {
+  return Object.freeze({
+    addCredits: boundTo(ctx, addCredits),
+    balance: boundTo(ctx, balance),
+    resolveAccount: boundTo(ctx, resolveAccount),
+    recordRun: boundTo(ctx, recordRun),
+    account: boundTo(ctx, account),
+    usage: boundTo(ctx, usage),
+    marketplaceAccount: boundTo(ctx, marketplaceAccount),
+  });
+}
+export type LedgerStore = ReturnType<typeof ledgerOf>;

@@ -24,7 +24,7 @@
  * whether this one was admitted (0) without a second read.
  */
 import { sqlNow } from './clock.js';
-import type { StoreContext } from './ledger.js';
+import { boundTo, type StoreContext } from './context.js';
 import type { Queryable, SqlParam } from './sql.js';
 
 export interface RateDecision {
@@ -109,3 +109,12 @@ export async function hitRateLimit(ctx: StoreContext, rateKey: string, limit: nu
 export async function purgeRateWindows(ctx: StoreContext, windowMs: number): Promise<number> {
   return (await ctx.db.run(`DELETE FROM rate_windows WHERE updated_at <= ${sqlNow(ctx)} - ?`, [windowMs])).changes;
 }
+
+/** The rate limit's windows (store.rateLimits). */
+export function rateLimitsOf(ctx: StoreContext) {
+  return Object.freeze({
+    hit: boundTo(ctx, hitRateLimit),
+    purge: boundTo(ctx, purgeRateWindows),
+  });
+}
+export type RateLimitStore = ReturnType<typeof rateLimitsOf>;

@@ -15,7 +15,7 @@ import { parseResultFields } from '../result-fields.js';
 import type { ResultPlacement, ResultRow } from './results-bytes.js';
 import { fileResults } from './results-files.js';
 import { databaseResults } from './results-postgres.js';
-import type { StoreContext } from './ledger.js';
+import { boundTo, type StoreContext } from './context.js';
 
 export type { ResultRow } from './results-bytes.js';
 export { insertResultIn } from './results-row.js';
@@ -102,3 +102,21 @@ export async function purgeResults(ctx: StoreContext, ttlSeconds: number): Promi
   await ctx.results.sweepStrays?.(ctx.db, cutoff);
   return purged;
 }
+
+/** Stored results (store.results): their rows, and their bytes wherever those live. */
+export function resultsOf(ctx: StoreContext) {
+  return Object.freeze({
+    get: boundTo(ctx, getResult),
+    find: boundTo(ctx, findResult),
+    open: boundTo(ctx, openResult),
+    presign: boundTo(ctx, presignResult),
+    /** One trivial call to where result bytes live (readiness); throws when it cannot be reached. */
+    ping: (): Promise<void> => ctx.results.ping(),
+    purge: boundTo(ctx, purgeResults),
+    /** Where result bytes live: `files`, `database` or `s3` (for health and readiness; nothing else may branch on it). */
+    kind: ctx.results.kind,
+    /** Where result bytes live, in words without secrets (readiness, logs). */
+    description: ctx.results.description,
+  });
+}
+export type ResultStore = ReturnType<typeof resultsOf>;
