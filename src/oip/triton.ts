@@ -84,7 +84,7 @@ export async function exportTriton(dir: string, manifest: ModelManifest, weights
     }
   });
   const model = path.join(versionDir, 'model.onnx');
-  // A cached graph whose weights are kept apart (pipeline/shared-weights.ts) is written whole:
+  // A cached graph whose weights are kept apart (toolchain/shared-weights.ts) is written whole:
   // Triton's entry is one self-contained model.onnx, the same bytes as the cache's sidecar names.
   const { externalLocations, readModelBytes } = await import('../toolchain/shared-weights.js');
   const apart = (await fs.stat(weights)).size < EXTERNAL_GRAPH_MAX_BYTES && externalLocations(await fs.readFile(weights)).length > 0;
