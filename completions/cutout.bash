@@ -35,6 +35,41 @@ _cutout_image_value() {
 }
 # <<< image flags
 
+# >>> command flags: written from the settings table and the commands (src/settings.ts, src/commands/) by `npm run completions`; do not edit
+# Each command's flags (remove's besides the image flags)
+_cutout_opts_remove='-o --out -c --concurrency --model -r --recursive --include-outputs --skip-existing --overwrite --json --review-below --key --inference-workers --inference-threads -q --quiet --no-progress --data --config --store --manifest --force --watch --exclude --dry-run'
+_cutout_opts_models_list='--data --config --json'
+_cutout_opts_models_verify='--data --config --json'
+_cutout_opts_models_pull='--data --config --no-variants'
+_cutout_opts_models_export='--data --config --triton --no-variants'
+_cutout_opts_serve='--data --config --model --inference-workers --inference-threads --precision --preload --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-photoroom --no-clipdrop --no-metrics --metrics-port --metrics-host --log-level --store --results --results-path-style --results-redirect --lease-ms --upstream --upstream-model --upstream-token --no-exit-with-parent'
+_cutout_opts_model_server='--data --config --model --inference-workers --inference-threads --precision --host --port --token'
+_cutout_opts_keys_create='--name --test --account --json --data --config --store'
+_cutout_opts_keys_list='--json --data --config --store'
+_cutout_opts_keys_revoke='--data --config --store'
+_cutout_opts_credits_add='--json --data --config --store'
+_cutout_opts_account='--key --json --data --config --store'
+_cutout_opts_usage='--key --json --data --config --store'
+_cutout_opts_openapi='--data --config'
+_cutout_opts_health='--url --data --config'
+_cutout_opts_completion='--data --config'
+# The flags that take a value (the word after them is neither a command nor an input)
+_cutout_value_opts=' -o --out -c --concurrency --model --review-below --key --inference-workers --inference-threads --data --config --store --manifest --exclude --triton --precision --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --results --lease-ms --upstream --upstream-model --upstream-token --token --name --account --url '
+
+# Completes the value of the flag $1 (uses $cur); returns 1 when $1 takes no value
+_cutout_flag_value() {
+    case $1 in
+        -o | --out | --model | --config | --manifest) _cutout_compgen_files file ;;
+        -c | --concurrency | --review-below | --key | --inference-workers | --inference-threads | --store | --exclude | --port | --base-url | --workers | --queue-limit | --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --metrics-port | --results | --lease-ms | --upstream | --upstream-model | --upstream-token | --token | --name | --account | --url) ;;
+        --data | --triton) _cutout_compgen_files directory ;;
+        --precision) COMPREPLY=($(compgen -W 'auto fp32 int8' -- "$cur")) ;;
+        --host | --metrics-host) COMPREPLY=($(compgen -A hostname -- "$cur")) ;;
+        --log-level) COMPREPLY=($(compgen -W 'trace debug info warn error fatal silent' -- "$cur")) ;;
+        *) return 1 ;;
+    esac
+}
+# <<< command flags
+
 _cutout() {
     local cur prev
     cur=${COMP_WORDS[COMP_CWORD]}
@@ -52,34 +87,13 @@ _cutout() {
     fi
 
     local commands='remove serve model-server keys credits account usage models openapi health completion help'
-    local global_opts='--data --config -h --help'
-    local remove_opts="-o --out $_cutout_image_opts -c --concurrency --model --include-outputs --skip-existing --overwrite --json --review-below --key
-        -q --quiet --no-progress --recursive --store --inference-workers --inference-threads
-        --manifest --force --watch --exclude --dry-run"
-    local serve_opts='--host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-photoroom --no-clipdrop --no-metrics --metrics-port --metrics-host --log-level --store --lease-ms
-        --results --results-path-style --results-redirect
-        --no-exit-with-parent --preload --model --upstream --upstream-model --upstream-token --precision --inference-workers --inference-threads'
-    local model_server_opts='--host --port --model --precision --token --inference-workers --inference-threads'
+    local help_opts='-h --help'
     # Options that take a value, so the word after them is not a command or an input
-    local value_opts=" --data --config -o --out$_cutout_image_value_opts-c --concurrency --model --key
-        --precision --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit
-        --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton --url
-        --inference-workers --inference-threads --manifest --exclude --results --review-below "
-    value_opts=${value_opts//$'\n'/ } # one line, so that " $word " finds a flag at a line's end
+    local value_opts="$_cutout_image_value_opts$_cutout_value_opts"
 
     # Values of the option before the cursor
     _cutout_image_value "$prev" && return
-    case $prev in
-        --precision) COMPREPLY=($(compgen -W 'auto fp32 int8' -- "$cur")); return ;;
-        --log-level) COMPREPLY=($(compgen -W 'trace debug info warn error fatal silent' -- "$cur")); return ;;
-        --data | --triton) _cutout_compgen_files directory; return ;;
-        --config | -o | --out | --model | --manifest) _cutout_compgen_files file; return ;;
-        -c | --concurrency | --key | --host | --port | --base-url | --workers | --queue-limit | \
-            --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --name | --account | --store | --lease-ms | --results | \
-            --upstream | --upstream-model | --upstream-token | --token | --inference-workers | --inference-threads | --exclude)
-            return ;;
-    esac
+    _cutout_flag_value "$prev" && return
 
     # Find the command and its subcommand, skipping options and their values
     local i word cmd='' sub='' skip=''
@@ -107,11 +121,12 @@ _cutout() {
         fi
     done
 
+    local remove_opts="$_cutout_opts_remove $_cutout_image_opts"
     local opts=''
     case $cmd in
         '')
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "$remove_opts $global_opts -V --version" -- "$cur"))
+                COMPREPLY=($(compgen -W "$remove_opts $help_opts -V --version" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "$commands" -- "$cur"))
                 _cutout_compgen_files file
@@ -120,39 +135,27 @@ _cutout() {
             ;;
         remove)
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "$remove_opts $global_opts" -- "$cur"))
+                COMPREPLY=($(compgen -W "$remove_opts $help_opts" -- "$cur"))
             else
                 _cutout_compgen_files file
             fi
             return
             ;;
-        serve) opts=$serve_opts ;;
-        health) opts='--url' ;;
-        model-server) opts=$model_server_opts ;;
-        keys)
-            case $sub in
-                '') [[ $cur != -* ]] && COMPREPLY=($(compgen -W 'create list revoke' -- "$cur")) ;;
-                create) opts='--name --test --account --json --store' ;;
-                list) opts='--json --store' ;;
-                revoke) opts='--store' ;;
-            esac
-            ;;
-        credits) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'add' -- "$cur")); opts='--store' ;;
-        account | usage) opts='--key --json --store' ;;
-        models)
-            case $sub in
-                '') [[ $cur != -* ]] && COMPREPLY=($(compgen -W 'list verify pull export' -- "$cur")) ;;
-                list | verify) opts='--json' ;;
-                pull) opts='--no-variants' ;;
-                export) opts='--triton --no-variants' ;;
-            esac
-            ;;
+        keys) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'create list revoke' -- "$cur")) ;;
+        credits) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'add' -- "$cur")) ;;
+        models) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'list verify pull export' -- "$cur")) ;;
         completion) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W 'bash zsh fish' -- "$cur")) ;;
         help) [[ -z $sub && $cur != -* ]] && COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
     esac
 
     if [[ $cur == -* ]]; then
-        COMPREPLY=($(compgen -W "$opts $global_opts" -- "$cur"))
+        # The command's flags (generated above): _cutout_opts_serve, _cutout_opts_keys_create, ...
+        local name=_cutout_opts_${cmd//-/_}
+        case $cmd in
+            keys | credits | models) name=${name}_${sub//-/_} ;;
+        esac
+        [[ $name =~ ^[A-Za-z0-9_]+$ ]] && opts=${!name}
+        COMPREPLY=($(compgen -W "$opts $help_opts" -- "$cur"))
     fi
 }
 

@@ -16,16 +16,11 @@ function __cutout_command
             set skip 0
             continue
         end
-        if contains -- $word $__cutout_image_value_opts
+        if contains -- $word $__cutout_image_value_opts $__cutout_value_opts
             set skip 1
             continue
         end
         switch $word
-            case --data --config -o --out -c --concurrency --model --key --precision \
-                --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl \
-                --callback-backoff --log-level --name --account --store --lease-ms --upstream --upstream-model --upstream-token --token --triton \
-                --inference-workers --inference-threads --results
-                set skip 1
             case '-*'
             case remove serve model-server keys credits account usage models openapi health completion help
                 echo $word
@@ -55,9 +50,7 @@ end
 
 complete -c cutout -e
 
-# Global options, on every command
-complete -c cutout -l data -x -a '(__fish_complete_directories)' -d 'Data directory (database and results)'
-complete -c cutout -l config -r -F -d 'Configuration file'
+# On every command; each command's own flags are in the generated block below
 complete -c cutout -s h -l help -d 'Show help'
 complete -c cutout -n __cutout_no_command -s V -l version -d 'Show the version'
 
@@ -76,8 +69,6 @@ complete -c cutout -n __cutout_no_command -a completion -d 'Print a shell comple
 complete -c cutout -n __cutout_no_command -a help -d 'Show help for a command'
 
 # remove (also without the word `remove`): inputs are files, so file completion stays on
-set -l rm __cutout_removing
-complete -c cutout -n $rm -s o -l out -r -F -d 'Output directory or file; - for stdout'
 # >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
 # The image flags that take a value, skipped by __cutout_command
 set -g __cutout_image_value_opts --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image
@@ -98,81 +89,136 @@ complete -c cutout -n __cutout_removing -l position -x -a 'original center' -d '
 complete -c cutout -n __cutout_removing -l bg-image -r -F -d 'Background picture: a file or URL'
 complete -c cutout -n __cutout_removing -l shadow -d 'Accepted for remove.bg compatibility; no shadow is drawn'
 # <<< image flags
-complete -c cutout -n $rm -s c -l concurrency -x -d 'Images processed at once'
-complete -c cutout -n $rm -l inference-workers -x -d 'Inference worker threads, each with its own session'
-complete -c cutout -n $rm -l inference-threads -x -d 'Intra-op threads of each session'
-complete -c cutout -n $rm -l model -r -F -d 'Model name or .onnx file'
-complete -c cutout -n $rm -l review-below -r -d 'Flag cutouts whose confidence is below T (0..1)'
-complete -c cutout -n $rm -l include-outputs -d 'Take named files like x.cutout.png as inputs too'
-complete -c cutout -n $rm -l skip-existing -d 'Skip inputs whose output exists'
-complete -c cutout -n $rm -l overwrite -d 'Overwrite existing outputs'
-complete -c cutout -n $rm -l json -d 'One JSON object per input on stdout'
-complete -c cutout -n $rm -l key -x -d "Charge this API key's credits"
-complete -c cutout -n $rm -s q -l quiet -d 'No spinner or progress bar'
-complete -c cutout -n $rm -l no-progress -d 'No spinner or progress bar'
-complete -c cutout -n $rm -l recursive -d 'Descend into directories'
-complete -c cutout -n $rm -l manifest -r -F -d 'JSON-lines record; a rerun skips unchanged inputs'
-complete -c cutout -n $rm -l force -d 'With --manifest: redo every input'
-complete -c cutout -n $rm -l watch -d 'Keep watching the input folders for new images'
-complete -c cutout -n $rm -l exclude -x -d 'Leave out matching inputs (repeatable)'
-complete -c cutout -n $rm -l dry-run -d 'Print what would be processed and skipped; write nothing'
+
+# >>> command flags: written from the settings table and the commands (src/settings.ts, src/commands/) by `npm run completions`; do not edit
+# The flags that take a value, skipped by __cutout_command
+set -g __cutout_value_opts -o --out -c --concurrency --model --review-below --key --inference-workers --inference-threads --data --config --store --manifest --exclude --triton --precision --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --results --lease-ms --upstream --upstream-model --upstream-token --token --name --account --url
+complete -c cutout -n __cutout_removing -s o -l out -r -F -d 'Output directory, or a file when there is one input'
+complete -c cutout -n __cutout_removing -s c -l concurrency -x -d 'Images processed at once'
+complete -c cutout -n __cutout_removing -l model -r -F -d 'A model from `cutout models list`, or an .onnx file with its manifest'
+complete -c cutout -n __cutout_removing -s r -l recursive -d 'Descend into sub-directories of directory inputs'
+complete -c cutout -n __cutout_removing -l include-outputs -d 'Take named files that look like cutout\'s outputs'
+complete -c cutout -n __cutout_removing -l skip-existing -d 'Skip inputs whose output exists'
+complete -c cutout -n __cutout_removing -l overwrite -d 'Replace existing outputs'
+complete -c cutout -n __cutout_removing -l json -d 'One JSON object per input on stdout (with each cutout\'s confidence)'
+complete -c cutout -n __cutout_removing -l review-below -x -d 'Flag each cutout whose confidence'
+complete -c cutout -n __cutout_removing -l key -x -d 'Charge that key\'s credits by the same rules as the server'
+complete -c cutout -n __cutout_removing -l inference-workers -x -d 'Inference worker threads, each with its own session'
+complete -c cutout -n __cutout_removing -l inference-threads -x -d 'Intra-op threads of each session'
+complete -c cutout -n __cutout_removing -s q -l quiet -d 'No progress output'
+complete -c cutout -n __cutout_removing -l no-progress -d 'No spinner or progress lines'
+complete -c cutout -n __cutout_removing -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n __cutout_removing -l config -r -F -d 'Config file'
+complete -c cutout -n __cutout_removing -l store -x -d 'Where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet'
+complete -c cutout -n __cutout_removing -l manifest -r -F -d 'A JSON-lines record of each input handled'
+complete -c cutout -n __cutout_removing -l force -d 'With --manifest: redo every input'
+complete -c cutout -n __cutout_removing -l watch -d 'After the inputs, keep watching the input folders and process each new or changed image once completely written, until Ctrl-C'
+complete -c cutout -n __cutout_removing -l exclude -x -d 'Leave out matching inputs (repeatable)'
+complete -c cutout -n __cutout_removing -l dry-run -d 'Print what would be processed and what skipped, with counts'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from list' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from list' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from list' -l json -d 'JSON output'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from verify' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from verify' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from verify' -l json -d 'JSON output'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from pull' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from pull' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from pull' -l no-variants -d 'Skip the smaller-input copies for --quality fast and balanced and the int8 copy'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from export' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from export' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from export' -l triton -x -a '(__fish_complete_directories)' -d 'The model repository to write'
+complete -c cutout -n '__cutout_is models; and __fish_seen_subcommand_from export' -l no-variants -d 'Skip the smaller-input models for --quality fast and balanced'
+complete -c cutout -n '__cutout_is serve' -l data -x -a '(__fish_complete_directories)' -d 'Data directory: the SQLite database, results, generated secrets'
+complete -c cutout -n '__cutout_is serve' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is serve' -l model -r -F -d 'The model'
+complete -c cutout -n '__cutout_is serve' -l inference-workers -x -d 'Inference worker threads, each with its own session'
+complete -c cutout -n '__cutout_is serve' -l inference-threads -x -d 'Intra-op threads of each session'
+complete -c cutout -n '__cutout_is serve' -l precision -x -a 'auto fp32 int8' -d 'Auto | fp32 | int8: the default precision'
+complete -c cutout -n '__cutout_is serve' -l preload -d 'Load the model before "listening" is printed'
+complete -c cutout -n '__cutout_is serve' -l host -x -a '(__fish_print_hostnames)' -d 'Bind address'
+complete -c cutout -n '__cutout_is serve' -l port -x -d 'Port'
+complete -c cutout -n '__cutout_is serve' -l base-url -x -d 'The {base_url} of result URLs'
+complete -c cutout -n '__cutout_is serve' -l workers -x -d 'Inference jobs run at once'
+complete -c cutout -n '__cutout_is serve' -l queue-limit -x -d 'Jobs waiting before /jobs answers 503 gpu_unavailable'
+complete -c cutout -n '__cutout_is serve' -l sync-timeout -x -d 'Hard timeout of POST /api/v1/remove'
+complete -c cutout -n '__cutout_is serve' -l rate-limit -x -d 'Requests per minute per key'
+complete -c cutout -n '__cutout_is serve' -l result-ttl -x -d 'How long results can be downloaded'
+complete -c cutout -n '__cutout_is serve' -l callback-backoff -x -d 'First callback retry delay, doubling each retry'
+complete -c cutout -n '__cutout_is serve' -l allow-private-network -d 'Let image_url and callback URLs reach loopback and private addresses'
+complete -c cutout -n '__cutout_is serve' -l no-playground -d 'Do not serve the web playground page at /'
+complete -c cutout -n '__cutout_is serve' -l no-removebg -d 'Do not answer remove.bg\'s API'
+complete -c cutout -n '__cutout_is serve' -l no-photoroom -d 'Do not answer Photoroom\'s API'
+complete -c cutout -n '__cutout_is serve' -l no-clipdrop -d 'Do not answer Clipdrop\'s API (POST /remove-background/v1)'
+complete -c cutout -n '__cutout_is serve' -l no-metrics -d 'Do not serve Prometheus metrics at /metrics'
+complete -c cutout -n '__cutout_is serve' -l metrics-port -x -d 'Serve /metrics on a listener of its own on this port, not on the API port'
+complete -c cutout -n '__cutout_is serve' -l metrics-host -x -a '(__fish_print_hostnames)' -d 'Bind address of the --metrics-port listener'
+complete -c cutout -n '__cutout_is serve' -l log-level -x -a 'trace debug info warn error fatal silent' -d 'Lowest level of the JSON request log on stdout: trace, debug, info, warn, error, fatal or silent'
+complete -c cutout -n '__cutout_is serve' -l store -x -d 'Where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet'
+complete -c cutout -n '__cutout_is serve' -l results -x -d 'Keep result images in an S3-compatible object store, s3://BUCKET[/PREFIX], configured by the AWS SDK\'s variables'
+complete -c cutout -n '__cutout_is serve' -l results-path-style -d 'Path-style addressing for the object store of --results'
+complete -c cutout -n '__cutout_is serve' -l results-redirect -d 'GET /api/v1/results/{id} answers 302 to a presigned URL of the object store'
+complete -c cutout -n '__cutout_is serve' -l lease-ms -x -d 'How long a claimed job stays with its server without a renewal'
+complete -c cutout -n '__cutout_is serve' -l upstream -x -d 'Run the model on an Open Inference Protocol v2 server'
+complete -c cutout -n '__cutout_is serve' -l upstream-model -x -d 'The model\'s name on the upstream'
+complete -c cutout -n '__cutout_is serve' -l upstream-token -x -d 'Sent to the upstream as "Authorization: Bearer TOKEN"'
+complete -c cutout -n '__cutout_is serve' -l no-exit-with-parent -d 'Keep serving when the process that started serve exits'
+complete -c cutout -n '__cutout_is model-server' -l data -x -a '(__fish_complete_directories)' -d 'Data directory: the SQLite database, results, generated secrets'
+complete -c cutout -n '__cutout_is model-server' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is model-server' -l model -r -F -d 'The model'
+complete -c cutout -n '__cutout_is model-server' -l inference-workers -x -d 'Inference worker threads, each with its own session'
+complete -c cutout -n '__cutout_is model-server' -l inference-threads -x -d 'Intra-op threads of each session'
+complete -c cutout -n '__cutout_is model-server' -l precision -x -a 'auto fp32 int8' -d 'Auto | fp32 | int8: the default precision'
+complete -c cutout -n '__cutout_is model-server' -l host -x -a '(__fish_print_hostnames)' -d 'Bind address'
+complete -c cutout -n '__cutout_is model-server' -l port -x -d 'Port'
+complete -c cutout -n '__cutout_is model-server' -l token -x -d 'Require "Authorization: Bearer TOKEN" on every endpoint but /v2/health/*'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l name -x -d 'A label for the key'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l test -d 'A cut_test_ key: never charged, results capped to preview size'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l account -x -d 'Add the key to this account instead of opening a new one'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l json -d 'Print {"id", "key", "account", "credits"}'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l store -x -d 'Where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from list' -l json -d 'One JSON object per key'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from list' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from list' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from list' -l store -x -d 'Where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from revoke' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from revoke' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from revoke' -l store -x -d 'Where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet'
+complete -c cutout -n '__cutout_is credits; and __fish_seen_subcommand_from add' -l json -d 'Print {"account", "balance"}'
+complete -c cutout -n '__cutout_is credits; and __fish_seen_subcommand_from add' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is credits; and __fish_seen_subcommand_from add' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is credits; and __fish_seen_subcommand_from add' -l store -x -d 'Where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet'
+complete -c cutout -n '__cutout_is account' -l key -x -d 'The account of this key'
+complete -c cutout -n '__cutout_is account' -l json -d 'The JSON of GET /api/v1/account'
+complete -c cutout -n '__cutout_is account' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is account' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is account' -l store -x -d 'Where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet'
+complete -c cutout -n '__cutout_is usage' -l key -x -d 'The account of this key'
+complete -c cutout -n '__cutout_is usage' -l json -d 'The JSON of GET /api/v1/usage'
+complete -c cutout -n '__cutout_is usage' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is usage' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is usage' -l store -x -d 'Where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet'
+complete -c cutout -n '__cutout_is openapi' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is openapi' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is health' -l url -x -d 'The server\'s base URL, or a probe URL with its path'
+complete -c cutout -n '__cutout_is health' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is health' -l config -r -F -d 'Config file'
+complete -c cutout -n '__cutout_is completion' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
+complete -c cutout -n '__cutout_is completion' -l config -r -F -d 'Config file'
+# <<< command flags
 
 # serve
-set -l serve '__cutout_is serve'
-complete -c cutout -n $serve -l host -x -a '(__fish_print_hostnames)' -d 'Bind address'
-complete -c cutout -n $serve -l port -x -d 'Port; 0 picks a free one'
-complete -c cutout -n $serve -l preload -d 'Load the model before listening'
-complete -c cutout -n $serve -l base-url -x -d 'Base URL of result URLs'
-complete -c cutout -n $serve -l workers -x -d 'Inference jobs run at once'
-complete -c cutout -n $serve -l inference-workers -x -d 'Inference worker threads, each with its own session'
-complete -c cutout -n $serve -l inference-threads -x -d 'Intra-op threads of each session'
-complete -c cutout -n $serve -l queue-limit -x -d 'Jobs waiting before 503'
-complete -c cutout -n $serve -l sync-timeout -x -d 'Sync hard timeout (ms)'
-complete -c cutout -n $serve -l rate-limit -x -d 'Requests per minute per key'
-complete -c cutout -n $serve -l result-ttl -x -d 'Result retention (seconds)'
-complete -c cutout -n $serve -l callback-backoff -x -d 'First callback retry delay (ms)'
-complete -c cutout -n $serve -l allow-private-network -d 'Let URLs reach private addresses'
-complete -c cutout -n $serve -l no-playground -d 'Do not serve the playground page'
-complete -c cutout -n $serve -l no-removebg -d "Do not answer remove.bg's and rembg's APIs"
-complete -c cutout -n $serve -l no-photoroom -d "Do not answer Photoroom's API"
-complete -c cutout -n $serve -l no-clipdrop -d "Do not answer Clipdrop's API"
-complete -c cutout -n $serve -l no-metrics -d 'Do not serve /metrics'
-complete -c cutout -n $serve -l no-exit-with-parent -d 'Keep serving when the parent process exits'
-complete -c cutout -n $serve -l metrics-port -x -d 'Serve /metrics on a listener of its own'
-complete -c cutout -n $serve -l metrics-host -x -d 'Bind address of the metrics listener'
-complete -c cutout -n $serve -l log-level -x -a 'trace debug info warn error fatal silent' -d 'Request log level'
-complete -c cutout -n $serve -l lease-ms -x -d 'How long a claimed job stays with a silent server (ms)'
-complete -c cutout -n $serve -l results -x -d 'Object store for results, s3://BUCKET[/PREFIX]'
-complete -c cutout -n $serve -l results-path-style -d 'Path-style addressing for the object store'
-complete -c cutout -n $serve -l results-redirect -d 'Answer result reads with a presigned URL'
-complete -c cutout -n '__cutout_is remove serve keys credits account usage' -l store -x -d 'PostgreSQL URL shared by a fleet'
-complete -c cutout -n $serve -l model -r -F -d 'Model name or .onnx file'
-complete -c cutout -n $serve -l upstream -x -d 'Open Inference Protocol server that runs the model'
-complete -c cutout -n $serve -l upstream-model -x -d "The model's name on the upstream"
-complete -c cutout -n $serve -l upstream-token -x -d 'Bearer token sent to the upstream'
-complete -c cutout -n $serve -l precision -x -a 'auto fp32 int8' -d 'Default model number format (int8: NAME-int8 upstream)'
-complete -c cutout -n $serve -f
+complete -c cutout -n '__cutout_is serve' -f
 
 # model-server
-set -l mserver '__cutout_is model-server'
-complete -c cutout -n $mserver -l host -x -a '(__fish_print_hostnames)' -d 'Bind address'
-complete -c cutout -n $mserver -l port -x -d 'Port; 0 picks a free one'
-complete -c cutout -n $mserver -l model -r -F -d 'Model name or .onnx file'
-complete -c cutout -n $mserver -l precision -x -a 'auto fp32 int8' -d 'Models served: fp32 as NAME, int8 as NAME-int8'
-complete -c cutout -n $mserver -l token -x -d 'Bearer token required on all but /v2/health'
-complete -c cutout -n $mserver -l inference-workers -x -d 'Inference worker threads, each with its own session'
-complete -c cutout -n $mserver -l inference-threads -x -d 'Intra-op threads of each session'
-complete -c cutout -n $mserver -f
+complete -c cutout -n '__cutout_is model-server' -f
 
 # keys create|list|revoke
 set -l keys '__cutout_is keys'
 complete -c cutout -n "$keys; and not __fish_seen_subcommand_from create list revoke" -f -a create -d 'Create a key'
 complete -c cutout -n "$keys; and not __fish_seen_subcommand_from create list revoke" -f -a list -d 'List keys'
 complete -c cutout -n "$keys; and not __fish_seen_subcommand_from create list revoke" -f -a revoke -d 'Revoke a key'
-complete -c cutout -n "$keys; and __fish_seen_subcommand_from create" -l name -x -d 'Name of the key'
-complete -c cutout -n "$keys; and __fish_seen_subcommand_from create" -l test -d 'Create a test key'
-complete -c cutout -n "$keys; and __fish_seen_subcommand_from create" -l account -x -d 'Add the key to this account'
-complete -c cutout -n "$keys; and __fish_seen_subcommand_from create list" -l json -d 'Print JSON'
 complete -c cutout -n $keys -f
 
 # credits add
@@ -180,10 +226,7 @@ complete -c cutout -n '__cutout_is credits; and not __fish_seen_subcommand_from 
 complete -c cutout -n '__cutout_is credits' -f
 
 # account, usage
-set -l acct '__cutout_is account usage'
-complete -c cutout -n $acct -l key -x -d 'API key'
-complete -c cutout -n $acct -l json -d 'Print JSON'
-complete -c cutout -n $acct -f
+complete -c cutout -n '__cutout_is account usage' -f
 
 # models list|verify|pull|export
 set -l models '__cutout_is models'
@@ -191,9 +234,6 @@ complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify 
 complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull export" -f -a verify -d 'Check presence and checksums'
 complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull export" -f -a pull -d 'Assemble a model and build its quality variants'
 complete -c cutout -n "$models; and not __fish_seen_subcommand_from list verify pull export" -f -a export -d 'Write a Triton model repository'
-complete -c cutout -n "$models; and __fish_seen_subcommand_from list verify" -l json -d 'Print JSON'
-complete -c cutout -n "$models; and __fish_seen_subcommand_from pull export" -l no-variants -d 'Skip the quality variants'
-complete -c cutout -n "$models; and __fish_seen_subcommand_from export" -l triton -x -a '(__fish_complete_directories)' -d 'The Triton model repository to write'
 complete -c cutout -n $models -f
 
 # openapi
@@ -201,7 +241,6 @@ complete -c cutout -n '__cutout_is openapi' -f
 
 # health
 complete -c cutout -n '__cutout_is health' -f
-complete -c cutout -n '__cutout_is health' -l url -x -d "The server's base URL"
 
 # completion bash|zsh|fish
 set -l comp '__cutout_is completion'

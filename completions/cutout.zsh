@@ -5,9 +5,7 @@
 # Install: copy this file as `_cutout` into a directory of $fpath (before compinit runs), or run:
 #   source <(cutout completion zsh)
 
-_cutout_global_opts=(
-  '--data=[data directory (database and results)]:directory:_directories'
-  '--config=[configuration file]:file:_files'
+_cutout_help_opts=(
   '(- *)'{-h,--help}'[show help]'
 )
 
@@ -32,29 +30,155 @@ _cutout_image_opts=(
 )
 # <<< image flags
 
-_cutout_remove_opts=(
-  '(-o --out)'{-o+,--out=}'[output directory or file; - for stdout]:output:_files'
-  $_cutout_image_opts
-  '(-c --concurrency)'{-c+,--concurrency=}'[images processed at once]:number: '
-  '--inference-workers=[inference worker threads, each with its own session]:number: '
-  '--inference-threads=[intra-op threads of each session]:number: '
-  '--model=[model name or .onnx file]:model:_files'
-  '--review-below[flag cutouts whose confidence is below T]:confidence (0..1):'
-  '--include-outputs[take named files like x.cutout.png as inputs too]'
-  '(--overwrite)--skip-existing[skip inputs whose output exists]'
-  '(--skip-existing)--overwrite[overwrite existing outputs]'
-  '--json[one JSON object per input on stdout]'
-  '--key=[charge this API key'"'"'s credits]:API key: '
-  '(-q --quiet)'{-q,--quiet}'[no spinner or progress bar]'
-  '--no-progress[no spinner or progress bar]'
-  '--recursive[descend into directories]'
-  '--manifest=[JSON-lines record; a rerun skips unchanged inputs]:manifest:_files'
+# >>> command flags: written from the settings table and the commands (src/settings.ts, src/commands/) by `npm run completions`; do not edit
+_cutout_opts_remove=(
+  '(-o --out)'{-o+,--out=}'[output directory, or a file when there is one input]:path:_files'
+  '(-c --concurrency)'{-c+,--concurrency=}'[images processed at once]:n: '
+  '--model=[a model from `cutout models list`, or an .onnx file with its manifest]:name or file:_files'
+  '(-r --recursive)'{-r,--recursive}'[descend into sub-directories of directory inputs]'
+  '--include-outputs[take named files that look like cutout'"'"'s outputs]'
+  '--skip-existing[skip inputs whose output exists]'
+  '--overwrite[replace existing outputs]'
+  '--json[one JSON object per input on stdout (with each cutout'"'"'s confidence)]'
+  '--review-below=[flag each cutout whose confidence]:t: '
+  '--key=[charge that key'"'"'s credits by the same rules as the server]:api_key: '
+  '--inference-workers=[inference worker threads, each with its own session]:n: '
+  '--inference-threads=[intra-op threads of each session]:n: '
+  '(-q --quiet)'{-q,--quiet}'[no progress output]'
+  '--no-progress[no spinner or progress lines]'
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--store=[where state lives: postgres://USER\[:PASS\]@HOST\[:PORT\]/DB shared by a fleet]:url:_urls'
+  '--manifest=[a JSON-lines record of each input handled]:file:_files'
   '--force[with --manifest: redo every input]'
-  '--watch[keep watching the input folders for new images]'
+  '--watch[after the inputs, keep watching the input folders and process each new or changed image once completely written, until Ctrl-C]'
   '*--exclude=[leave out matching inputs (repeatable)]:glob: '
-  '--dry-run[print what would be processed and skipped; write nothing]'
-  '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: '
+  '--dry-run[print what would be processed and what skipped, with counts]'
 )
+_cutout_opts_models_list=(
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--json[JSON output]'
+)
+_cutout_opts_models_verify=(
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--json[JSON output]'
+)
+_cutout_opts_models_pull=(
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--no-variants[skip the smaller-input copies for --quality fast and balanced and the int8 copy]'
+)
+_cutout_opts_models_export=(
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--triton=[the model repository to write]:dir:_directories'
+  '--no-variants[skip the smaller-input models for --quality fast and balanced]'
+)
+_cutout_opts_serve=(
+  '--data=[data directory: the SQLite database, results, generated secrets]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--model=[the model]:name or file:_files'
+  '--inference-workers=[inference worker threads, each with its own session]:n: '
+  '--inference-threads=[intra-op threads of each session]:n: '
+  '--precision=[auto | fp32 | int8: the default precision]:precision:(auto fp32 int8)'
+  '--preload[load the model before "listening" is printed]'
+  '--host=[bind address]:host:_hosts'
+  '--port=[port]:port: '
+  '--base-url=[the {base_url} of result URLs]:url:_urls'
+  '--workers=[inference jobs run at once]:n: '
+  '--queue-limit=[jobs waiting before /jobs answers 503 gpu_unavailable]:n: '
+  '--sync-timeout=[hard timeout of POST /api/v1/remove]:ms: '
+  '--rate-limit=[requests per minute per key]:n: '
+  '--result-ttl=[how long results can be downloaded]:seconds: '
+  '--callback-backoff=[first callback retry delay, doubling each retry]:ms: '
+  '--allow-private-network[let image_url and callback URLs reach loopback and private addresses]'
+  '--no-playground[do not serve the web playground page at /]'
+  '--no-removebg[do not answer remove.bg'"'"'s API]'
+  '--no-photoroom[do not answer Photoroom'"'"'s API]'
+  '--no-clipdrop[do not answer Clipdrop'"'"'s API (POST /remove-background/v1)]'
+  '--no-metrics[do not serve Prometheus metrics at /metrics]'
+  '--metrics-port=[serve /metrics on a listener of its own on this port, not on the API port]:port: '
+  '--metrics-host=[bind address of the --metrics-port listener]:host:_hosts'
+  '--log-level=[lowest level of the JSON request log on stdout: trace, debug, info, warn, error, fatal or silent]:level:(trace debug info warn error fatal silent)'
+  '--store=[where state lives: postgres://USER\[:PASS\]@HOST\[:PORT\]/DB shared by a fleet]:url:_urls'
+  '--results=[keep result images in an S3-compatible object store, s3://BUCKET\[/PREFIX\], configured by the AWS SDK'"'"'s variables]:url:_urls'
+  '--results-path-style[path-style addressing for the object store of --results]'
+  '--results-redirect[GET /api/v1/results/{id} answers 302 to a presigned URL of the object store]'
+  '--lease-ms=[how long a claimed job stays with its server without a renewal]:ms: '
+  '--upstream=[run the model on an Open Inference Protocol v2 server]:url:_urls'
+  '--upstream-model=[the model'"'"'s name on the upstream]:name: '
+  '--upstream-token=[sent to the upstream as "Authorization: Bearer TOKEN"]:token: '
+  '--no-exit-with-parent[keep serving when the process that started serve exits]'
+)
+_cutout_opts_model_server=(
+  '--data=[data directory: the SQLite database, results, generated secrets]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--model=[the model]:name or file:_files'
+  '--inference-workers=[inference worker threads, each with its own session]:n: '
+  '--inference-threads=[intra-op threads of each session]:n: '
+  '--precision=[auto | fp32 | int8: the default precision]:precision:(auto fp32 int8)'
+  '--host=[bind address]:host:_hosts'
+  '--port=[port]:port: '
+  '--token=[require "Authorization: Bearer TOKEN" on every endpoint but /v2/health/*]:token: '
+)
+_cutout_opts_keys_create=(
+  '--name=[a label for the key]:text: '
+  '--test[a cut_test_ key: never charged, results capped to preview size]'
+  '--account=[add the key to this account instead of opening a new one]:id: '
+  '--json[print {"id", "key", "account", "credits"}]'
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--store=[where state lives: postgres://USER\[:PASS\]@HOST\[:PORT\]/DB shared by a fleet]:url:_urls'
+)
+_cutout_opts_keys_list=(
+  '--json[one JSON object per key]'
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--store=[where state lives: postgres://USER\[:PASS\]@HOST\[:PORT\]/DB shared by a fleet]:url:_urls'
+)
+_cutout_opts_keys_revoke=(
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--store=[where state lives: postgres://USER\[:PASS\]@HOST\[:PORT\]/DB shared by a fleet]:url:_urls'
+)
+_cutout_opts_credits_add=(
+  '--json[print {"account", "balance"}]'
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--store=[where state lives: postgres://USER\[:PASS\]@HOST\[:PORT\]/DB shared by a fleet]:url:_urls'
+)
+_cutout_opts_account=(
+  '--key=[the account of this key]:api_key: '
+  '--json[the JSON of GET /api/v1/account]'
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--store=[where state lives: postgres://USER\[:PASS\]@HOST\[:PORT\]/DB shared by a fleet]:url:_urls'
+)
+_cutout_opts_usage=(
+  '--key=[the account of this key]:api_key: '
+  '--json[the JSON of GET /api/v1/usage]'
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+  '--store=[where state lives: postgres://USER\[:PASS\]@HOST\[:PORT\]/DB shared by a fleet]:url:_urls'
+)
+_cutout_opts_openapi=(
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+)
+_cutout_opts_health=(
+  '--url=[the server'"'"'s base URL, or a probe URL with its path]:url:_urls'
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+)
+_cutout_opts_completion=(
+  '--data=[data directory]:dir:_directories'
+  '--config=[config file]:file:_files'
+)
+# <<< command flags
+
+_cutout_remove_opts=($_cutout_image_opts $_cutout_opts_remove)
 
 _cutout_commands() {
   local -a commands
@@ -80,7 +204,7 @@ _cutout() {
   typeset -A opt_args
 
   _arguments -C -S \
-    $_cutout_global_opts \
+    $_cutout_help_opts \
     $_cutout_remove_opts \
     '(- *)'{-V,--version}'[show the version]' \
     '1: :->first' \
@@ -96,98 +220,52 @@ _cutout() {
       curcontext=${curcontext%:*:*}:cutout-$cmd:
       case $cmd in
         remove)
-          _arguments -S $_cutout_global_opts $_cutout_remove_opts '*:input:_files' && ret=0
+          _arguments -S $_cutout_help_opts $_cutout_remove_opts '*:input:_files' && ret=0
           ;;
-        serve)
-          _arguments -S $_cutout_global_opts \
-            '--host=[bind address]:host:_hosts' \
-            '--port=[port; 0 picks a free one]:port: ' \
-            '--preload[load the model before listening; /readyz is 503 until it is loaded]' \
-            '--base-url=[base URL of result URLs]:URL:_urls' \
-            '--workers=[inference jobs run at once]:number: ' \
-            '--queue-limit=[jobs waiting before 503]:number: ' \
-            '--sync-timeout=[sync hard timeout]:milliseconds: ' \
-            '--rate-limit=[requests per minute per key]:number: ' \
-            '--result-ttl=[result retention]:seconds: ' \
-            '--callback-backoff=[first callback retry delay]:milliseconds: ' \
-            '--allow-private-network[let URLs reach private addresses]' \
-            '--no-playground[do not serve the playground page]' \
-            "--no-removebg[do not answer remove.bg's and rembg's APIs]" \
-            "--no-photoroom[do not answer Photoroom's API]" \
-            "--no-clipdrop[do not answer Clipdrop's API]" \
-            '--no-metrics[do not serve /metrics]' \
-            '--no-exit-with-parent[keep serving when the parent process exits]' \
-            '--metrics-port=[serve /metrics on a listener of its own]:port: ' \
-            '--metrics-host=[bind address of the metrics listener]:host:_hosts' \
-            '--log-level=[lowest level of the request log]:level:(trace debug info warn error fatal silent)' \
-            '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' \
-            '--lease-ms=[how long a claimed job stays with a silent server]:milliseconds: ' \
-            '--results=[object store for result images, s3 URL]:URL: ' \
-            '--results-path-style[path-style addressing for the object store]' \
-            '--results-redirect[answer result reads with a presigned URL of the object store]' \
-            '--model=[model name or .onnx file]:model:_files' \
-            '--upstream=[Open Inference Protocol server that runs the model]:URL:_urls' \
-            '--upstream-model=[the model'"'"'s name on the upstream]:name: ' \
-            '--upstream-token=[bearer token sent to the upstream]:token: ' \
-            '--precision=[default model number format]:precision:(auto fp32 int8)' \
-            '--inference-workers=[inference worker threads, each with its own session]:number: ' \
-            '--inference-threads=[intra-op threads of each session]:number: ' && ret=0
-          ;;
-        model-server)
-          _arguments -S $_cutout_global_opts \
-            '--host=[bind address]:host:_hosts' \
-            '--port=[port; 0 picks a free one]:port: ' \
-            '--model=[model name or .onnx file]:model:_files' \
-            '--precision=[models served: fp32 as NAME, int8 as NAME-int8]:precision:(auto fp32 int8)' \
-            '--token=[bearer token required on all but /v2/health]:token: ' \
-            '--inference-workers=[inference worker threads, each with its own session]:number: ' \
-            '--inference-threads=[intra-op threads of each session]:number: ' && ret=0
-          ;;
+        # each command's flags, generated above
+        serve) _arguments -S $_cutout_help_opts $_cutout_opts_serve && ret=0 ;;
+        model-server) _arguments -S $_cutout_help_opts $_cutout_opts_model_server && ret=0 ;;
+        account) _arguments -S $_cutout_help_opts $_cutout_opts_account && ret=0 ;;
+        usage) _arguments -S $_cutout_help_opts $_cutout_opts_usage && ret=0 ;;
+        openapi) _arguments -S $_cutout_help_opts $_cutout_opts_openapi && ret=0 ;;
+        health) _arguments -S $_cutout_help_opts $_cutout_opts_health && ret=0 ;;
         keys)
           state=
-          _arguments -C $_cutout_global_opts '1:keys command:((create\:"create a key" list\:"list keys" revoke\:"revoke a key"))' \
+          _arguments -C $_cutout_help_opts '1:keys command:((create\:"create a key" list\:"list keys" revoke\:"revoke a key"))' \
             '*:: :->keys' && ret=0
           [[ $state == keys ]] && case $line[1] in
-            create)
-              _arguments -S $_cutout_global_opts \
-                '--name=[name of the key]:name: ' \
-                '--test[create a test key]' \
-                '--account=[add the key to this account]:account id: ' \
-                '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' \
-                '--json[print JSON]' && ret=0
-              ;;
-            list) _arguments -S $_cutout_global_opts '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' '--json[print JSON]' && ret=0 ;;
-            revoke) _arguments -S $_cutout_global_opts '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' '1:key id: ' && ret=0 ;;
+            create) _arguments -S $_cutout_help_opts $_cutout_opts_keys_create && ret=0 ;;
+            list) _arguments -S $_cutout_help_opts $_cutout_opts_keys_list && ret=0 ;;
+            revoke) _arguments -S $_cutout_help_opts $_cutout_opts_keys_revoke '1:key id: ' && ret=0 ;;
           esac
           ;;
         credits)
-          _arguments -S $_cutout_global_opts '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' '1:credits command:((add\:"add purchased credits"))' \
-            '2:account or key id: ' '3:amount: ' && ret=0
-          ;;
-        account | usage)
-          _arguments -S $_cutout_global_opts '--key=[API key]:API key: ' '--json[print JSON]' '--store=[PostgreSQL URL shared by a fleet (default: SQLite in the data directory)]:URL: ' && ret=0
+          state=
+          _arguments -C $_cutout_help_opts '1:credits command:((add\:"add purchased credits"))' '*:: :->credits' && ret=0
+          [[ $state == credits && $line[1] == add ]] && _arguments -S $_cutout_help_opts $_cutout_opts_credits_add \
+            '1:account or key id: ' '2:amount: ' && ret=0
           ;;
         models)
-          _arguments -S $_cutout_global_opts \
+          state=
+          _arguments -C $_cutout_help_opts \
             '1:models command:((list\:"known models" verify\:"check presence and checksums" pull\:"assemble a model and build its quality variants" export\:"write a Triton model repository"))' \
-            '--json[print JSON (list, verify)]' '--no-variants[pull, export: skip the quality variants]' \
-            '--triton=[export: the Triton model repository to write]:directory:_directories' && ret=0
-          ;;
-        openapi)
-          _arguments -S $_cutout_global_opts && ret=0
-          ;;
-        health)
-          _arguments -S $_cutout_global_opts '--url=[the server'"'"'s base URL (default http://127.0.0.1:PORT)]:URL:_urls' && ret=0
+            '*:: :->models' && ret=0
+          [[ $state == models ]] && case $line[1] in
+            list) _arguments -S $_cutout_help_opts $_cutout_opts_models_list && ret=0 ;;
+            verify) _arguments -S $_cutout_help_opts $_cutout_opts_models_verify '1:model name: ' && ret=0 ;;
+            pull) _arguments -S $_cutout_help_opts $_cutout_opts_models_pull '1:model name: ' && ret=0 ;;
+            export) _arguments -S $_cutout_help_opts $_cutout_opts_models_export '1:model name: ' && ret=0 ;;
+          esac
           ;;
         completion)
-          _arguments -S $_cutout_global_opts '1:shell:(bash zsh fish)' && ret=0
+          _arguments -S $_cutout_help_opts $_cutout_opts_completion '1:shell:(bash zsh fish)' && ret=0
           ;;
         help)
           _arguments '1: :_cutout_commands' && ret=0
           ;;
         *)
           # implicit remove: the first word was an input
-          _arguments -S $_cutout_global_opts $_cutout_remove_opts '*:input:_files' && ret=0
+          _arguments -S $_cutout_help_opts $_cutout_remove_opts '*:input:_files' && ret=0
           ;;
       esac
       ;;

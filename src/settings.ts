@@ -55,6 +55,8 @@ export interface SettingRow<K extends string = string, T = unknown, S extends Se
   help: string;
   /** The help of its flag on the commands that are not servers (remove, keys, ...), shown as written. */
   cliHelp?: string;
+  /** The values its flag takes, for the shell completions (a free value or a switch: none). */
+  values?: readonly string[];
   /** Read also from `<env>_FILE`; never shown in a message. */
   secret?: boolean;
   /** Not a key of the config file (the file's own path; a `process` variable). */
@@ -150,7 +152,7 @@ export const SETTINGS = Object.freeze([
   setting({ key: 'inferenceThreads', flags: on(['remove', ...BOTH], '--inference-threads <n>'), cliHelp: 'intra-op threads of each session (default: the cores over the workers; env CUTOUT_THREADS)', env: 'CUTOUT_INFERENCE_THREADS', default: threadsFromEnv > 0 ? Math.floor(threadsFromEnv) : split.threads, defaultText: 'the cores over the workers, or $CUTOUT_THREADS', help: 'intra-op threads of each session', parse: (v) => int('inferenceThreads', v, 1, 1024) }),
   // The API's spelling of the name (`quality`) in the message, as for the other settings.
   setting({ key: 'quality', flags: {}, env: 'CUTOUT_QUALITY', default: 'best', help: 'CLI: default --quality', parse: (v) => parseEnum('quality', QUALITIES, v, 'api') }),
-  setting({ key: 'precision', flags: on(BOTH, '--precision <precision>'), env: 'CUTOUT_PRECISION', default: 'auto', help: 'auto | fp32 | int8: the default precision; the model server serves fp32 as NAME and int8 as NAME-int8, and serve --upstream asks for NAME-int8 with int8, for NAME with auto and fp32', parse: (v) => parseEnum('precision', PRECISIONS, v, 'api') }),
+  setting({ key: 'precision', flags: on(BOTH, '--precision <precision>'), values: PRECISIONS, env: 'CUTOUT_PRECISION', default: 'auto', help: 'auto | fp32 | int8: the default precision; the model server serves fp32 as NAME and int8 as NAME-int8, and serve --upstream asks for NAME-int8 with int8, for NAME with auto and fp32', parse: (v) => parseEnum('precision', PRECISIONS, v, 'api') }),
   setting({ key: 'preload', flags: { serve: '--preload' }, env: 'CUTOUT_PRELOAD', default: false, help: 'load the model before "listening" is printed; /readyz answers 503 naming the model until it is loaded (the container image sets it)', parse: (v) => bool('preload', v) }),
   // serve: the HTTP API.
   setting({ key: 'host', flags: { serve: '--host <host>' }, env: 'CUTOUT_HOST', default: '127.0.0.1', help: 'bind address', parse: (v) => str('host', v) }),
@@ -170,7 +172,7 @@ export const SETTINGS = Object.freeze([
   setting({ key: 'metrics', flags: { serve: '--no-metrics' }, env: 'CUTOUT_METRICS', default: true, help: 'do not serve Prometheus metrics at /metrics', parse: (v) => bool('metrics', v) }),
   setting({ key: 'metricsPort', flags: { serve: '--metrics-port <port>' }, env: 'CUTOUT_METRICS_PORT', default: null, defaultText: 'on the API port', help: 'serve /metrics on a listener of its own on this port, not on the API port (recommended: a port only the scraper reaches, as Triton uses 8002); 0 picks a free one', parse: (v) => (v === null ? null : int('metricsPort', v, 0, 65535)) }),
   setting({ key: 'metricsHost', flags: { serve: '--metrics-host <host>' }, env: 'CUTOUT_METRICS_HOST', default: null, defaultText: '--host', help: 'bind address of the --metrics-port listener', parse: (v) => nullableStr('metricsHost', v) }),
-  setting({ key: 'logLevel', flags: { serve: '--log-level <level>' }, env: 'CUTOUT_LOG_LEVEL', default: 'info', help: 'lowest level of the JSON request log on stdout: trace, debug, info, warn, error, fatal or silent', parse: (v) => {
+  setting({ key: 'logLevel', flags: { serve: '--log-level <level>' }, values: LOG_LEVELS, env: 'CUTOUT_LOG_LEVEL', default: 'info', help: 'lowest level of the JSON request log on stdout: trace, debug, info, warn, error, fatal or silent', parse: (v) => {
     if (typeof v !== 'string' || !(LOG_LEVELS as readonly string[]).includes(v)) fail('logLevel', `one of ${LOG_LEVELS.join(', ')}`, v);
     return v as LogLevel;
   } }),

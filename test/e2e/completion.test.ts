@@ -115,6 +115,82 @@ t.test('the image-flag block of each script is the one the options table gives (
   t.throws(() => withImageFlags('#!/bin/bash\n', 'bash'), /no image-flag block/);
 });
 
+t.test('the command-flag block of each script is the one the program gives (npm run completions rewrites it)', async (t) => {
+  const { withCommandFlags, commandFlagBlock, commandFlags } = await import('../../src/commands/completion-blocks.js');
+  for (const shell of SHELLS) {
+    const text = readFileSync(scriptPath(shell), 'utf8');
+    t.equal(withCommandFlags(text, shell), text, `${shell}: up to date (else run npm run completions)`);
+  }
+  // A made-up setting flag of serve reaches all three scripts, with what completes its value.
+  const p = buildProgram();
+  p.commands.find((c) => c.name() === 'serve')!.option('--feather <dir>', "blur the matte's edge (env CUTOUT_FEATHER; default 1)");
+  const commands = commandFlags(p);
+  t.match(commandFlagBlock('bash', commands).join('\n'), /_cutout_opts_serve='[^']* --feather'/);
+  t.match(commandFlagBlock('bash', commands).join('\n'), /--data \| --triton \| --feather\) _cutout_compgen_files directory/);
+  t.match(commandFlagBlock('zsh', commands).join('\n'), /'--feather=\[blur the matte'"'"'s edge\]:dir:_directories'/);
+  t.match(commandFlagBlock('fish', commands).join('\n'), /-n '__cutout_is serve' -l feather -x -a '\(__fish_complete_directories\)' -d 'Blur the matte\\'s edge'/);
+  t.throws(() => withCommandFlags('#!/bin/bash\n', 'bash'), /no command-flag block/);
+});
+
+/** Each command and subcommand of the program (`serve`, `keys create`) with its long flags, from commander. */
+function commandPaths(): { path: string[]; flags: string[] }[] {
+  const longs = (c: Command) => c.options.flatMap((o) => (o.long ? [o.long] : []));
+  return buildProgram().commands.flatMap((c) =>
+    c.commands.length ? c.commands.map((sub) => ({ path: [c.name(), sub.name()], flags: longs(sub) })) : [{ path: [c.name()], flags: longs(c) }],
+  );
+}
+
+t.test("every command's flags are completed for that command, in each shell (cutout --help, serve, keys, models, ...)", async (t) => {
+  const paths = commandPaths();
+  t.ok(paths.some((p) => p.path.join(' ') === 'keys create') && paths.some((p) => p.path.join(' ') === 'models export'), 'the program was read');
+  const top = buildProgram().options.flatMap((o) => (o.long ? [o.long] : []));
+  const remove = paths.find((p) => p.path[0] === 'remove')!;
+  // bash: asked as a person would, at `cutout <command> [<sub>] --`
+  const bashFlags = (line: string): string[] => {
+    const words = line.split(' ');
+    const driver = [
+      `source ${JSON.stringify(scriptPath('bash'))}`,
+      `COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')})`,
+      `COMP_CWORD=${words.length - 1}`,
+      '_cutout',
+      'printf "%s\\n" "${COMPREPLY[@]}"',
+    ].join('\n');
+    return execFileSync('bash', ['-c', driver], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  };
+  const offered = bashFlags('cutout --');
+  for (const f of [...remove.flags, ...top, '--help']) t.ok(offered.includes(f), `bash: cutout --help's ${f} at cutout --`);
+  for (const { path, flags } of paths) {
+    // a subcommand's positional argument first where it has one
+    const line = ['cutout', ...path, ...(path.join(' ') === 'keys revoke' ? ['key_1'] : path.join(' ') === 'credits add' ? ['acct_1', '5'] : []), '--'].join(' ');
+    const got = bashFlags(line);
+    for (const f of [...flags, '--help']) t.ok(got.includes(f), `bash: ${path.join(' ')} ${f}`);
+  }
+  // zsh: each command's array holds its flags, and the script hands that array to _arguments
+  const zsh = readFileSync(scriptPath('zsh'), 'utf8');
+  const { optsVariable, imageFlags } = await import('../../src/commands/completion-blocks.js');
+  const image = new Set(imageFlags().map((f) => f.long));
+  for (const { path, flags } of paths) {
+    const name = optsVariable(path);
+    const array = new RegExp(`^${name}=\\(\\n([\\s\\S]*?)\\n\\)$`, 'm').exec(zsh)?.[1] ?? '';
+    t.ok(array, `zsh: ${name}`);
+    t.match(zsh, new RegExp(`\\$${name}\\b`), `zsh: ${name} is used`);
+    for (const f of flags) {
+      if (path[0] === 'remove' && image.has(f)) continue; // the image block's, checked above
+      t.ok(array.includes(`${f}[`) || array.includes(`${f}=[`) || array.includes(`${f}=}`) || array.includes(`${f}}`), `zsh: ${path.join(' ')} ${f}`);
+    }
+  }
+  t.match(zsh, /_cutout_remove_opts=\(\$_cutout_image_opts \$_cutout_opts_remove\)/, 'zsh: remove has the image flags and its own');
+  // fish: a `complete` line for each flag under the command's condition
+  const fish = readFileSync(scriptPath('fish'), 'utf8');
+  for (const { path, flags } of paths) {
+    const condition = path[0] === 'remove' ? '__cutout_removing' : path.length === 1 ? `'__cutout_is ${path[0]}'` : `'__cutout_is ${path[0]}; and __fish_seen_subcommand_from ${path[1]}'`;
+    for (const f of flags) {
+      const line = new RegExp(`^complete -c cutout -n ${condition.replace(/[$()*+.?[\\\]^{|}]/g, '\\$&')} (-s \\w )?-l ${f.slice(2)}\\b`, 'm');
+      t.match(fish, line, `fish: ${path.join(' ')} ${f}`);
+    }
+  }
+});
+
 /** Every command and long option of the program, from commander's own description of it. */
 function programWords(): { commands: string[]; flags: string[] } {
   const commands: string[] = [];
