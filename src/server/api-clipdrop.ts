@@ -8,15 +8,14 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError, type ErrorCode } from '../errors.js';
-import { LIMITS } from '../limits.js';
 import { OptionError, parseEnum } from '../options.js';
 import type { Format } from '../options.js';
 import type { ImageProbe } from '../pipeline/types.js';
 import { resultFieldsOf, resultHeaders } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
-import { dialectCors, dialectDeadlineMs, keyCaller } from './dialect-kit.js';
-import { acceptedRanges, mediaType, readMultipart, sendBytes, sendJson, tooLarge } from './http.js';
+import { dialectCors, dialectDeadlineMs, fieldOf, keyCaller, readUpload, statusOf } from './dialect-kit.js';
+import { acceptedRanges, sendBytes, sendJson } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { runSyncRemoval } from './sync-removal.js';
 
@@ -45,8 +44,7 @@ const CLIPDROP_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
 export function clipdropStatus(err: CutoutError): number {
   if (err.reason === 'missing_key') return 401;
   if (err.reason === 'not_acceptable') return 406;
-  const base = CLIPDROP_STATUS[err.code] ?? 500;
-  return err.status >= 500 && err.status !== base ? err.status : base;
+  return statusOf(err, CLIPDROP_STATUS[err.code] ?? 500);
 }
 
 function renderError(res: ServerResponse, err: CutoutError): void {
@@ -76,15 +74,8 @@ interface ClipdropRequest {
 }
 
 async function readClipdropRequest(req: IncomingMessage): Promise<ClipdropRequest> {
-  if (mediaType(req) !== 'multipart/form-data') {
-    req.resume();
-    throw new OptionError('image_file', 'image_file is required: send a multipart/form-data body with the image in image_file.');
-  }
-  const { fields, files } = await readMultipart(req, { maxFiles: 1 });
-  const image = files.image_file?.[0];
-  if (!image || image.length === 0) throw new OptionError('image_file', 'image_file is required: send a multipart/form-data body with the image in image_file.');
-  if (image.length > LIMITS.maxInputBytes) throw tooLarge('image_file', 'image_file');
-  const value = fields.transparency_handling?.[0]?.trim();
+  const { image, fields } = await readUpload(req, 'image_file', () => new OptionError('image_file', 'image_file is required: send a multipart/form-data body with the image in image_file.'));
+  const value = fieldOf(fields, 'transparency_handling');
   const handling = value ? parseEnum('transparency_handling', TRANSPARENCY_HANDLING, value, 'api') : 'return_input_if_non_opaque';
   return { image, handling };
 }

@@ -15,8 +15,8 @@ import type { RemoveRequest } from '../pipeline/types.js';
 import { resultFieldsOf, resultHeaders } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
-import { dialectCors, dialectDeadlineMs, keyCaller, wantsJsonNotImage } from './dialect-kit.js';
-import { mediaType, readMultipart, sendBytes, sendJson, tooLarge } from './http.js';
+import { dialectCors, dialectDeadlineMs, fieldOf, keyCaller, readUpload, statusOf, wantsJsonNotImage } from './dialect-kit.js';
+import { sendBytes, sendJson, tooLarge } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { runSyncRemoval } from './sync-removal.js';
 
@@ -53,8 +53,7 @@ const PHOTOROOM_ERRORS: Readonly<Record<ErrorCode, { status: number; type: strin
 export function photoroomError(err: CutoutError): { status: number; type: string } {
   const base = PHOTOROOM_ERRORS[err.code] ?? PHOTOROOM_ERRORS.processing_failed;
   if (err.code === 'invalid_request' && err.reason === 'missing_image') return { ...base, type: 'missing_image' };
-  // A status of cutout's own (504 past the deadline) stays.
-  return err.status >= 500 && err.status !== base.status ? { ...base, status: err.status } : base;
+  return { ...base, status: statusOf(err, base.status) };
 }
 
 function renderError(res: ServerResponse, err: CutoutError): void {
@@ -64,12 +63,6 @@ function renderError(res: ServerResponse, err: CutoutError): void {
 
 /** The key in `x-api-key` only: Photoroom takes no other place for it. */
 const KEY_RULE = { missing: 'Missing API key: send it in the x-api-key header.', invalid: 'Invalid API key.' };
-
-/** One value per field, empty strings absent (a form's empty input). */
-function given(fields: Record<string, string[]>, name: string): string | undefined {
-  const v = fields[name]?.[0];
-  return v === undefined || v.trim() === '' ? undefined : v.trim();
-}
 
 export interface PhotoroomRequest {
   request: RemoveRequest;
@@ -84,12 +77,12 @@ export interface PhotoroomRequest {
 export function parsePhotoroomParams(fields: Record<string, string[]>, image: Buffer | undefined): PhotoroomRequest {
   if (!image || image.length === 0) throw new OptionError('image_file', 'Please provide an image.', 'missing_image');
   if (image.length > LIMITS.maxInputBytes) throw tooLarge('image_file', 'image_file');
-  const format = parseEnum('format', FORMATS, given(fields, 'format')?.toLowerCase() === 'jpeg' ? 'jpg' : given(fields, 'format') ?? 'png', 'api');
-  const channels = parseEnum('channels', ['rgba', 'alpha'] as const, given(fields, 'channels') ?? 'rgba', 'api');
-  const sizeName = parseEnum('size', Object.keys(PHOTOROOM_SIZES), given(fields, 'size')?.toLowerCase() ?? 'full', 'api');
-  const crop = given(fields, 'crop') !== undefined ? parseBoolean('crop', given(fields, 'crop'), 'api') : false;
-  if (given(fields, 'despill') !== undefined) parseBoolean('despill', given(fields, 'despill'), 'api');
-  const bg = given(fields, 'bg_color');
+  const format = parseEnum('format', FORMATS, fieldOf(fields, 'format')?.toLowerCase() === 'jpeg' ? 'jpg' : fieldOf(fields, 'format') ?? 'png', 'api');
+  const channels = parseEnum('channels', ['rgba', 'alpha'] as const, fieldOf(fields, 'channels') ?? 'rgba', 'api');
+  const sizeName = parseEnum('size', Object.keys(PHOTOROOM_SIZES), fieldOf(fields, 'size')?.toLowerCase() ?? 'full', 'api');
+  const crop = fieldOf(fields, 'crop') !== undefined ? parseBoolean('crop', fieldOf(fields, 'crop'), 'api') : false;
+  if (fieldOf(fields, 'despill') !== undefined) parseBoolean('despill', fieldOf(fields, 'despill'), 'api');
+  const bg = fieldOf(fields, 'bg_color');
   const request: RemoveRequest = {
     size: PHOTOROOM_SIZES[sizeName].size,
     maxArea: PHOTOROOM_SIZES[sizeName].maxArea,
@@ -102,12 +95,8 @@ export function parsePhotoroomParams(fields: Record<string, string[]>, image: Bu
 }
 
 async function readSegmentRequest(req: IncomingMessage): Promise<PhotoroomRequest> {
-  if (mediaType(req) !== 'multipart/form-data') {
-    req.resume();
-    throw new OptionError('image_file', 'Please provide an image.', 'missing_image');
-  }
-  const { fields, files } = await readMultipart(req, { maxFiles: 1 });
-  return parsePhotoroomParams(fields, files.image_file?.[0]);
+  const { image, fields } = await readUpload(req, 'image_file', () => new OptionError('image_file', 'Please provide an image.', 'missing_image'));
+  return parsePhotoroomParams(fields, image);
 }
 
 async function handleSegment(ctx: PhotoroomContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {

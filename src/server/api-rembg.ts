@@ -6,7 +6,7 @@
  * route (`Authorization: Bearer` or `X-Api-Key`), charged like v1 (a full-size result, 1 credit).
  */
 import { resultFieldsOf, resultHeaders } from '../result-fields.js';
-import { dialectCors, dialectDeadlineMs } from './dialect-kit.js';
+import { dialectCors, dialectDeadlineMs, readUpload } from './dialect-kit.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request } from 'polka';
@@ -16,7 +16,7 @@ import { OptionError, type Rgb } from '../options.js';
 import type { RemoveRequest } from '../pipeline/types.js';
 import type { ServerContext } from './context.js';
 import { identify, type Caller } from './guards.js';
-import { mediaType, readMultipart, sendBytes, sendJson } from './http.js';
+import { sendBytes, sendJson } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { runSyncRemoval } from './sync-removal.js';
 
@@ -131,13 +131,7 @@ async function handleGet(ctx: RembgContext, req: Request, res: ServerResponse, c
 
 async function handlePost(ctx: RembgContext, req: Request, res: ServerResponse, caller: Caller): Promise<void> {
   const q = query(req);
-  if (mediaType(req) !== 'multipart/form-data') {
-    req.resume();
-    throw new RembgValidationError('body', 'file', 'Field required', 'missing');
-  }
-  const { fields, files } = await readMultipart(req);
-  const file = files.file?.[0];
-  if (!file) throw new RembgValidationError('body', 'file', 'Field required', 'missing');
+  const { image: file, fields } = await readUpload(req, 'file', () => new RembgValidationError('body', 'file', 'Field required', 'missing'));
   const request = rembgRequest((name) => {
     const inBody = fields[name]?.[0];
     return inBody !== undefined ? { value: inBody, where: 'body' } : { value: q.get(name) ?? undefined, where: 'query' };

@@ -19,7 +19,7 @@ import { sendBytes, sendJson } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { readRemoveBgRequest, type RemoveBgSource } from './removebg-params.js';
 import { dialectBody, resultFieldsOf, resultHeaders } from '../result-fields.js';
-import { dialectCors, dialectDeadlineMs, keyCaller, wantsJsonNotImage } from './dialect-kit.js';
+import { dialectCors, dialectDeadlineMs, keyCaller, statusOf, wantsJsonNotImage } from './dialect-kit.js';
 import { runSyncRemoval } from './sync-removal.js';
 
 export const REMOVEBG_PREFIX = '/v1.0';
@@ -66,8 +66,7 @@ export function removeBgError(err: CutoutError): { status: number; code: string;
     const code = err.reason ?? PARAM_CODES[err.param];
     if (code) return { ...base, code, title: code.replace(/_/g, ' ').replace(/^./, (c) => c.toUpperCase()) };
   }
-  // A status of cutout's own (504 past the deadline) stays.
-  return err.status >= 500 && err.status !== base.status ? { ...base, status: err.status } : base;
+  return { ...base, status: statusOf(err, base.status) };
 }
 
 function renderError(res: ServerResponse, err: CutoutError): void {

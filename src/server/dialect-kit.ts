@@ -11,7 +11,7 @@ import { LIMITS } from '../limits.js';
 import { resultHeaderNames, type Dialect } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
-import { acceptedRanges } from './http.js';
+import { acceptedRanges, mediaType, readMultipart, tooLarge } from './http.js';
 
 /** A request header's first value. */
 export function headerOf(req: IncomingMessage, name: string): string | undefined {
@@ -66,4 +66,32 @@ export function dialectCors(dialect: Dialect, own: readonly string[] = []): { ex
  */
 export function dialectDeadlineMs(config: Pick<ServerContext['config'], 'syncTimeoutMs'>): number {
   return Math.max(config.syncTimeoutMs, LIMITS.removebgTimeoutMs);
+}
+
+/**
+ * A dialect's upload: the multipart body, read by the one intake (http.ts `readMultipart`), and
+ * its image in the file part `fileField`. `missing()` is the door's own refusal when the body is
+ * not multipart (drained, so that the connection carries the answer) or has no such file.
+ */
+export async function readUpload(req: IncomingMessage, fileField: string, missing: () => CutoutError): Promise<{ image: Buffer; fields: Record<string, string[]> }> {
+  if (mediaType(req) !== 'multipart/form-data') {
+    req.resume();
+    throw missing();
+  }
+  const { fields, files } = await readMultipart(req, { maxFiles: 1 });
+  const image = files[fileField]?.[0];
+  if (!image || image.length === 0) throw missing();
+  if (image.length > LIMITS.maxInputBytes) throw tooLarge(fileField, fileField);
+  return { image, fields };
+}
+
+/** A form field's first value, trimmed; an empty one is absent (a form's empty input). */
+export function fieldOf(fields: Record<string, string[]>, name: string): string | undefined {
+  const v = fields[name]?.[0]?.trim();
+  return v === undefined || v === '' ? undefined : v;
+}
+
+/** The status a dialect answers: its table's `base`, but a 5xx of cutout's own (504 past the deadline) stays. */
+export function statusOf(err: CutoutError, base: number): number {
+  return err.status >= 500 && err.status !== base ? err.status : base;
 }
