@@ -230,208 +230,273 @@ function metadata(m: ServedModel): ModelMetadata {
   return { name: m.name, versions: ['1'], platform: 'onnxruntime_onnx', inputs: [input], outputs: [output] };
 }
 
-export async function startModelServer(opts: ModelServerOptions): Promise<ModelServer> {
-  const { manifest, model } = opts;
-  const limits: ServerLimits = {
+/** What the request handlers share: the models, the token, the slots, the body budget, readiness. */
+interface ServerState {
+  opts: ModelServerOptions;
+  limits: ServerLimits;
+  served: ReadonlyMap<string, ServedModel>;
+  tokenHash: Buffer | null;
+  slots: InferenceSlots;
+  budget: BodyBudget;
+  /** True once the first model is loaded. */
+  ready: boolean;
+}
+
+/** The LIMITS.modelServer* numbers, with the options' overrides (tests). */
+function serverLimits(overrides: Partial<ServerLimits> | undefined): ServerLimits {
+  return {
     maxInferences: LIMITS.modelServerMaxInferences, maxQueue: LIMITS.modelServerMaxQueue, bodyBudgetBytes: LIMITS.modelServerBodyBudgetBytes,
-    bodyTimeoutMs: LIMITS.modelServerBodyTimeoutMs, headersTimeoutMs: LIMITS.modelServerHeadersTimeoutMs, ...opts.limits,
+    bodyTimeoutMs: LIMITS.modelServerBodyTimeoutMs, headersTimeoutMs: LIMITS.modelServerHeadersTimeoutMs, ...overrides,
   };
-  if (opts.models.length === 0) throw new Error('startModelServer: no models to serve');
-  const served = new Map<string, ServedModel>(opts.models.map((m) => [m.name, m]));
-  const tokenHash = opts.token ? crypto.createHash('sha256').update(opts.token).digest() : null;
-  // Ready once the first model is loaded (verified weights, a session); the others load on use.
-  const first = opts.models[0];
-  let ready = false;
-  const loading = model.loadModel(manifest, first.side, first.precision).then(() => { ready = true; });
+}
 
-  const modelOf = (name: string): ServedModel => {
-    const m = served.get(name);
-    if (!m) throw new ProtocolError(404, `unknown model "${name.slice(0, 200)}"; this server has: ${[...served.keys()].join(', ')}`);
-    return m;
-  };
+function modelOf(state: ServerState, name: string): ServedModel {
+  const m = state.served.get(name);
+  if (!m) throw new ProtocolError(404, `unknown model "${name.slice(0, 200)}"; this server has: ${[...state.served.keys()].join(', ')}`);
+  return m;
+}
 
-  const slots = new InferenceSlots(limits.maxInferences, limits.maxQueue);
-  const budget = new BodyBudget(limits.bodyBudgetBytes);
-
-  const infer = async (m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
-    const want = expectedTensors(manifest, m.side);
-    const elements = elementCount(want.input.shape);
-    // With Inference-Header-Content-Length the tensor is binary; without it the body is all JSON.
-    const headerLength = req.headers[HEADER_LENGTH];
-    const encoding = headerLength === undefined ? 'json' : 'binary';
-    const hold = { bytes: 0 };
+/** POST .../infer: the whole body first, without a slot (a client that stalls mid-body holds only its bytes), then a slot. */
+async function infer(state: ServerState, m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const want = expectedTensors(state.opts.manifest, m.side);
+  const elements = elementCount(want.input.shape);
+  // With Inference-Header-Content-Length the tensor is binary; without it the body is all JSON.
+  const encoding = req.headers[HEADER_LENGTH] === undefined ? 'json' : 'binary';
+  const hold = { bytes: 0 };
+  try {
+    const body = await readBody(req, inferBodyLimit(elements, encoding), state.limits.bodyTimeoutMs, state.budget, hold);
+    const release = await state.slots.take(res);
     try {
-      // The whole body first, without a slot: a client that stalls mid-body holds only its bytes.
-      const body = await readBody(req, inferBodyLimit(elements, encoding), limits.bodyTimeoutMs, budget, hold);
-      const release = await slots.take(res);
-      try {
-        await inferOne(m, req, res, body, encoding);
-      } finally {
-        release();
-      }
+      await inferOne(state, m, req, res, body, encoding);
     } finally {
-      budget.held -= hold.bytes;
+      release();
     }
+  } finally {
+    state.budget.held -= hold.bytes;
+  }
+}
+
+type Tensors = ReturnType<typeof expectedTensors>;
+type AskedOutput = NonNullable<InferenceRequest['outputs']>[number];
+
+/** A request read and checked: its JSON, the outputs it asks for, and its input tensor. */
+interface CheckedRequest {
+  request: InferenceRequest;
+  asked: AskedOutput[];
+  tensor: Float32Array;
+}
+
+/** One inference, its body read and a slot held: the request checked, the model run, the answer written. */
+async function inferOne(state: ServerState, m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse, body: Buffer, encoding: 'json' | 'binary'): Promise<void> {
+  const want = expectedTensors(state.opts.manifest, m.side);
+  const checked = checkedRequest(m, want, req.headers[HEADER_LENGTH], body, encoding);
+  let result: Awaited<ReturnType<LocalModel['runModel']>>;
+  try {
+    result = await state.opts.model.runModel(state.opts.manifest, checked.tensor, m.side, want.input.shape[2], 0, m.precision);
+  } catch (err) {
+    // The detail is for the operator's log; the client gets the model's one line too (its own request).
+    process.stderr.write(`cutout model-server: inference failed on model "${m.name}": ${(err as Error)?.message ?? String(err)}\n`);
+    throw new ProtocolError(500, `inference failed: ${(err as Error).message}`);
+  }
+  writeAnswer(res, m, checked, result);
+}
+
+/** The request body parsed and checked against the model's tensors (400 for what does not fit). */
+function checkedRequest(m: ServedModel, want: Tensors, headerLength: string | string[] | undefined, body: Buffer, encoding: 'json' | 'binary'): CheckedRequest {
+  const elements = elementCount(want.input.shape);
+  // Bound what JSON.parse would build before it runs: at most one value per element, plus the
+  // brackets and commas of a nested array's rows, plus the header's own.
+  const rows = elements / want.input.shape[want.input.shape.length - 1];
+  const maxValues = (encoding === 'json' ? elements + 2 * rows : 0) + LIMITS.inferHeaderAllowanceBytes;
+  const jsonPart = encoding === 'json' ? body : body.subarray(0, Math.min(body.length, Number(headerLength) || 0));
+  const values = jsonValueBound(jsonPart);
+  if (values > maxValues) {
+    throw new ProtocolError(400, `the request's JSON holds about ${values} values; model "${m.name}" takes ${elements} elements${encoding === 'binary' ? ' (in the binary part)' : ''}`);
+  }
+  let request: InferenceRequest;
+  let binary: Buffer;
+  try {
+    const split = splitBody(body, headerLength);
+    request = split.json as InferenceRequest;
+    binary = split.binary;
+  } catch (err) {
+    throw new ProtocolError(400, `malformed request body: ${(err as Error).message}`);
+  }
+  if (!request || typeof request !== 'object' || !Array.isArray(request.inputs)) throw new ProtocolError(400, 'the request needs an "inputs" array');
+  if (request.id !== undefined && (typeof request.id !== 'string' || request.id.length > LIMITS.modelServerMaxIdLength)) {
+    throw new ProtocolError(400, `"id" must be a string of at most ${LIMITS.modelServerMaxIdLength} characters`);
+  }
+  if (request.inputs.length !== 1 || request.inputs[0]?.name !== want.input.name) {
+    throw new ProtocolError(400, `model "${m.name}" takes one input, "${want.input.name}"; got: ${request.inputs.slice(0, 5).map((i) => String(i?.name).slice(0, 100)).join(', ') || 'none'}${request.inputs.length > 5 ? ', ...' : ''}`);
+  }
+  const asked = askedOutputs(m, want, request);
+  return { request, asked, tensor: inputTensor(want, request.inputs[0], binary) };
+}
+
+/**
+ * The outputs asked for (all of them when the list is absent), each binary or JSON: each output
+ * at most once, so an answer is never more than the one matte.
+ */
+function askedOutputs(m: ServedModel, want: Tensors, request: InferenceRequest): AskedOutput[] {
+  const asked = request.outputs ?? [{ name: want.output.name }];
+  if (!Array.isArray(asked)) throw new ProtocolError(400, '"outputs" must be an array');
+  if (asked.length > 1) {
+    const names = asked.map((o) => o?.name);
+    const unknown = names.find((n) => n !== want.output.name);
+    if (unknown !== undefined) throw new ProtocolError(400, `unknown output "${String(unknown).slice(0, 100)}"; model "${m.name}" has: ${want.output.name}`);
+    throw new ProtocolError(400, `output "${want.output.name}" is asked for ${asked.length} times; ask for each output once (model "${m.name}" has one output)`);
+  }
+  for (const o of asked) {
+    if (!o || typeof o !== 'object' || o.name !== want.output.name) throw new ProtocolError(400, `unknown output "${String(o?.name).slice(0, 100)}"; model "${m.name}" has: ${want.output.name}`);
+  }
+  return asked;
+}
+
+/** The input's tensor, checked for its datatype and shape, in a buffer of its own. */
+function inputTensor(want: Tensors, input: InferenceRequest['inputs'][number], binary: Buffer): Float32Array {
+  if (input.datatype !== want.input.datatype) throw new ProtocolError(400, `input "${input.name}" must be ${want.input.datatype}, got ${String(input.datatype).slice(0, 100)}`);
+  if (!Array.isArray(input.shape) || !shapeAdmits(want.input.shape, input.shape)) {
+    throw new ProtocolError(400, `input "${input.name}" must have shape [${want.input.shape.join(', ')}], got [${String(input.shape).slice(0, 100)}]`);
+  }
+  let tensor: Float32Array;
+  try {
+    tensor = readTensors([input], binary)[0].data;
+  } catch (err) {
+    throw new ProtocolError(400, (err as Error).message);
+  }
+  // runModel transfers the tensor's whole ArrayBuffer to the worker thread: a view into the
+  // request body becomes a tensor of its own (a 12.6 MB copy, about 3 ms).
+  if (tensor.byteOffset !== 0 || tensor.byteLength !== tensor.buffer.byteLength) tensor = tensor.slice();
+  return tensor;
+}
+
+/** The answer: the matte as each output asked for it (JSON, or binary after the JSON header). */
+function writeAnswer(res: http.ServerResponse, m: ServedModel, checked: CheckedRequest, result: Awaited<ReturnType<LocalModel['runModel']>>): void {
+  const { request, asked } = checked;
+  const allBinary = request.parameters?.binary_data_output === true;
+  const shape = [1, 1, result.height, result.width];
+  const parts: Buffer[] = [];
+  const outputs: ResponseOutput[] = asked.map((o) => {
+    const wantsBinary = typeof o.parameters?.binary_data === 'boolean' ? o.parameters.binary_data : allBinary;
+    if (wantsBinary) {
+      const bytes = fp32Bytes(result.data);
+      parts.push(bytes);
+      return { name: o.name, datatype: 'FP32', shape, parameters: { binary_data_size: bytes.length } };
+    }
+    return { name: o.name, datatype: 'FP32', shape, data: Array.from(result.data) };
+  });
+  const header = {
+    model_name: m.name, model_version: '1', ...(request.id !== undefined ? { id: request.id } : {}),
+    parameters: { [SERVER_MS_PARAMETER]: result.ms }, outputs,
   };
+  const json = Buffer.from(JSON.stringify(header));
+  const total = json.length + parts.reduce((n, p) => n + p.length, 0);
+  // Never more than one matte can take (the checks above make it so; this keeps it so).
+  const answerLimit = inferBodyLimit(result.width * result.height, parts.length > 0 ? 'binary' : 'json');
+  if (total > answerLimit) throw new ProtocolError(500, `the answer would be ${formatMB(total)}, over the ${formatMB(answerLimit)} a matte can take`);
+  if (parts.length === 0) {
+    res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': json.length });
+    res.end(json);
+    return;
+  }
+  res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': total, 'Inference-Header-Content-Length': json.length });
+  res.write(json);
+  for (const p of parts) res.write(p);
+  res.end();
+}
 
-  const inferOne = async (m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse, body: Buffer, encoding: 'json' | 'binary'): Promise<void> => {
-    const want = expectedTensors(manifest, m.side);
-    const elements = elementCount(want.input.shape);
-    const headerLength = req.headers[HEADER_LENGTH];
-    // Bound what JSON.parse would build before it runs: at most one value per element, plus the
-    // brackets and commas of a nested array's rows, plus the header's own.
-    const rows = elements / want.input.shape[want.input.shape.length - 1];
-    const maxValues = (encoding === 'json' ? elements + 2 * rows : 0) + LIMITS.inferHeaderAllowanceBytes;
-    const jsonPart = encoding === 'json' ? body : body.subarray(0, Math.min(body.length, Number(headerLength) || 0));
-    const values = jsonValueBound(jsonPart);
-    if (values > maxValues) {
-      throw new ProtocolError(400, `the request's JSON holds about ${values} values; model "${m.name}" takes ${elements} elements${encoding === 'binary' ? ' (in the binary part)' : ''}`);
-    }
-    let request: InferenceRequest;
-    let binary: Buffer;
-    try {
-      const split = splitBody(body, headerLength);
-      request = split.json as InferenceRequest;
-      binary = split.binary;
-    } catch (err) {
-      throw new ProtocolError(400, `malformed request body: ${(err as Error).message}`);
-    }
-    if (!request || typeof request !== 'object' || !Array.isArray(request.inputs)) throw new ProtocolError(400, 'the request needs an "inputs" array');
-    if (request.id !== undefined && (typeof request.id !== 'string' || request.id.length > LIMITS.modelServerMaxIdLength)) {
-      throw new ProtocolError(400, `"id" must be a string of at most ${LIMITS.modelServerMaxIdLength} characters`);
-    }
-    if (request.inputs.length !== 1 || request.inputs[0]?.name !== want.input.name) {
-      throw new ProtocolError(400, `model "${m.name}" takes one input, "${want.input.name}"; got: ${request.inputs.slice(0, 5).map((i) => String(i?.name).slice(0, 100)).join(', ') || 'none'}${request.inputs.length > 5 ? ', ...' : ''}`);
-    }
-    // The outputs asked for (all of them when the list is absent), each binary or JSON: each
-    // output at most once, so an answer is never more than the one matte.
-    const asked = request.outputs ?? [{ name: want.output.name }];
-    if (!Array.isArray(asked)) throw new ProtocolError(400, '"outputs" must be an array');
-    if (asked.length > 1) {
-      const names = asked.map((o) => o?.name);
-      const unknown = names.find((n) => n !== want.output.name);
-      if (unknown !== undefined) throw new ProtocolError(400, `unknown output "${String(unknown).slice(0, 100)}"; model "${m.name}" has: ${want.output.name}`);
-      throw new ProtocolError(400, `output "${want.output.name}" is asked for ${asked.length} times; ask for each output once (model "${m.name}" has one output)`);
-    }
-    for (const o of asked) {
-      if (!o || typeof o !== 'object' || o.name !== want.output.name) throw new ProtocolError(400, `unknown output "${String(o?.name).slice(0, 100)}"; model "${m.name}" has: ${want.output.name}`);
-    }
-    const input = request.inputs[0];
-    if (input.datatype !== want.input.datatype) throw new ProtocolError(400, `input "${input.name}" must be ${want.input.datatype}, got ${String(input.datatype).slice(0, 100)}`);
-    if (!Array.isArray(input.shape) || !shapeAdmits(want.input.shape, input.shape)) {
-      throw new ProtocolError(400, `input "${input.name}" must have shape [${want.input.shape.join(', ')}], got [${String(input.shape).slice(0, 100)}]`);
-    }
-    let tensor: Float32Array;
-    try {
-      tensor = readTensors([input], binary)[0].data;
-    } catch (err) {
-      throw new ProtocolError(400, (err as Error).message);
-    }
-    // runModel transfers the tensor's whole ArrayBuffer to the worker thread: a view into the
-    // request body becomes a tensor of its own (a 12.6 MB copy, about 3 ms).
-    if (tensor.byteOffset !== 0 || tensor.byteLength !== tensor.buffer.byteLength) tensor = tensor.slice();
-    const allBinary = request.parameters?.binary_data_output === true;
+/** The protocol's routes; a token, when set, is asked of all but /v2/health/*. */
+async function route(state: ServerState, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const path = (req.url ?? '/').split('?')[0].replace(/\/+$/, '');
+  const method = req.method ?? 'GET';
+  // Health stays open (load balancers and Kubernetes probes carry no token); the rest needs it.
+  if (state.tokenHash && !path.startsWith('/v2/health/') && !bearerMatches(req.headers.authorization, state.tokenHash)) {
+    throw new ProtocolError(401, 'this model server needs "Authorization: Bearer TOKEN" (its --token)', { 'WWW-Authenticate': 'Bearer' });
+  }
+  const modelPath = /^\/v2\/models\/([^/]+)(?:\/versions\/([^/]+))?(\/ready|\/infer)?$/.exec(path);
+  if (method === 'GET' && path === '/v2') {
+    send(res, 200, { name: SERVER_NAME, version: state.opts.version, extensions: [BINARY_EXTENSION] });
+  } else if (method === 'GET' && path === '/v2/health/live') {
+    send(res, 200, { live: true });
+  } else if (method === 'GET' && path === '/v2/health/ready') {
+    send(res, state.ready ? 200 : 503, { ready: state.ready });
+  } else if (modelPath) {
+    await modelRoute(state, req, res, modelPath, { method, path });
+  } else {
+    throw new ProtocolError(404, `no route ${method} ${path.slice(0, 200)}`);
+  }
+}
 
-    let result: Awaited<ReturnType<LocalModel['runModel']>>;
-    try {
-      result = await model.runModel(manifest, tensor, m.side, want.input.shape[2], 0, m.precision);
-    } catch (err) {
-      // The detail is for the operator's log; the client gets the model's one line too (its own request).
-      process.stderr.write(`cutout model-server: inference failed on model "${m.name}": ${(err as Error)?.message ?? String(err)}\n`);
-      throw new ProtocolError(500, `inference failed: ${(err as Error).message}`);
-    }
-    const shape = [1, 1, result.height, result.width];
-    const parts: Buffer[] = [];
-    const outputs: ResponseOutput[] = asked.map((o) => {
-      const wantsBinary = typeof o.parameters?.binary_data === 'boolean' ? o.parameters.binary_data : allBinary;
-      if (wantsBinary) {
-        const bytes = fp32Bytes(result.data);
-        parts.push(bytes);
-        return { name: o.name, datatype: 'FP32', shape, parameters: { binary_data_size: bytes.length } };
-      }
-      return { name: o.name, datatype: 'FP32', shape, data: Array.from(result.data) };
-    });
-    const header = {
-      model_name: m.name, model_version: '1', ...(request.id !== undefined ? { id: request.id } : {}),
-      parameters: { [SERVER_MS_PARAMETER]: result.ms }, outputs,
-    };
-    const json = Buffer.from(JSON.stringify(header));
-    const total = json.length + parts.reduce((n, p) => n + p.length, 0);
-    // Never more than one matte can take (the checks above make it so; this keeps it so).
-    const answerLimit = inferBodyLimit(result.width * result.height, parts.length > 0 ? 'binary' : 'json');
-    if (total > answerLimit) throw new ProtocolError(500, `the answer would be ${formatMB(total)}, over the ${formatMB(answerLimit)} a matte can take`);
-    if (parts.length === 0) {
-      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': json.length });
-      res.end(json);
-      return;
-    }
-    res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': total, 'Inference-Header-Content-Length': json.length });
-    res.write(json);
-    for (const p of parts) res.write(p);
-    res.end();
-  };
+/** /v2/models/NAME[/versions/1][/ready|/infer]: `match` is the path's [name, version, action]. */
+async function modelRoute(state: ServerState, req: http.IncomingMessage, res: http.ServerResponse, match: RegExpExecArray, at: { method: string; path: string }): Promise<void> {
+  let name: string;
+  try {
+    name = decodeURIComponent(match[1]);
+  } catch {
+    throw new ProtocolError(400, `malformed model name in the path: ${match[1].slice(0, 200)}`);
+  }
+  const m = modelOf(state, name);
+  if (match[2] !== undefined && match[2] !== '1') throw new ProtocolError(404, `model "${m.name}" has no version "${match[2].slice(0, 100)}"; it has: 1`);
+  if (at.method === 'GET' && match[3] === undefined) send(res, 200, metadata(m));
+  else if (at.method === 'GET' && match[3] === '/ready') send(res, state.ready ? 200 : 503, { name: m.name, ready: state.ready });
+  else if (at.method === 'POST' && match[3] === '/infer') await infer(state, m, req, res);
+  else throw new ProtocolError(405, `${at.method} is not allowed on ${at.path}`);
+}
 
-  const route = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
-    const path = (req.url ?? '/').split('?')[0].replace(/\/+$/, '');
-    const method = req.method ?? 'GET';
-    // Health stays open (load balancers and Kubernetes probes carry no token); the rest needs it.
-    if (tokenHash && !path.startsWith('/v2/health/') && !bearerMatches(req.headers.authorization, tokenHash)) {
-      throw new ProtocolError(401, 'this model server needs "Authorization: Bearer TOKEN" (its --token)', { 'WWW-Authenticate': 'Bearer' });
-    }
-    const modelPath = /^\/v2\/models\/([^/]+)(?:\/versions\/([^/]+))?(\/ready|\/infer)?$/.exec(path);
-    if (method === 'GET' && path === '/v2') {
-      send(res, 200, { name: SERVER_NAME, version: opts.version, extensions: [BINARY_EXTENSION] });
-    } else if (method === 'GET' && path === '/v2/health/live') {
-      send(res, 200, { live: true });
-    } else if (method === 'GET' && path === '/v2/health/ready') {
-      send(res, ready ? 200 : 503, { ready });
-    } else if (modelPath) {
-      let name: string;
-      try {
-        name = decodeURIComponent(modelPath[1]);
-      } catch {
-        throw new ProtocolError(400, `malformed model name in the path: ${modelPath[1].slice(0, 200)}`);
-      }
-      const m = modelOf(name);
-      if (modelPath[2] !== undefined && modelPath[2] !== '1') throw new ProtocolError(404, `model "${m.name}" has no version "${modelPath[2].slice(0, 100)}"; it has: 1`);
-      if (method === 'GET' && modelPath[3] === undefined) send(res, 200, metadata(m));
-      else if (method === 'GET' && modelPath[3] === '/ready') send(res, ready ? 200 : 503, { name: m.name, ready });
-      else if (method === 'POST' && modelPath[3] === '/infer') await infer(m, req, res);
-      else throw new ProtocolError(405, `${method} is not allowed on ${path}`);
-    } else {
-      throw new ProtocolError(404, `no route ${method} ${path.slice(0, 200)}`);
-    }
-  };
+/** A request's failure as its answer: `{"error"}` with the error's status (500 for an unexpected one, logged). */
+function answerError(req: http.IncomingMessage, res: http.ServerResponse, err: unknown): void {
+  const status = err instanceof ProtocolError ? err.status : 500;
+  if (!(err instanceof ProtocolError)) process.stderr.write(`cutout model-server: ${(err as Error)?.stack ?? String(err)}\n`);
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  // A body not read in full: too large (413) or too slow (408), the connection closes; any
+  // other (401, 503 over the body budget) is read to its end and dropped by node once the
+  // answer is sent, so that the client, still sending, gets the answer and not a reset.
+  const headers = err instanceof ProtocolError ? { ...err.headers } : {};
+  if (!req.complete && (status === 408 || status === 413)) headers.Connection = 'close';
+  send(res, status, { error: (err as Error).message }, headers);
+}
 
-  const server = http.createServer({
+function createHttpServer(state: ServerState): http.Server {
+  return http.createServer({
     // The headers within their own deadline; node's whole-request deadline a backstop behind ours
     // (readBody's), checked every second rather than node's default 30.
-    headersTimeout: limits.headersTimeoutMs,
-    requestTimeout: Math.max(limits.headersTimeoutMs, limits.bodyTimeoutMs) + 5_000,
+    headersTimeout: state.limits.headersTimeoutMs,
+    requestTimeout: Math.max(state.limits.headersTimeoutMs, state.limits.bodyTimeoutMs) + 5_000,
     connectionsCheckingInterval: LIMITS.modelServerTimeoutCheckMs,
   }, (req, res) => {
-    route(req, res).catch((err: unknown) => {
-      const status = err instanceof ProtocolError ? err.status : 500;
-      if (!(err instanceof ProtocolError)) process.stderr.write(`cutout model-server: ${(err as Error)?.stack ?? String(err)}\n`);
-      if (res.headersSent || res.destroyed) {
-        res.destroy();
-        return;
-      }
-      // A body not read in full: too large (413) or too slow (408), the connection closes; any
-      // other (401, 503 over the body budget) is read to its end and dropped by node once the
-      // answer is sent, so that the client, still sending, gets the answer and not a reset.
-      const headers = err instanceof ProtocolError ? { ...err.headers } : {};
-      if (!req.complete && (status === 408 || status === 413)) headers.Connection = 'close';
-      send(res, status, { error: (err as Error).message }, headers);
-    });
+    route(state, req, res).catch((err: unknown) => answerError(req, res, err));
   });
-  await new Promise<void>((resolve, reject) => {
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
+    server.listen(port, host, () => {
       server.off('error', reject);
       resolve();
     });
   });
+}
+
+export async function startModelServer(opts: ModelServerOptions): Promise<ModelServer> {
+  if (opts.models.length === 0) throw new Error('startModelServer: no models to serve');
+  const limits = serverLimits(opts.limits);
+  const state: ServerState = {
+    opts, limits,
+    served: new Map<string, ServedModel>(opts.models.map((m) => [m.name, m])),
+    tokenHash: opts.token ? crypto.createHash('sha256').update(opts.token).digest() : null,
+    slots: new InferenceSlots(limits.maxInferences, limits.maxQueue),
+    budget: new BodyBudget(limits.bodyBudgetBytes),
+    ready: false,
+  };
+  // Ready once the first model is loaded (verified weights, a session); the others load on use.
+  const first = opts.models[0];
+  const loading = opts.model.loadModel(opts.manifest, first.side, first.precision).then(() => { state.ready = true; });
+  const server = createHttpServer(state);
+  await listen(server, opts.port, opts.host);
   try {
     await loading;
   } catch (err) {
