@@ -9,14 +9,13 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CutoutError, type ErrorCode } from '../errors.js';
-import { LIMITS } from '../limits.js';
 import { OptionError, parseBoolean, parseColor, parseEnum } from '../options.js';
 import type { RemoveRequest } from '../pipeline/types.js';
 import { resultFieldsOf, resultHeaders } from '../result-fields.js';
 import type { ServerContext } from './context.js';
 import type { Caller } from './guards.js';
 import { dialectCors, dialectDeadlineMs, fieldOf, keyCaller, readUpload, statusOf, wantsJsonNotImage } from './dialect-kit.js';
-import { sendBytes, sendJson, tooLarge } from './http.js';
+import { sendBytes, sendJson } from './http.js';
 import type { ApiPlugin } from './plugin.js';
 import { runSyncRemoval } from './sync-removal.js';
 
@@ -64,26 +63,19 @@ function renderError(res: ServerResponse, err: CutoutError): void {
 /** The key in `x-api-key` only: Photoroom takes no other place for it. */
 const KEY_RULE = { missing: 'Missing API key: send it in the x-api-key header.', invalid: 'Invalid API key.' };
 
-export interface PhotoroomRequest {
-  request: RemoveRequest;
-  image: Buffer;
-}
-
 /**
  * The parameters, checked, as cutout's request. `despill` is checked and has no effect of its
  * own: cutout's edge colour estimation runs on every cutout (docs/photoroom.md says what it does
  * and does not do of a despill).
  */
-export function parsePhotoroomParams(fields: Record<string, string[]>, image: Buffer | undefined): PhotoroomRequest {
-  if (!image || image.length === 0) throw new OptionError('image_file', 'Please provide an image.', 'missing_image');
-  if (image.length > LIMITS.maxInputBytes) throw tooLarge('image_file', 'image_file');
+export function parsePhotoroomParams(fields: Record<string, string[]>): RemoveRequest {
   const format = parseEnum('format', FORMATS, fieldOf(fields, 'format')?.toLowerCase() === 'jpeg' ? 'jpg' : fieldOf(fields, 'format') ?? 'png', 'api');
   const channels = parseEnum('channels', ['rgba', 'alpha'] as const, fieldOf(fields, 'channels') ?? 'rgba', 'api');
   const sizeName = parseEnum('size', Object.keys(PHOTOROOM_SIZES), fieldOf(fields, 'size')?.toLowerCase() ?? 'full', 'api');
   const crop = fieldOf(fields, 'crop') !== undefined ? parseBoolean('crop', fieldOf(fields, 'crop'), 'api') : false;
   if (fieldOf(fields, 'despill') !== undefined) parseBoolean('despill', fieldOf(fields, 'despill'), 'api');
   const bg = fieldOf(fields, 'bg_color');
-  const request: RemoveRequest = {
+  return {
     size: PHOTOROOM_SIZES[sizeName].size,
     maxArea: PHOTOROOM_SIZES[sizeName].maxArea,
     format,
@@ -91,24 +83,19 @@ export function parsePhotoroomParams(fields: Record<string, string[]>, image: Bu
     bgColor: bg === undefined || channels === 'alpha' ? null : parseColor(bg, 'api'),
     crop,
   };
-  return { request, image };
-}
-
-async function readSegmentRequest(req: IncomingMessage): Promise<PhotoroomRequest> {
-  const { image, fields } = await readUpload(req, 'image_file', () => new OptionError('image_file', 'Please provide an image.', 'missing_image'));
-  return parsePhotoroomParams(fields, image);
 }
 
 async function handleSegment(ctx: PhotoroomContext, req: IncomingMessage, res: ServerResponse, caller: Caller): Promise<void> {
-  const asked = await readSegmentRequest(req);
+  const { image, fields } = await readUpload(req, 'image_file', () => new OptionError('image_file', 'Please provide an image.', 'missing_image'));
+  const asked = parsePhotoroomParams(fields);
   // Photoroom's clients cannot name a quality: the server's configured one applies (CUTOUT_QUALITY).
   const { result } = await runSyncRemoval(ctx, res, {
     id: crypto.randomUUID(),
     caller,
-    request: { ...asked.request, quality: ctx.config.quality },
+    request: { ...asked, quality: ctx.config.quality },
     testPreview: { maxArea: PHOTOROOM_SIZES.preview.maxArea },
     deadlineMs: dialectDeadlineMs(ctx.config),
-    input: asked.image,
+    input: image,
     description: 'photoroom upload',
   });
   // x-uncertainty-score (1 - confidence) and X-Cutout-Confidence: the table's Photoroom headers (result-fields.ts).
