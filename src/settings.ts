@@ -220,7 +220,7 @@ export const SETTINGS = Object.freeze([
   removeDefault({ key: 'overwrite', flags: { remove: '--overwrite' }, help: 'replace existing outputs', parse: (v) => bool('overwrite', v) }),
   // Read where they act, not by the configuration: before the program loads, or in the worker thread.
   processVariable({ key: 'hugePages', env: 'CUTOUT_HUGEPAGES', defaultText: 'off', help: "1: the launcher (bin/cutout) starts node again with glibc's huge-page tunable for the model's memory; 0: never (docs/internals.md, \"Huge pages\")", readBy: 'src/launcher/hugepages.ts, before the program loads' }),
-  processVariable({ key: 'threads', env: THREADS_ENV, defaultText: 'unset', help: 'the older name of the intra-op thread count, for every command: the default of --inference-threads', readBy: 'src/pipeline/inference-thread.ts; settings.ts (the default of inferenceThreads)' }),
+  processVariable({ key: 'threads', env: THREADS_ENV, defaultText: 'unset', help: 'the older name of the intra-op thread count, for every command: the default of --inference-threads', readBy: 'src/pipeline/inference-thread.ts; src/settings.ts (the default of inferenceThreads)' }),
   processVariable({ key: 'ortCache', env: 'CUTOUT_ORT_CACHE', defaultText: 'on', help: "0: no onnxruntime optimised copy of the model is made or used (the benches)", readBy: 'src/pipeline/inference-worker.ts, in the worker thread' }),
   processVariable({ key: 'arena', env: 'CUTOUT_ARENA', defaultText: 'by image size and precision', help: "0 or 1: turn onnxruntime's CPU memory arena off or on for every run (the benches; docs/internals.md, \"The inference seam\")", readBy: 'src/pipeline/model.ts' }),
 ] as const);
