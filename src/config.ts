@@ -37,7 +37,7 @@ const NEGATABLE: readonly (keyof RemoveDefaults)[] = ['refine', 'decontaminate']
  * answers to an existing output (`skipExisting`, `overwrite`) are one choice: a flag of either
  * sets aside the file's; so is the format, which `--out FILE.png` gives by its extension.
  */
-export function withRemoveDefaults<F extends { [K in keyof RemoveDefaults]?: unknown }>(flags: F, defaults: Readonly<RemoveDefaults>): F {
+export function withRemoveDefaults<F extends { [K in keyof RemoveDefaults]?: unknown }>(flags: F, defaults: Readonly<RemoveDefaults>): F & RemoveDefaults {
   const merged = { ...flags } as Record<string, unknown>;
   const given = (k: keyof RemoveDefaults) => (NEGATABLE.includes(k) ? flags[k] === false : flags[k] !== undefined);
   const flagOutIsFile = typeof flags.out === 'string' && /\.(png|webp|jpe?g)$/i.test(flags.out);
@@ -47,7 +47,7 @@ export function withRemoveDefaults<F extends { [K in keyof RemoveDefaults]?: unk
     if (k === 'format' && flagOutIsFile) continue;
     merged[k] = defaults[k];
   }
-  return merged as F;
+  return merged as F & RemoveDefaults;
 }
 
 export type ConfigInput = { [K in keyof CutoutConfig]?: unknown };
