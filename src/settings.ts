@@ -1,8 +1,10 @@
 /**
  * The settings table: one row per setting, read by the config loader (config.ts: defaults,
- * parsers, environment variables, `_FILE` secrets), by commander (`serve` and `model-server`
- * register their flags from it), by the docs (docs/deploy.md's table is checked against it) and by
- * the completions (checked against it). A new setting is one row here.
+ * parsers, environment variables, `_FILE` secrets, the config file's keys), by the types (the
+ * config's type is made from the rows), by commander (every command registers its setting flags
+ * from it, commands/setting-flags.ts), by the docs (docs/deploy.md's table is written from it) and
+ * by the completions (written from the program's flags, checked against it). A new setting is one
+ * row here; a variable read outside the configuration is a `process` row (test/settings-variables.test.ts).
  *
  * Environment names follow cli-contract.md "Settings from the environment": `CUTOUT_` + the flag's
  * name in upper snake case, the names the contract already lists keeping theirs; a negated flag
