@@ -99,9 +99,9 @@ async function startFleet(store: Store, n: number): Promise<{ servers: Server[];
   const keys: string[] = [];
   try {
     for (let i = 0; i < KEYS; i++) {
-      const k = await direct.createKey({ name: `bench-${i}` });
+      const k = await direct.keys.create({ name: `bench-${i}` });
       // Enough credits for the end-to-end jobs (a full-size result costs one).
-      if (i < JOB_KEYS) await direct.addCredits(k.id, jobCount + n);
+      if (i < JOB_KEYS) await direct.ledger.addCredits(k.id, jobCount + n);
       keys.push(k.key);
     }
   } finally {

@@ -100,8 +100,8 @@ function median(values: number[]): number {
 async function newKey(dataDir: string): Promise<string> {
   const store = await openStore(dataDir);
   try {
-    const k = await store.createKey({ name: 'bench-hang-up' });
-    await store.addCredits(k.id, 10_000);
+    const k = await store.keys.create({ name: 'bench-hang-up' });
+    await store.ledger.addCredits(k.id, 10_000);
     return k.key;
   } finally {
     await store.close();

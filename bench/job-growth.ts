@@ -54,7 +54,7 @@ export async function queueJobs(store: Store, accountId: string, pg: Postgres, d
   for (let i = 0; i < jobCount; i++) {
     const data = Buffer.from(input);
     data.writeUInt32BE(i, 0); // distinct bytes: a store could deduplicate or compress repeats
-    await store.createJobs([{
+    await store.jobs.create([{
       id: crypto.randomUUID(), accountId, keyId: null, options: { size: 'preview' } as NewJob['options'], sourceKind: 'image_file', sourceUrl: null,
       input: data, inputDesc: 'bench', callbackUrl: null, billable: true, batchId: null,
     }], jobCount + 1);
@@ -77,7 +77,7 @@ export async function measureJobGrowth(pg: Postgres, workDir: string, jobCount: 
         url: pg.urlFor(database), results: placement === 's3' ? `s3://${BUCKET}/jobs` : null, resultsPathStyle: true,
       });
       try {
-        const { account } = await store.createKey({});
+        const { account } = await store.keys.create({});
         out[placement] = await queueJobs(store, account, pg, database, s3.dir, jobCount, inputKb);
       } finally {
         await store.close();

@@ -56,7 +56,7 @@ function hitBefore(store: Store, rateKey: string, limit: number, windowMs: numbe
 type Hit = (store: Store, rateKey: string, limit: number, windowMs: number) => Promise<RateDecision>;
 const IMPLEMENTATIONS: Record<'before' | 'after', Hit> = {
   before: hitBefore,
-  after: (store, rateKey, limit, windowMs) => store.hitRateLimit(rateKey, limit, windowMs),
+  after: (store, rateKey, limit, windowMs) => store.rateLimits.hit(rateKey, limit, windowMs),
 };
 
 /** Statements sent by every pg Client of this process, by first keyword: counted while the bench runs. */

@@ -50,7 +50,7 @@ function run(accountId: string, data: Buffer) {
 async function resultServer(store: Store): Promise<{ url: string; close(): void }> {
   const server = http.createServer((req, res) => {
     void (async () => {
-      const row = await store.findResult(req.url!.slice(1), 3600);
+      const row = await store.results.find(req.url!.slice(1), 3600);
       if (!row || !(await sendStoredResult(store, row, res))) res.writeHead(404).end();
     })().catch(() => res.destroy());
   });
@@ -84,8 +84,8 @@ async function measure(placement: 'postgres' | 's3', pg: Awaited<ReturnType<type
   });
   const served = await resultServer(store);
   try {
-    const { account } = await store.createKey({});
-    await store.addCredits(account, count + repeat + 10);
+    const { account } = await store.keys.create({});
+    await store.ledger.addCredits(account, count + repeat + 10);
     const big = crypto.randomBytes(megabytes * 1024 * 1024);
     const storeMs: number[] = [];
     const serveMs: number[] = [];
@@ -93,11 +93,11 @@ async function measure(placement: 'postgres' | 's3', pg: Awaited<ReturnType<type
     for (let i = 0; i < repeat; i++) {
       const r = run(account, big);
       const started = performance.now();
-      await store.recordRun(r);
+      await store.ledger.recordRun(r);
       storeMs.push(performance.now() - started);
       serveMs.push(await timedFetch(`${served.url}/${r.id}`, big.length));
-      const row = await store.findResult(r.id, 3600);
-      const url = await store.presignResult(row!, 3600);
+      const row = await store.results.find(r.id, 3600);
+      const url = await store.results.presign(row!, 3600);
       if (url) presignedMs.push(await timedFetch(url, big.length));
     }
 
@@ -112,7 +112,7 @@ async function measure(placement: 'postgres' | 's3', pg: Awaited<ReturnType<type
         // Distinct bytes per result (a store could deduplicate or compress repeats; PNGs do not repeat).
         const data = Buffer.from(small);
         data.writeUInt32BE(next, 0);
-        await store.recordRun(run(account, data));
+        await store.ledger.recordRun(run(account, data));
       }
     }));
     const after = await pg.stats(database);

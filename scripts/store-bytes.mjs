@@ -30,17 +30,17 @@ try {
   const bytes = crypto.randomBytes(mb * 1024 * 1024);
   for (const kind of ['sqlite', 'postgres', 'sqlite', 'postgres']) {
     const store = await openStore(path.join(tmp, `data-${kind}`), { url: kind === 'postgres' ? url : null });
-    const { account } = await store.createKey({});
+    const { account } = await store.keys.create({});
     let t0 = performance.now();
-    for (let i = 0; i < 500; i++) await store.hitRateLimit('key:bench', 1_000_000, 60_000);
+    for (let i = 0; i < 500; i++) await store.rateLimits.hit('key:bench', 1_000_000, 60_000);
     const hit = (performance.now() - t0) / 500;
     const id = crypto.randomUUID();
     t0 = performance.now();
-    await store.recordRun({ id, accountId: account, keyId: null, channel: 'api', input: 'bench', size: 'full', credits: 1, ms: 1,
+    await store.ledger.recordRun({ id, accountId: account, keyId: null, channel: 'api', input: 'bench', size: 'full', credits: 1, ms: 1,
       result: { data: bytes, ext: 'png', contentType: 'image/png', width: 1, height: 1 } });
     const write = performance.now() - t0;
     t0 = performance.now();
-    const back = await store.getResult(id, 3600);
+    const back = await store.results.get(id, 3600);
     const read = performance.now() - t0;
     if (!back?.data.equals(bytes)) throw new Error('the bytes did not come back');
     console.log(`${kind.padEnd(8)} rate-limit hit ${hit.toFixed(2)} ms   ${mb} MB result: charge+store ${write.toFixed(0)} ms, read ${read.toFixed(0)} ms`);

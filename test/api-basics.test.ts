@@ -179,7 +179,7 @@ t.test('insufficient_credits at balance 0 for full (and auto <= 4 MP) before any
   const srv = await startApi(t);
   const k = await createKey(srv.dataDir);
   const store = await openStore(srv.dataDir);
-  for (let i = 0; i < 10; i++) await store.recordRun({ id: crypto.randomUUID(), accountId: k.account, keyId: k.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
+  for (let i = 0; i < 10; i++) await store.ledger.recordRun({ id: crypto.randomUUID(), accountId: k.account, keyId: k.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
   await store.close();
   for (const size of ['full', 'auto']) {
     const res = await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(k.key), body: form({ image_file: new Blob([tinyPng]), size }) });

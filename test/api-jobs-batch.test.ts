@@ -104,7 +104,7 @@ t.test('batches', async (t) => {
     const body = (await res.json()) as any;
     t.equal(body.job_ids.length, 3);
     const store = await openStore(srv.dataDir);
-    const jobs = await Promise.all(body.job_ids.map((id: string) => store.getJobById(id)));
+    const jobs = await Promise.all(body.job_ids.map((id: string) => store.jobs.getById(id)));
     await store.close();
     t.same(jobs.map((j) => j!.options), [
       { size: 'preview', format: 'webp', bgColor: { r: 255, g: 255, b: 255 }, crop: false },
@@ -130,7 +130,7 @@ t.test('batches', async (t) => {
     t.match(first, { job_id: body.job_ids[0], status: /^(queued|processing|done)$/ });
     t.match(last, { job_id: body.job_ids[49], status: 'queued' }, 'the last image waits behind the others');
     const store = await openStore(srv.dataDir);
-    const rows = await Promise.all(body.job_ids.map((id: string) => store.getJobById(id)));
+    const rows = await Promise.all(body.job_ids.map((id: string) => store.jobs.getById(id)));
     await store.close();
     t.ok(rows.every((r) => r !== null && r.accountId === k.account), 'every job exists, owned by the caller');
     const created = rows.map((r) => r!.createdAt);

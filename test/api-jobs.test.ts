@@ -168,8 +168,8 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
     const gaps = downHits.slice(1).map((h, i) => h.at - downHits[i].at);
     t.ok(gaps[0] >= 45 && gaps[1] >= 95 && gaps[2] >= 195, `delays double from --callback-backoff 50: ${gaps.join(', ')} ms`);
     const store = await openStore(srv.dataDir);
-    t.match(await store.deliveriesOf(downId), [{ attempts: 4, delivered: false, gaveUp: true, lastError: /HTTP 500/ }]);
-    t.match(await store.deliveriesOf(flakyId), [{ attempts: 3, delivered: true }]);
+    t.match(await store.deliveries.of(downId), [{ attempts: 4, delivered: false, gaveUp: true, lastError: /HTTP 500/ }]);
+    t.match(await store.deliveries.of(flakyId), [{ attempts: 3, delivered: true }]);
     await store.close();
   });
 
@@ -191,7 +191,7 @@ t.test('jobs: lifecycle, failure, ownership, signed callbacks and retries', asyn
     // A full-size job at balance 0 is refused at submission, like /remove; previews still queue.
     const poor = await createKey(srv.dataDir);
     const store = await openStore(srv.dataDir);
-    for (let i = 0; i < 10; i++) await store.recordRun({ id: crypto.randomUUID(), accountId: poor.account, keyId: poor.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
+    for (let i = 0; i < 10; i++) await store.ledger.recordRun({ id: crypto.randomUUID(), accountId: poor.account, keyId: poor.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
     await store.close();
     const refused = await errorCode(await submit(JSON.stringify({ image_file_b64: chelsea.toString('base64'), size: 'full' }), {}, poor.key));
     t.same([refused.status, refused.code], [402, 'insufficient_credits']);

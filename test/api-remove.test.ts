@@ -115,7 +115,7 @@ t.test('sync removal: bytes, JSON, charges, stored results, test keys, idempoten
     t.equal(await balanceOf(srv.url, live.key), 8, 'a refused request is not charged');
 
     const store = await openStore(srv.dataDir);
-    for (let i = 0; i < 8; i++) await store.recordRun({ id: crypto.randomUUID(), accountId: live.account, keyId: live.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
+    for (let i = 0; i < 8; i++) await store.ledger.recordRun({ id: crypto.randomUUID(), accountId: live.account, keyId: live.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
     await store.close();
     const preview = await remove(upload(large), { Accept: 'application/json' });
     t.equal(preview.status, 200, 'a preview works at balance 0');

@@ -27,7 +27,7 @@ const srv = await startApi(t, ['--rate-limit', '1000'], { env: { CUTOUT_QUALITY:
 const key = await createKey(srv.dataDir);
 {
   const store = await openStore(srv.dataDir);
-  await store.addCredits(key.account, 100);
+  await store.ledger.addCredits(key.account, 100);
   await store.close();
 }
 

@@ -119,93 +119,93 @@ forEachEngine('job table: queue limit, FIFO claims, tokens, done in the charge t
     await store.db.run('UPDATE callback_deliveries SET lease_until = lease_until - ? WHERE lease_until IS NOT NULL', [ms]);
     await store.db.run('UPDATE servers SET heartbeat_at = heartbeat_at - ?', [ms]);
   };
-  const key = await store.createKey();
+  const key = await store.keys.create();
   const [a, b, c] = [newJob(key.account, { input: Buffer.from('bytes of a') }), newJob(key.account, { callbackUrl: 'http://127.0.0.1:9/cb' }), newJob(key.account)];
-  t.same(await store.createJobs([a, b], 2), { created: true, queued: 2 });
+  t.same(await store.jobs.create([a, b], 2), { created: true, queued: 2 });
   if (kind === 'sqlite') {
     // SQLite keeps a job's input as a private file in the data directory; PostgreSQL in the database.
     t.equal((await fs.stat(path.join(dir, 'jobs', `${a.id}.input`))).mode & 0o777, 0o600);
   }
-  t.same(await store.createJobs([c], 2), { created: false, queued: 2 }, 'past the limit nothing is written');
-  t.equal(await store.getJobById(c.id), null);
-  t.same(await store.jobCounts(), { queued: 2, processing: 0 });
+  t.same(await store.jobs.create([c], 2), { created: false, queued: 2 }, 'past the limit nothing is written');
+  t.equal(await store.jobs.getById(c.id), null);
+  t.same(await store.jobs.counts(), { queued: 2, processing: 0 });
 
-  const claimA = (await store.claimNextJob(60_000))!;
+  const claimA = (await store.jobs.claimNext(60_000))!;
   t.match(claimA, { id: a.id, status: 'processing', attempts: 1 });
   // The lease runs 60 s from now by the store's clock (the database's own on PostgreSQL).
   const leaseFrom = kind === 'postgres' ? Date.now() : clock;
   t.ok(Math.abs(claimA.leaseUntil! - leaseFrom - 60_000) < 5_000, `lease until 60 s from now (${claimA.leaseUntil! - leaseFrom} ms)`);
-  t.same(await store.readJobInput(a.id), Buffer.from('bytes of a'));
+  t.same(await store.jobs.readInput(a.id), Buffer.from('bytes of a'));
   t.same(claimA.options, a.options);
-  const claimB = (await store.claimNextJob(60_000))!;
+  const claimB = (await store.jobs.claimNext(60_000))!;
   t.equal(claimB.id, b.id, 'oldest first');
-  t.equal(await store.claimNextJob(60_000), null);
-  t.same(await store.jobCounts(), { queued: 0, processing: 2 });
+  t.equal(await store.jobs.claimNext(60_000), null);
+  t.same(await store.jobs.counts(), { queued: 0, processing: 2 });
 
   // A charged completion: run, charge, result and job state in one transaction.
-  const outcome = await store.recordRun(
+  const outcome = await store.ledger.recordRun(
     { id: a.id, accountId: key.account, keyId: key.id, channel: 'job', input: 'base64', size: 'full', credits: 1, ms: 5 },
-    { within: async (tx, o) => { t.ok(await store.markJobDoneIn(tx, a.id, 1, { creditsCharged: o.creditsCharged, creditsRemaining: o.creditsRemaining }, null)); } },
+    { within: async (tx, o) => { t.ok(await store.jobs.markDoneIn(tx, a.id, 1, { creditsCharged: o.creditsCharged, creditsRemaining: o.creditsRemaining }, null)); } },
   );
   t.same(outcome, { creditsCharged: 1, creditsRemaining: 9 });
-  t.match(await store.getJob(a.id, key.account), { status: 'done', creditsCharged: 1, creditsRemaining: 9 });
-  t.equal(await store.getJob(a.id, 'acct_other'), null, 'another account does not see it');
+  t.match(await store.jobs.get(a.id, key.account), { status: 'done', creditsCharged: 1, creditsRemaining: 9 });
+  t.equal(await store.jobs.get(a.id, 'acct_other'), null, 'another account does not see it');
 
   // A completion whose claim was lost rolls the charge back.
-  await t.rejects(store.recordRun(
+  await t.rejects(store.ledger.recordRun(
     { id: b.id, accountId: key.account, keyId: key.id, channel: 'job', input: 'x', size: 'full', credits: 1, ms: 5 },
-    { within: async (tx) => { if (!(await store.markJobDoneIn(tx, b.id, 99, { creditsCharged: 1, creditsRemaining: 8 }, null))) throw new Error('claim lost'); } },
+    { within: async (tx) => { if (!(await store.jobs.markDoneIn(tx, b.id, 99, { creditsCharged: 1, creditsRemaining: 8 }, null))) throw new Error('claim lost'); } },
   ), { message: 'claim lost' });
-  t.equal(await store.balance(key.account), 9, 'not charged');
+  t.equal(await store.ledger.balance(key.account), 9, 'not charged');
 
   // A crash: b is left processing; once its lease ran out it is requeued, and a stale token can no longer finish it.
-  t.same(await store.reclaimAbandonedJobs(3), { requeued: 0, exhausted: [] }, 'not while its lease runs and its server lives');
+  t.same(await store.jobs.reclaimAbandoned(3), { requeued: 0, exhausted: [] }, 'not while its lease runs and its server lives');
   await elapse(60_001);
-  t.same(await store.reclaimAbandonedJobs(3), { requeued: 1, exhausted: [] });
-  t.equal(await store.failJob(b.id, 1, { code: 'processing_failed', message: 'late' }, null), false, 'the old claim is void');
-  const again = (await store.claimNextJob(60_000))!;
+  t.same(await store.jobs.reclaimAbandoned(3), { requeued: 1, exhausted: [] });
+  t.equal(await store.jobs.fail(b.id, 1, { code: 'processing_failed', message: 'late' }, null), false, 'the old claim is void');
+  const again = (await store.jobs.claimNext(60_000))!;
   t.match(again, { id: b.id, attempts: 2 });
-  t.ok(await store.renewJobLease(b.id, 2, 60_000));
-  t.notOk(await store.renewJobLease(b.id, 1, 60_000));
-  t.ok(await store.failJob(b.id, 2, { code: 'unsupported_format', message: 'not an image' }, { url: 'http://127.0.0.1:9/cb', body: '{"job_id":"x"}' }));
-  t.match(await store.getJob(b.id, key.account), { status: 'failed', error: { code: 'unsupported_format', message: 'not an image' } });
-  t.match(await store.deliveriesOf(b.id), [{ attempts: 0, delivered: false, gaveUp: false }]);
+  t.ok(await store.jobs.renewLease(b.id, 2, 60_000));
+  t.notOk(await store.jobs.renewLease(b.id, 1, 60_000));
+  t.ok(await store.jobs.fail(b.id, 2, { code: 'unsupported_format', message: 'not an image' }, { url: 'http://127.0.0.1:9/cb', body: '{"job_id":"x"}' }));
+  t.match(await store.jobs.get(b.id, key.account), { status: 'failed', error: { code: 'unsupported_format', message: 'not an image' } });
+  t.match(await store.deliveries.of(b.id), [{ attempts: 0, delivered: false, gaveUp: false }]);
 
   // Deliveries: due now, then rescheduled, then done.
-  const [due] = await store.claimDueDeliveries(10, 60_000);
+  const [due] = await store.deliveries.claimDue(10, 60_000);
   t.equal(due.body, '{"job_id":"x"}');
-  await store.recordDeliveryAttempt(due.id, { state: 'retry', attempts: 1, nextAttemptAt: clock + 500, lastError: 'HTTP 500' });
-  t.same(await store.claimDueDeliveries(10, 60_000), [], 'not due before its time');
-  t.equal(await store.nextDeliveryAt(), clock + 500);
+  await store.deliveries.recordAttempt(due.id, { state: 'retry', attempts: 1, nextAttemptAt: clock + 500, lastError: 'HTTP 500' });
+  t.same(await store.deliveries.claimDue(10, 60_000), [], 'not due before its time');
+  t.equal(await store.deliveries.nextAt(), clock + 500);
   await elapse(500);
-  t.equal((await store.claimDueDeliveries(10, 60_000)).length, 1);
-  await store.recordDeliveryAttempt(due.id, { state: 'delivered', attempts: 2 });
-  t.equal(await store.nextDeliveryAt(), null);
+  t.equal((await store.deliveries.claimDue(10, 60_000)).length, 1);
+  await store.deliveries.recordAttempt(due.id, { state: 'delivered', attempts: 2 });
+  t.equal(await store.deliveries.nextAt(), null);
 
   // An expired lease of a job nobody here runs goes back to the queue; one that is ours does not.
   const d = newJob(key.account);
-  await store.createJobs([d], 10);
-  await store.claimNextJob(1000);
+  await store.jobs.create([d], 10);
+  await store.jobs.claimNext(1000);
   await elapse(2000);
-  t.equal((await store.reclaimAbandonedJobs(3, [d.id])).requeued, 0);
-  t.equal((await store.reclaimAbandonedJobs(3, [])).requeued, 1);
+  t.equal((await store.jobs.reclaimAbandoned(3, [d.id])).requeued, 0);
+  t.equal((await store.jobs.reclaimAbandoned(3, [])).requeued, 1);
 
   // A job claimed maxAttempts times is reported, not requeued.
-  await store.claimNextJob(1000);
+  await store.jobs.claimNext(1000);
   await elapse(2000);
-  await store.reclaimAbandonedJobs(3);
-  await store.claimNextJob(1000);
+  await store.jobs.reclaimAbandoned(3);
+  await store.jobs.claimNext(1000);
   await elapse(2000);
-  const recovered = await store.reclaimAbandonedJobs(3);
+  const recovered = await store.jobs.reclaimAbandoned(3);
   t.equal(recovered.requeued, 0);
   t.same(recovered.exhausted.map((j) => [j.id, j.attempts]), [[d.id, 3]]);
 
   // The purge keeps a finished job while its callback is pending.
   await elapse(10_000);
   const e = newJob(key.account);
-  await store.createJobs([e], 10);
-  t.equal(await store.purgeJobs(1), 2, 'a and b (delivered) are purged');
-  t.ok(await store.getJobById(e.id), 'queued jobs stay');
+  await store.jobs.create([e], 10);
+  t.equal(await store.jobs.purge(1), 2, 'a and b (delivered) are purged');
+  t.ok(await store.jobs.getById(e.id), 'queued jobs stay');
 });
 
 t.test('callback secret: generated once with mode 0600 in the SQLite data directory, or the configured one', async (t) => {

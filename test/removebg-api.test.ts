@@ -193,7 +193,7 @@ t.test('403, 402, 429 and 404 in remove.bg\'s shape', async (t) => {
   t.match(await removeBgError(await fetch(`${srv.url}/v1.0/account`, { headers: { 'X-Api-Key': 'wrong' } })), { status: 403, code: 'auth_failed' });
   const broke = await createKey(srv.dataDir);
   const store = await openStore(srv.dataDir);
-  for (let i = 0; i < 10; i++) await store.recordRun({ id: crypto.randomUUID(), accountId: broke.account, keyId: broke.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
+  for (let i = 0; i < 10; i++) await store.ledger.recordRun({ id: crypto.randomUUID(), accountId: broke.account, keyId: broke.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
   await store.close();
   const poor = await post(multipart(cat, { size: 'full' }), {}, broke.key);
   t.match(await removeBgError(poor), { status: 402, code: 'insufficient_credits' });

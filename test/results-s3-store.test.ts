@@ -34,11 +34,11 @@ for (const kind of ENGINES) {
   t.test(`[${kind}] the store keeps result bytes in the object store and only their keys in its rows`, async (t) => {
     const clock = { now: Date.UTC(2025, 5, 15, 12) };
     const { store, prefix, dir } = await s3Store(t, kind, clock);
-    t.equal(store.resultsKind, 's3');
-    const { account } = await store.createKey({});
+    t.equal(store.results.kind, 's3');
+    const { account } = await store.keys.create({});
     const id = crypto.randomUUID();
     const bytes = crypto.randomBytes(3 * 1024 * 1024 + 17);
-    await store.recordRun(run(account, id, bytes));
+    await store.ledger.recordRun(run(account, id, bytes));
 
     t.same(await objectsUnder(prefix), [`${prefix}/${id}.png`], 'one object, named by the result');
     const rows = await store.db.all<{ path: string }>('SELECT path FROM results');
@@ -49,23 +49,23 @@ for (const kind of ENGINES) {
     }
     t.same(await fs.readdir(path.join(dir, 'results')).catch(() => []), [], 'nothing in the data directory');
 
-    const row = await store.findResult(id, 3600);
+    const row = await store.results.find(id, 3600);
     t.match(row, { jobId: id, contentType: 'image/png', width: 4, height: 3 });
-    const opened = await store.openResult(row!);
+    const opened = await store.results.open(row!);
     t.equal(opened?.size, bytes.length, 'the length is known before the body');
     t.ok((await buffer(opened!.body)).equals(bytes), 'the streamed bytes are the stored ones');
 
-    const url = await store.presignResult(row!, 3600);
+    const url = await store.results.presign(row!, 3600);
     t.match(url, /X-Amz-Signature=/, 'a SigV4 presigned URL');
     t.match(url, /X-Amz-Expires=3600/, 'valid until the result expires');
     const fetched = await fetch(url!);
     t.equal(fetched.status, 200);
     t.ok(Buffer.from(await fetched.arrayBuffer()).equals(bytes), 'the presigned URL fetches the bytes');
-    t.match(await store.presignResult(row!, 30 * 86400), /X-Amz-Expires=604800/, 'never past SigV4\'s 7 days');
+    t.match(await store.results.presign(row!, 30 * 86400), /X-Amz-Expires=604800/, 'never past SigV4\'s 7 days');
 
     clock.now += 3600 * 1000;
-    t.equal(await store.findResult(id, 3600), null, 'expired at the retention even before a purge');
-    t.equal(await store.purgeResults(3600), 1);
+    t.equal(await store.results.find(id, 3600), null, 'expired at the retention even before a purge');
+    t.equal(await store.results.purge(3600), 1);
     t.same(await objectsUnder(prefix), [], 'the sweeper deleted the object');
     t.equal((await store.db.all('SELECT 1 FROM results')).length, 0);
   });
@@ -73,19 +73,19 @@ for (const kind of ENGINES) {
   t.test(`[${kind}] purging many results deletes their objects in batches; a failed charge leaves no object`, async (t) => {
     const clock = { now: Date.UTC(2025, 5, 15, 12) };
     const { store, prefix } = await s3Store(t, kind, clock);
-    const { account } = await store.createKey({});
-    for (let i = 0; i < 12; i++) await store.recordRun(run(account, crypto.randomUUID(), Buffer.from([i]), 0));
+    const { account } = await store.keys.create({});
+    for (let i = 0; i < 12; i++) await store.ledger.recordRun(run(account, crypto.randomUUID(), Buffer.from([i]), 0));
     t.equal((await objectsUnder(prefix)).length, 12);
 
     // 10 free credits, all spent: the 11th charge fails after its object was written.
-    for (let i = 0; i < 10; i++) await store.recordRun(run(account, crypto.randomUUID(), Buffer.from([i])));
+    for (let i = 0; i < 10; i++) await store.ledger.recordRun(run(account, crypto.randomUUID(), Buffer.from([i])));
     const refused = crypto.randomUUID();
-    await t.rejects(store.recordRun(run(account, refused, Buffer.from('unpaid'))), { code: 'insufficient_credits' });
+    await t.rejects(store.ledger.recordRun(run(account, refused, Buffer.from('unpaid'))), { code: 'insufficient_credits' });
     t.notOk((await objectsUnder(prefix)).includes(`${prefix}/${refused}.png`), 'the object of a run not committed is removed');
-    t.equal(await store.findResult(refused, 3600), null);
+    t.equal(await store.results.find(refused, 3600), null);
 
     clock.now += 7200 * 1000;
-    t.equal(await store.purgeResults(3600), 22);
+    t.equal(await store.results.purge(3600), 22);
     t.same(await objectsUnder(prefix), []);
   });
 }
@@ -96,20 +96,20 @@ for (const kind of ENGINES) {
     const dir = await tempDir(t);
     const url = await storeUrl(kind);
     const before = await openStore(dir, { url, now: () => clock.now });
-    const { account } = await before.createKey({});
+    const { account } = await before.keys.create({});
     const old = crypto.randomUUID();
-    await before.recordRun(run(account, old, Buffer.from('kept where it was written')));
+    await before.ledger.recordRun(run(account, old, Buffer.from('kept where it was written')));
     await before.close();
 
     const prefix = `switch-${kind}`;
     const after = await openStore(dir, { url, results: `s3://${TEST_BUCKET}/${prefix}`, resultsPathStyle: true, now: () => clock.now });
     t.teardown(() => after.close());
     const fresh = crypto.randomUUID();
-    await after.recordRun(run(account, fresh, Buffer.from('in the bucket')));
-    t.same((await after.getResult(old, 3600))?.data, Buffer.from('kept where it was written'), 'the older result, from where it was written');
-    t.same((await after.getResult(fresh, 3600))?.data, Buffer.from('in the bucket'));
+    await after.ledger.recordRun(run(account, fresh, Buffer.from('in the bucket')));
+    t.same((await after.results.get(old, 3600))?.data, Buffer.from('kept where it was written'), 'the older result, from where it was written');
+    t.same((await after.results.get(fresh, 3600))?.data, Buffer.from('in the bucket'));
     clock.now += 7200 * 1000;
-    t.equal(await after.purgeResults(3600), 2, 'both purged at their expiry');
+    t.equal(await after.results.purge(3600), 2, 'both purged at their expiry');
     t.same(await objectsUnder(prefix), []);
     t.same(await fs.readdir(path.join(dir, 'results')).catch(() => []), [], 'the older file too');
   });

@@ -28,7 +28,7 @@ function run(accountId: string | null, credits: 0 | 1, extra: Partial<Parameters
 t.test('migrations run once and are a no-op on reopen; data survives', async (t) => {
   const dir = await tempDir(t);
   const first = await openStore(path.join(dir, 'nested', 'data'));
-  const { key, account } = await first.createKey({ name: 'a' });
+  const { key, account } = await first.keys.create({ name: 'a' });
   const version = await first.db.get<{ user_version: number }>('PRAGMA user_version');
   t.equal(version?.user_version, MIGRATIONS.length);
   const mode = await first.db.get<{ journal_mode: string }>('PRAGMA journal_mode');
@@ -38,8 +38,8 @@ t.test('migrations run once and are a no-op on reopen; data survives', async (t)
   const again = await openStore(path.join(dir, 'nested', 'data'));
   t.teardown(() => again.close());
   t.equal((await again.db.get<{ user_version: number }>('PRAGMA user_version'))?.user_version, MIGRATIONS.length);
-  t.same(await again.authenticate(key), { accountId: account, keyId: (await again.listKeys())[0].id, test: false });
-  t.equal(await again.balance(account), LIMITS.freeCredits);
+  t.same(await again.keys.authenticate(key), { accountId: account, keyId: (await again.keys.list())[0].id, test: false });
+  t.equal(await again.ledger.balance(account), LIMITS.freeCredits);
 });
 
 t.test('a database newer than the code is refused', async (t) => {
@@ -64,61 +64,61 @@ t.test('a data directory that is a file, or a store that is not a database, is n
 
 forEachEngine('a new key opens an account with the free grant; a charge takes one credit', async (t, kind) => {
   const { store } = await storeWithClock(t, kind);
-  const created = await store.createKey({ name: 'shop' });
+  const created = await store.keys.create({ name: 'shop' });
   t.match(created.key, /^cut_live_[A-Za-z0-9_-]{32}$/);
   t.equal(created.credits, 10);
   const grants = await store.db.all('SELECT delta, reason FROM ledger WHERE account_id = ?', [created.account]);
   t.same(grants, [{ delta: 10, reason: 'free_grant' }]);
 
-  const charged = await store.recordRun(run(created.account, 1));
+  const charged = await store.ledger.recordRun(run(created.account, 1));
   t.same(charged, { creditsCharged: 1, creditsRemaining: 9 });
-  const preview = await store.recordRun(run(created.account, 0));
+  const preview = await store.ledger.recordRun(run(created.account, 0));
   t.same(preview, { creditsCharged: 0, creditsRemaining: 9 });
-  t.equal(await store.balance(created.account), 9);
+  t.equal(await store.ledger.balance(created.account), 9);
 
   // A second key on the same account shares the balance and gets no second grant.
-  const second = await store.createKey({ accountId: created.account, test: true });
+  const second = await store.keys.create({ accountId: created.account, test: true });
   t.equal(second.account, created.account);
   t.equal(second.credits, 9);
-  await t.rejects(store.createKey({ accountId: 'acct_nope' }), { code: 'invalid_request' });
+  await t.rejects(store.keys.create({ accountId: 'acct_nope' }), { code: 'invalid_request' });
 
-  const bought = await store.addCredits(second.id, 5);
+  const bought = await store.ledger.addCredits(second.id, 5);
   t.same(bought, { accountId: created.account, balance: 14 });
-  t.equal((await store.account(created.account)).plan, 'paid');
-  await t.rejects(store.addCredits(created.account, 0), { code: 'invalid_request' });
-  await t.rejects(store.addCredits('key_unknown', 3), /No account or API key/);
+  t.equal((await store.ledger.account(created.account)).plan, 'paid');
+  await t.rejects(store.ledger.addCredits(created.account, 0), { code: 'invalid_request' });
+  await t.rejects(store.ledger.addCredits('key_unknown', 3), /No account or API key/);
 });
 
 forEachEngine('a charge at balance 0 is refused and writes nothing; previews still run', async (t, kind) => {
   const { store } = await storeWithClock(t, kind);
-  const { account } = await store.createKey({});
-  for (let i = 0; i < LIMITS.freeCredits; i++) await store.recordRun(run(account, 1));
-  t.equal(await store.balance(account), 0);
+  const { account } = await store.keys.create({});
+  for (let i = 0; i < LIMITS.freeCredits; i++) await store.ledger.recordRun(run(account, 1));
+  t.equal(await store.ledger.balance(account), 0);
   const refused = run(account, 1);
-  const err = await store.recordRun(refused).catch((e: unknown) => e);
+  const err = await store.ledger.recordRun(refused).catch((e: unknown) => e);
   t.ok(err instanceof CutoutError);
   t.equal((err as CutoutError).code, 'insufficient_credits');
   t.equal((err as CutoutError).status, 402);
   t.notOk(await store.db.get('SELECT 1 FROM runs WHERE id = ?', [refused.id]), 'no run row for a refused charge');
-  t.same(await store.recordRun(run(account, 0)), { creditsCharged: 0, creditsRemaining: 0 });
+  t.same(await store.ledger.recordRun(run(account, 0)), { creditsCharged: 0, creditsRemaining: 0 });
 });
 
 forEachEngine('concurrent charges never overdraw, from one connection or two servers', async (t, kind) => {
   const { store, dir, url } = await openTestStore(t, kind);
   const other = await openStore(dir, { url });
   t.teardown(() => other.close());
-  const { account } = await store.createKey({});
-  const outcomes = await Promise.allSettled(Array.from({ length: 15 }, (_, i) => (i % 2 ? other : store).recordRun(run(account, 1))));
+  const { account } = await store.keys.create({});
+  const outcomes = await Promise.allSettled(Array.from({ length: 15 }, (_, i) => (i % 2 ? other : store).ledger.recordRun(run(account, 1))));
   t.equal(outcomes.filter((o) => o.status === 'fulfilled').length, 10);
   t.equal(outcomes.filter((o) => o.status === 'rejected' && (o.reason as CutoutError).code === 'insufficient_credits').length, 5);
-  t.equal(await store.balance(account), 0);
+  t.equal(await store.ledger.balance(account), 0);
 });
 
 t.test('[postgres] a charge does not wait for another transaction still writing a run or a job of the same account', async (t) => {
   const { store, dir, url } = await openTestStore(t, 'postgres');
   const other = await openStore(dir, { url });
   t.teardown(() => other.close());
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   // As a charge writing its large result, or a job creation writing its input, does before it
   // commits: a row that references the account (its foreign key holds a key-share lock on it).
   let charge: Promise<string> | undefined;
@@ -126,54 +126,54 @@ t.test('[postgres] a charge does not wait for another transaction still writing 
     await tx.run("INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES (?, ?, NULL, 'api', 'upload', 'full', 1, 1, ?)", [
       crypto.randomUUID(), account, Date.now(),
     ]);
-    charge = other.recordRun(run(account, 1)).then(() => 'charged');
+    charge = other.ledger.recordRun(run(account, 1)).then(() => 'charged');
     const waited = new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 3000).unref());
     return Promise.race([charge, waited]);
   });
   await charge; // if it waited, it goes through once the first transaction has committed
   t.equal(outcome, 'charged', 'the other charge committed while the first transaction was still open');
-  t.equal(await store.balance(account), LIMITS.freeCredits - 1);
+  t.equal(await store.ledger.balance(account), LIMITS.freeCredits - 1);
 });
 
 forEachEngine('a failing insert inside the transaction leaves no charge and no stored result', async (t, kind) => {
   const { store, dir } = await storeWithClock(t, kind);
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   const id = crypto.randomUUID();
-  await store.recordRun(run(account, 0, { id }));
+  await store.ledger.recordRun(run(account, 0, { id }));
   // Same run id again: the run insert violates the primary key, so nothing of the charge stays.
   const retry = run(account, 1, { id, result: { data: Buffer.from('not really a png'), ext: 'png', name: `${id}.2`, contentType: 'image/png', width: 1, height: 1 } });
-  await t.rejects(store.recordRun(retry), /UNIQUE constraint failed: runs.id|duplicate key value violates unique constraint "runs_pkey"/);
-  t.equal(await store.balance(account), 10, 'the charge was rolled back');
+  await t.rejects(store.ledger.recordRun(retry), /UNIQUE constraint failed: runs.id|duplicate key value violates unique constraint "runs_pkey"/);
+  t.equal(await store.ledger.balance(account), 10, 'the charge was rolled back');
   t.equal((await store.db.all("SELECT 1 FROM ledger WHERE reason = 'charge'")).length, 0);
   t.same(await fs.readdir(path.join(dir, 'results')).catch(() => []), [], 'no result file of the failed run is left');
-  t.equal(await store.getResult(id, 3600), null);
+  t.equal(await store.results.get(id, 3600), null);
 });
 
 forEachEngine('a run is charged at most once, whatever is retried above', async (t, kind) => {
   const { store } = await storeWithClock(t, kind);
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   const id = crypto.randomUUID();
-  await store.recordRun(run(account, 1, { id }));
+  await store.ledger.recordRun(run(account, 1, { id }));
   // A second charge with the same run id (another attempt of the same job) violates the ledger's unique charge.
   await t.rejects(store.db.run("INSERT INTO ledger (account_id, delta, reason, ref, created_at) VALUES (?, -1, 'charge', ?, 0)", [account, id]));
-  t.equal(await store.balance(account), 9);
+  t.equal(await store.ledger.balance(account), 9);
 });
 
 forEachEngine('keys: malformed, unknown and revoked keys do not authenticate', async (t, kind) => {
   const { store } = await storeWithClock(t, kind);
-  const live = await store.createKey({ name: 'live' });
-  const test = await store.createKey({ name: 'test', test: true });
+  const live = await store.keys.create({ name: 'live' });
+  const test = await store.keys.create({ name: 'test', test: true });
   t.match(test.key, /^cut_test_/);
-  t.same(await store.authenticate(test.key), { accountId: test.account, keyId: test.id, test: true });
-  t.equal(await store.authenticate('cut_live_short'), null);
-  t.equal(await store.authenticate(live.key.slice(0, -1) + (live.key.endsWith('A') ? 'B' : 'A')), null);
-  t.equal(await store.authenticate(live.key.replace('cut_live_', 'cut_test_')), null);
-  t.ok(await store.authenticate(live.key));
-  t.equal(await store.revokeKey(live.id), true);
-  t.equal(await store.revokeKey(live.id), false, 'revoking twice reports it was already revoked');
-  t.equal(await store.authenticate(live.key), null);
-  await t.rejects(store.revokeKey('key_nope'), { code: 'invalid_request' });
-  const listed = await store.listKeys();
+  t.same(await store.keys.authenticate(test.key), { accountId: test.account, keyId: test.id, test: true });
+  t.equal(await store.keys.authenticate('cut_live_short'), null);
+  t.equal(await store.keys.authenticate(live.key.slice(0, -1) + (live.key.endsWith('A') ? 'B' : 'A')), null);
+  t.equal(await store.keys.authenticate(live.key.replace('cut_live_', 'cut_test_')), null);
+  t.ok(await store.keys.authenticate(live.key));
+  t.equal(await store.keys.revoke(live.id), true);
+  t.equal(await store.keys.revoke(live.id), false, 'revoking twice reports it was already revoked');
+  t.equal(await store.keys.authenticate(live.key), null);
+  await t.rejects(store.keys.revoke('key_nope'), { code: 'invalid_request' });
+  const listed = await store.keys.list();
   t.same(listed.map((k) => [k.id, k.test, k.hint, k.revokedAt !== null]), [
     [live.id, false, live.key.slice(-4), true],
     [test.id, true, test.key.slice(-4), false],
@@ -184,8 +184,8 @@ forEachEngine('keys: malformed, unknown and revoked keys do not authenticate', a
 
 forEachEngine('account and usage: this month, 30 UTC days newest first, local runs apart', async (t, kind) => {
   const { store, clock } = await storeWithClock(t, kind, Date.UTC(2025, 5, 3, 10)); // 3 June
-  const { account } = await store.createKey({});
-  const at = async (ms: number, accountId: string | null, credits: 0 | 1) => { clock.now = ms; await store.recordRun(run(accountId, credits)); };
+  const { account } = await store.keys.create({});
+  const at = async (ms: number, accountId: string | null, credits: 0 | 1) => { clock.now = ms; await store.ledger.recordRun(run(accountId, credits)); };
   await at(Date.UTC(2025, 5, 3, 9), account, 1);
   await at(Date.UTC(2025, 5, 3, 8), account, 0);
   await at(Date.UTC(2025, 5, 1, 0, 0, 1), account, 1);
@@ -194,9 +194,9 @@ forEachEngine('account and usage: this month, 30 UTC days newest first, local ru
   await at(Date.UTC(2025, 5, 2), null, 0); // a local CLI run
   clock.now = Date.UTC(2025, 5, 3, 10);
 
-  const info = await store.account(account);
+  const info = await store.ledger.account(account);
   t.same(info, { accountId: account, balance: 6, plan: 'free', test: false, creditsUsedThisMonth: 2, requestsThisMonth: 3 });
-  const days = await store.usage(account);
+  const days = await store.ledger.usage(account);
   t.equal(days.length, 30);
   t.same(days.slice(0, 4), [
     { date: '2025-06-03', credits: 1, requests: 2 },
@@ -207,27 +207,27 @@ forEachEngine('account and usage: this month, 30 UTC days newest first, local ru
   t.equal(days[29].date, '2025-05-05');
   t.equal(days.reduce((n, d) => n + d.requests, 0), 4);
 
-  t.same(await store.account(null), { accountId: null, balance: 0, plan: 'local', test: false, creditsUsedThisMonth: 0, requestsThisMonth: 1 });
-  t.same((await store.usage(null))[1], { date: '2025-06-02', credits: 0, requests: 1 });
-  await t.rejects(store.recordRun(run(null, 1)), /needs an account/);
+  t.same(await store.ledger.account(null), { accountId: null, balance: 0, plan: 'local', test: false, creditsUsedThisMonth: 0, requestsThisMonth: 1 });
+  t.same((await store.ledger.usage(null))[1], { date: '2025-06-02', credits: 0, requests: 1 });
+  await t.rejects(store.ledger.recordRun(run(null, 1)), /needs an account/);
 });
 
 forEachEngine('results: served with their bytes until the retention, then purged', async (t, kind) => {
   const { store, clock, dir } = await storeWithClock(t, kind);
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   const id = crypto.randomUUID();
   const bytes = crypto.randomBytes(300_000);
-  await store.recordRun(run(account, 1, { id, result: { data: bytes, ext: 'png', contentType: 'image/png', width: 4, height: 3 } }));
+  await store.ledger.recordRun(run(account, 1, { id, result: { data: bytes, ext: 'png', contentType: 'image/png', width: 4, height: 3 } }));
   const files = await fs.readdir(path.join(dir, 'results')).catch(() => [] as string[]);
   // SQLite keeps the bytes as a file in the data directory; PostgreSQL in the database, none on disk.
   t.same(files, kind === 'sqlite' ? [`${id}.png`] : []);
-  const stored = await store.getResult(id, 3600);
+  const stored = await store.results.get(id, 3600);
   t.match(stored, { jobId: id, contentType: 'image/png', width: 4, height: 3 });
   t.ok(stored?.data.equals(bytes), 'the same bytes come back');
   clock.now += 3600 * 1000;
-  t.equal(await store.getResult(id, 3600), null, 'expired at the retention even before a purge');
+  t.equal(await store.results.get(id, 3600), null, 'expired at the retention even before a purge');
   // Every server of a fleet purges: at once, each result goes exactly once.
-  const purged = await Promise.all([store.purgeResults(3600), store.purgeResults(3600), store.purgeResults(3600)]);
+  const purged = await Promise.all([store.results.purge(3600), store.results.purge(3600), store.results.purge(3600)]);
   t.equal(purged.reduce((a, b) => a + b, 0), 1);
   t.same(await fs.readdir(path.join(dir, 'results')).catch(() => []), []);
   t.equal((await store.db.all('SELECT 1 FROM results')).length, 0);
@@ -239,26 +239,26 @@ t.test('[sqlite] stray result files older than the retention are purged', async 
   const stray = path.join(dir, 'results', `${crypto.randomUUID()}.png`);
   await fs.writeFile(stray, 'left by a crash');
   await fs.utimes(stray, new Date(clock.now - 2 * DAY), new Date(clock.now - 2 * DAY));
-  t.equal(await store.purgeResults(3600), 0);
+  t.equal(await store.results.purge(3600), 0);
   await t.rejects(fs.stat(stray), { code: 'ENOENT' });
 });
 
 forEachEngine('idempotency keys: claim, pending, mismatch, replay, release, expiry', async (t, kind) => {
   const { store, clock } = await storeWithClock(t, kind);
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   const ref = { accountId: account, endpoint: 'remove', key: 'k1' };
   const ttl = 3600;
-  t.same(await store.claimIdempotencyKey(ref, 'fp1', ttl), { state: 'claimed' });
-  t.same(await store.claimIdempotencyKey(ref, 'fp1', ttl), { state: 'pending' });
-  t.same(await store.claimIdempotencyKey(ref, 'fp2', ttl), { state: 'mismatch' });
-  await store.completeIdempotencyKey(ref, { id: 'x', credits_charged: 1 });
-  t.same(await store.claimIdempotencyKey(ref, 'fp1', ttl), { state: 'done', response: { id: 'x', credits_charged: 1 } });
-  t.same(await store.claimIdempotencyKey({ ...ref, endpoint: 'jobs' }, 'fp9', ttl), { state: 'claimed' }, 'scoped per endpoint');
-  await store.releaseIdempotencyKey({ ...ref, endpoint: 'jobs' });
-  t.same(await store.claimIdempotencyKey({ ...ref, endpoint: 'jobs' }, 'fp8', ttl), { state: 'claimed' }, 'a released key is free again');
+  t.same(await store.idempotency.claim(ref, 'fp1', ttl), { state: 'claimed' });
+  t.same(await store.idempotency.claim(ref, 'fp1', ttl), { state: 'pending' });
+  t.same(await store.idempotency.claim(ref, 'fp2', ttl), { state: 'mismatch' });
+  await store.idempotency.complete(ref, { id: 'x', credits_charged: 1 });
+  t.same(await store.idempotency.claim(ref, 'fp1', ttl), { state: 'done', response: { id: 'x', credits_charged: 1 } });
+  t.same(await store.idempotency.claim({ ...ref, endpoint: 'jobs' }, 'fp9', ttl), { state: 'claimed' }, 'scoped per endpoint');
+  await store.idempotency.release({ ...ref, endpoint: 'jobs' });
+  t.same(await store.idempotency.claim({ ...ref, endpoint: 'jobs' }, 'fp8', ttl), { state: 'claimed' }, 'a released key is free again');
   await elapse(store, clock, ttl * 1000);
-  t.same(await store.claimIdempotencyKey(ref, 'fp2', ttl), { state: 'claimed' }, 'after the window the key is new');
-  await store.resetIdempotencyKeys(ttl);
+  t.same(await store.idempotency.claim(ref, 'fp2', ttl), { state: 'claimed' }, 'after the window the key is new');
+  await store.idempotency.reset(ttl);
   t.same(
     await store.db.all("SELECT endpoint FROM idempotency_keys WHERE state = 'pending'"),
     [{ endpoint: 'remove' }],
@@ -302,40 +302,40 @@ async function countRuns(store: Store, accountId: string): Promise<number> {
 
 forEachEngine('idempotency: a claim taken over from a silent server; its late charge rolls back, its release keeps the new claim', async (t, kind) => {
   const { a, b, idA, idB } = await twoServers(t, kind);
-  const { account } = await a.createKey({});
+  const { account } = await a.keys.create({});
   const ref = { accountId: account, endpoint: 'remove', key: 'takeover' };
   const ttl = 3600;
-  t.same(await a.claimIdempotencyKey(ref, 'fp', ttl), { state: 'claimed' });
-  t.same(await b.claimIdempotencyKey(ref, 'fp', ttl), { state: 'claimed' }, 'A is silent: B takes its claim over');
+  t.same(await a.idempotency.claim(ref, 'fp', ttl), { state: 'claimed' });
+  t.same(await b.idempotency.claim(ref, 'fp', ttl), { state: 'claimed' }, 'A is silent: B takes its claim over');
 
   // A was only slow: it now commits its charge, sealing the key in the same transaction.
-  const late = await a.recordRun(run(account, 1), { within: (tx) => a.completeIdempotencyKey(ref, { id: 'from-a' }, tx) }).catch((e: unknown) => e);
+  const late = await a.ledger.recordRun(run(account, 1), { within: (tx) => a.idempotency.complete(ref, { id: 'from-a' }, tx) }).catch((e: unknown) => e);
   t.type(late, IdempotencyClaimLost, 'the seal of a lost claim throws');
-  t.equal(await a.balance(account), LIMITS.freeCredits, 'and its charge rolled back');
+  t.equal(await a.ledger.balance(account), LIMITS.freeCredits, 'and its charge rolled back');
   t.equal(await countRuns(a, account), 0, 'no run recorded either');
-  await a.releaseIdempotencyKey(ref);
-  t.equal((await a.pendingIdempotencyClaim(ref))?.owner, idB, "A's release left B's claim in place");
+  await a.idempotency.release(ref);
+  t.equal((await a.idempotency.pending(ref))?.owner, idB, "A's release left B's claim in place");
 
-  await b.recordRun(run(account, 1), { within: (tx) => b.completeIdempotencyKey(ref, { id: 'from-b' }, tx) });
-  t.equal(await b.balance(account), LIMITS.freeCredits - 1, 'charged once, by the new owner');
-  t.same(await a.claimIdempotencyKey(ref, 'fp', ttl), { state: 'done', response: { id: 'from-b' } }, "every server replays B's answer");
-  await t.rejects(a.completeIdempotencyKey(ref, { id: 'again' }), IdempotencyClaimLost, 'a done key is never overwritten');
+  await b.ledger.recordRun(run(account, 1), { within: (tx) => b.idempotency.complete(ref, { id: 'from-b' }, tx) });
+  t.equal(await b.ledger.balance(account), LIMITS.freeCredits - 1, 'charged once, by the new owner');
+  t.same(await a.idempotency.claim(ref, 'fp', ttl), { state: 'done', response: { id: 'from-b' } }, "every server replays B's answer");
+  await t.rejects(a.idempotency.complete(ref, { id: 'again' }), IdempotencyClaimLost, 'a done key is never overwritten');
 });
 
 forEachEngine('idempotency: a waiter that gave up drops only the exact claim it saw', async (t, kind) => {
   const { a, b, idA, idB } = await twoServers(t, kind);
-  const { account } = await a.createKey({});
+  const { account } = await a.keys.create({});
   const ref = { accountId: account, endpoint: 'jobs', key: 'stale' };
-  t.same(await a.claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' });
-  const seen = (await a.pendingIdempotencyClaim(ref))!;
+  t.same(await a.idempotency.claim(ref, 'fp', 3600), { state: 'claimed' });
+  const seen = (await a.idempotency.pending(ref))!;
   t.equal(seen.owner, idA);
-  await b.releaseStaleIdempotencyClaim(ref, { owner: seen.owner, createdAt: seen.createdAt - 1 });
-  await b.releaseStaleIdempotencyClaim(ref, { owner: idB, createdAt: seen.createdAt });
-  t.same(await b.pendingIdempotencyClaim(ref).then((p) => p?.owner), idA, 'another claim than the one seen stays');
-  await b.releaseIdempotencyKey(ref);
-  t.equal((await b.pendingIdempotencyClaim(ref))?.owner, idA, "a server's release drops only its own claim");
-  await b.releaseStaleIdempotencyClaim(ref, seen);
-  t.equal(await b.pendingIdempotencyClaim(ref), null, 'the exact claim seen is dropped');
+  await b.idempotency.releaseStale(ref, { owner: seen.owner, createdAt: seen.createdAt - 1 });
+  await b.idempotency.releaseStale(ref, { owner: idB, createdAt: seen.createdAt });
+  t.same(await b.idempotency.pending(ref).then((p) => p?.owner), idA, 'another claim than the one seen stays');
+  await b.idempotency.release(ref);
+  t.equal((await b.idempotency.pending(ref))?.owner, idA, "a server's release drops only its own claim");
+  await b.idempotency.releaseStale(ref, seen);
+  t.equal(await b.idempotency.pending(ref), null, 'the exact claim seen is dropped');
 });
 
 // PostgreSQL only: SQLite has one writer at a time, so two takeovers cannot interleave there.
@@ -345,11 +345,11 @@ t.test('[postgres] idempotency: servers taking one dead claim over at once: one 
   const stores = await Promise.all(ids.map((owner) => openStore(dir, { url, owner })));
   t.teardown(() => Promise.all(stores.map((s) => s.close())));
   // The first server is silent (no heartbeat); the others are alive, so the one that takes the claim over keeps it.
-  for (const s of stores.slice(1)) await s.startHeartbeat(60_000);
-  const { account } = await stores[0].createKey({});
+  for (const s of stores.slice(1)) await s.fleet.startHeartbeat(60_000);
+  const { account } = await stores[0].keys.create({});
   const ref = { accountId: account, endpoint: 'remove', key: 'race' };
-  t.same(await stores[0].claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' });
-  const claims = await Promise.all(stores.slice(1).map((s) => s.claimIdempotencyKey(ref, 'fp', 3600)));
+  t.same(await stores[0].idempotency.claim(ref, 'fp', 3600), { state: 'claimed' });
+  const claims = await Promise.all(stores.slice(1).map((s) => s.idempotency.claim(ref, 'fp', 3600)));
   t.equal(claims.filter((c) => c.state === 'claimed').length, 1, 'exactly one server takes it over');
   t.same(claims.filter((c) => c.state !== 'claimed').map((c) => c.state), ['pending', 'pending', 'pending', 'pending', 'pending']);
 });
@@ -380,8 +380,8 @@ t.test('[postgres] migrations: versioned, a no-op on reopen, safe when several s
   t.equal(stores[0].kind, 'postgres');
   const versions = await stores[0].db.all<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
   t.same(versions.map((v) => v.version), PG_MIGRATIONS.map((_, i) => i + 1), 'each migration applied exactly once');
-  const { key, account } = await stores[1].createKey({});
-  t.equal((await stores[2].authenticate(key))?.accountId, account, 'one database behind every store');
+  const { key, account } = await stores[1].keys.create({});
+  t.equal((await stores[2].keys.authenticate(key))?.accountId, account, 'one database behind every store');
   await stores[0].db.run('INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)', [PG_MIGRATIONS.length + 1]);
   await t.rejects(openStore(dir, { url }), /newer than this cutout/);
   await t.rejects(openStore(dir, { url: url.replace(/\/[^/]+$/, '/no_such_db') }), /Cannot open the store postgres:\/\/postgres:\*\*\*@/, 'the password is not shown');
@@ -400,20 +400,20 @@ forEachEngine('rate limit: one sliding window per key across servers, refused re
     else clock.now += ms;
   };
   const started = Date.now();
-  const decisions = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? other : store).hitRateLimit('key:a', 5, windowMs)));
+  const decisions = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? other : store).rateLimits.hit('key:a', 5, windowMs)));
   t.equal(decisions.filter((d) => d.allowed).length, 5, 'exactly the limit allowed, whichever server counted');
   const refused = decisions.find((d) => !d.allowed)!;
   t.same([refused.remaining, refused.limit, refused.retryAfter], [0, 5, windowMs / 1000]);
   if (kind === 'sqlite') t.equal(refused.reset, Math.ceil((clock.now + windowMs) / 1000));
   else t.ok(Math.abs(refused.reset - (started + windowMs) / 1000) < 3, `reset by the database's clock (${refused.reset})`);
-  t.ok((await store.hitRateLimit('key:b', 5, windowMs)).allowed, 'another key has its own window');
+  t.ok((await store.rateLimits.hit('key:b', 5, windowMs)).allowed, 'another key has its own window');
   await pass(windowMs / 2);
-  t.notOk((await other.hitRateLimit('key:a', 5, windowMs)).allowed);
+  t.notOk((await other.rateLimits.hit('key:a', 5, windowMs)).allowed);
   await pass(windowMs / 2 + 50);
-  const after = await store.hitRateLimit('key:a', 5, windowMs);
+  const after = await store.rateLimits.hit('key:a', 5, windowMs);
   t.same([after.allowed, after.remaining], [true, 4], 'the window slid: the old requests left it');
   await pass(windowMs + 50);
-  t.equal(await store.purgeRateWindows(windowMs), 2);
+  t.equal(await store.rateLimits.purge(windowMs), 2);
 });
 
 t.test('rate limit on PostgreSQL: a server whose clock is 90 s ahead neither grants nor refuses extra requests', async (t) => {
@@ -421,9 +421,9 @@ t.test('rate limit on PostgreSQL: a server whose clock is 90 s ahead neither gra
   const ahead = await openStore(dir, { url, now: () => Date.now() + 90_000 });
   t.teardown(() => ahead.close());
   const decisions: boolean[] = [];
-  for (let i = 0; i < 8; i++) decisions.push((await (i % 2 ? ahead : store).hitRateLimit('key:skew', 4, 60_000)).allowed);
+  for (let i = 0; i < 8; i++) decisions.push((await (i % 2 ? ahead : store).rateLimits.hit('key:skew', 4, 60_000)).allowed);
   t.same(decisions, [true, true, true, true, false, false, false, false], 'exactly 4, spread over both servers');
-  const fromAhead = await ahead.hitRateLimit('key:skew', 4, 60_000);
+  const fromAhead = await ahead.rateLimits.hit('key:skew', 4, 60_000);
   t.ok(fromAhead.retryAfter > 0 && fromAhead.retryAfter <= 60, `Retry-After by the database's clock (${fromAhead.retryAfter} s), not 90 s off`);
 });
 
@@ -449,16 +449,16 @@ forEachEngine('rate limit: one statement per request, no transaction; a lowered 
   const { db, counts } = countingDb(store.db);
   const counted = new Store(db, dir);
   const decisions = [];
-  for (let i = 0; i < 4; i++) decisions.push(await counted.hitRateLimit('key:one', 3, 60_000));
+  for (let i = 0; i < 4; i++) decisions.push(await counted.rateLimits.hit('key:one', 3, 60_000));
   t.same(decisions.map((d) => [d.allowed, d.remaining]), [[true, 2], [true, 1], [true, 0], [false, 0]]);
   t.same(counts, { statements: 4, transactions: 0 }, 'each check is one statement, outside any transaction');
   const { hits } = (await store.db.get<{ hits: unknown }>('SELECT hits FROM rate_windows WHERE rate_key = ?', ['key:one']))!;
   const log = (typeof hits === 'string' ? JSON.parse(hits) as unknown[] : hits as unknown[]).map(Number);
   t.equal(log.length, 3, 'the refused request is not logged');
   t.same([...log].sort((a, b) => a - b), log, 'the log is in order');
-  const lowered = await counted.hitRateLimit('key:one', 2, 60_000);
+  const lowered = await counted.rateLimits.hit('key:one', 2, 60_000);
   t.same([lowered.allowed, lowered.remaining, lowered.limit], [false, 0, 2], 'three in the window: a limit of 2 refuses');
-  const raised = await counted.hitRateLimit('key:one', 5, 60_000);
+  const raised = await counted.rateLimits.hit('key:one', 5, 60_000);
   t.same([raised.allowed, raised.remaining], [true, 1], 'a limit of 5 admits the fourth');
 });
 
@@ -510,9 +510,9 @@ t.test('an old SQLite database (schema 7, the rate limit\'s three statements) mi
   const store = await openStore(dir, { now: () => clock.now });
   t.teardown(() => store.close());
   t.equal((await store.db.get<{ user_version: number }>('PRAGMA user_version'))?.user_version, MIGRATIONS.length);
-  const third = await store.hitRateLimit('key:old', 3, 60_000);
+  const third = await store.rateLimits.hit('key:old', 3, 60_000);
   t.same([third.allowed, third.remaining], [true, 0], 'the two old requests still count');
-  const fourth = await store.hitRateLimit('key:old', 3, 60_000);
+  const fourth = await store.rateLimits.hit('key:old', 3, 60_000);
   t.same([fourth.allowed, fourth.retryAfter], [false, 40], 'refused until the oldest old request leaves');
 });
 
@@ -527,11 +527,11 @@ t.test('an old PostgreSQL database (schema 5, the log as JSON text) migrates wit
   t.teardown(() => store.close());
   const versions = await store.db.all<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
   t.equal(versions.length, PG_MIGRATIONS.length, 'migrated to the last version');
-  const third = await store.hitRateLimit('key:old', 3, 60_000);
+  const third = await store.rateLimits.hit('key:old', 3, 60_000);
   t.same([third.allowed, third.remaining], [true, 0], 'the two old requests still count');
-  const fourth = await store.hitRateLimit('key:old', 3, 60_000);
+  const fourth = await store.rateLimits.hit('key:old', 3, 60_000);
   t.ok(!fourth.allowed && fourth.retryAfter >= 39 && fourth.retryAfter <= 41, `refused until the oldest old request leaves (${fourth.retryAfter} s)`);
-  t.same((await store.hitRateLimit('key:empty', 3, 60_000)).remaining, 2, 'an empty log reads as an empty array');
+  t.same((await store.rateLimits.hit('key:empty', 3, 60_000)).remaining, 2, 'an empty log reads as an empty array');
 });
 
 function newJob(accountId: string, extra: Partial<NewJob> = {}): NewJob {
@@ -545,29 +545,29 @@ forEachEngine('jobs: claimed by two servers at once, each job exactly once, in o
   const { store, dir, url } = await openTestStore(t, kind);
   const other = await openStore(dir, { url });
   t.teardown(() => other.close());
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   const jobs = Array.from({ length: 30 }, () => newJob(account));
-  t.same(await store.createJobs(jobs, 100), { created: true, queued: 30 });
+  t.same(await store.jobs.create(jobs, 100), { created: true, queued: 30 });
   const claimed: string[] = [];
   await Promise.all([store, other, store, other].map(async (s) => {
     for (;;) {
-      const job = await s.claimNextJob(60_000);
+      const job = await s.jobs.claimNext(60_000);
       if (!job) return;
       claimed.push(job.id);
       t.equal(job.attempts, 1);
-      t.ok((await s.readJobInput(job.id))?.equals(Buffer.from('image bytes')), 'its input is readable');
+      t.ok((await s.jobs.readInput(job.id))?.equals(Buffer.from('image bytes')), 'its input is readable');
     }
   }));
   t.equal(claimed.length, 30, 'every job claimed');
   t.equal(new Set(claimed).size, 30, 'none claimed twice');
-  t.same(await store.jobCounts(), { queued: 0, processing: 30 });
+  t.same(await store.jobs.counts(), { queued: 0, processing: 30 });
 });
 
 forEachEngine('jobs: a refused or failed submission stores no input', async (t, kind) => {
   const { store, dir } = await openTestStore(t, kind);
-  const { account } = await store.createKey({});
-  t.same(await store.createJobs([newJob(account), newJob(account)], 1), { created: false, queued: 0 });
-  await t.rejects(store.createJobs([newJob(account)], 10, async () => { throw new Error('seal failed'); }), /seal failed/);
+  const { account } = await store.keys.create({});
+  t.same(await store.jobs.create([newJob(account), newJob(account)], 1), { created: false, queued: 0 });
+  await t.rejects(store.jobs.create([newJob(account)], 10, async () => { throw new Error('seal failed'); }), /seal failed/);
   t.same(await fs.readdir(path.join(dir, 'jobs')).catch(() => []), []);
   t.equal((await store.db.all('SELECT 1 FROM jobs')).length, 0);
 });
@@ -577,29 +577,29 @@ forEachEngine('jobs: a lease run out moves the job to another server; the late r
   const { store: dead, dir, url } = await openTestStore(t, kind, { now: () => clock.now });
   const live = await openStore(dir, { url, now: () => clock.now });
   t.teardown(() => live.close());
-  const { account } = await dead.createKey({});
+  const { account } = await dead.keys.create({});
   const job = newJob(account, { callbackUrl: 'http://example.test/hook' });
-  await dead.createJobs([job], 10);
-  const first = (await dead.claimNextJob(1000))!;
+  await dead.jobs.create([job], 10);
+  const first = (await dead.jobs.claimNext(1000))!;
   // The owner is this process in both stores, so only the lease tells them apart here.
-  t.same(await live.reclaimAbandonedJobs(3, [job.id]), { requeued: 0, exhausted: [] }, 'a job running here is never taken from itself');
+  t.same(await live.jobs.reclaimAbandoned(3, [job.id]), { requeued: 0, exhausted: [] }, 'a job running here is never taken from itself');
   await elapse(live, clock, 1001);
-  t.same((await live.reclaimAbandonedJobs(3)).requeued, 1, 'the lease ran out: back to the queue');
-  const second = (await live.claimNextJob(1000))!;
+  t.same((await live.jobs.reclaimAbandoned(3)).requeued, 1, 'the lease ran out: back to the queue');
+  const second = (await live.jobs.claimNext(1000))!;
   t.equal(second.attempts, 2, 'the interrupted attempt is counted');
-  t.equal(await dead.renewJobLease(job.id, first.attempts, 1000), false, 'the first claim is lost');
-  const charge = (s: Store, attempt: number) => s.recordRun(
+  t.equal(await dead.jobs.renewLease(job.id, first.attempts, 1000), false, 'the first claim is lost');
+  const charge = (s: Store, attempt: number) => s.ledger.recordRun(
     { id: job.id, accountId: account, keyId: null, channel: 'job', input: 'upload', size: 'full', credits: 1, ms: 5, result: { data: Buffer.from([attempt]), ext: 'png', name: `${job.id}.${attempt}`, contentType: 'image/png', width: 1, height: 1 } },
-    { within: async (tx, outcome) => { if (!(await s.markJobDoneIn(tx, job.id, attempt, outcome, { url: job.callbackUrl!, body: '{}' }))) throw new Error('claim lost'); } },
+    { within: async (tx, outcome) => { if (!(await s.jobs.markDoneIn(tx, job.id, attempt, outcome, { url: job.callbackUrl!, body: '{}' }))) throw new Error('claim lost'); } },
   );
   await t.rejects(charge(dead, first.attempts), /claim lost/, 'the late first run commits nothing');
-  t.equal(await dead.balance(account), 10);
+  t.equal(await dead.ledger.balance(account), 10);
   await charge(live, second.attempts);
   await t.rejects(charge(live, second.attempts), /claim lost|UNIQUE|duplicate key/, 'a repeat of the commit charges nothing');
-  t.equal(await live.balance(account), 9, 'charged exactly once');
-  t.same((await live.getResult(job.id, 3600))?.data, Buffer.from([2]), 'the committed attempt\'s result');
-  t.equal((await live.getJobById(job.id))?.status, 'done');
-  t.equal((await live.deliveriesOf(job.id)).length, 1, 'one callback delivery');
+  t.equal(await live.ledger.balance(account), 9, 'charged exactly once');
+  t.same((await live.results.get(job.id, 3600))?.data, Buffer.from([2]), 'the committed attempt\'s result');
+  t.equal((await live.jobs.getById(job.id))?.status, 'done');
+  t.equal((await live.deliveries.of(job.id)).length, 1, 'one callback delivery');
 });
 
 t.test('[postgres] jobs queued through one server wake the others at once (LISTEN/NOTIFY), also after a hand-back', async (t) => {
@@ -608,23 +608,23 @@ t.test('[postgres] jobs queued through one server wake the others at once (LISTE
   t.teardown(() => b.close());
   let wakeups = 0;
   let woken: () => void = () => undefined;
-  await b.onJobsQueued(() => { wakeups++; woken(); });
+  await b.jobs.onQueued(() => { wakeups++; woken(); });
   const next = () => new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('no notification within 5 s')), 5000);
     woken = () => { clearTimeout(timer); resolve(); };
   });
-  const { account } = await a.createKey({});
+  const { account } = await a.keys.create({});
   const job = newJob(account);
   let heard = next();
-  await a.createJobs([job], 10);
+  await a.jobs.create([job], 10);
   await heard;
   t.equal(wakeups, 1, 'one notification for the created jobs');
   heard = next();
-  const claim = (await b.claimNextJob(60_000))!;
-  t.equal(await b.requeueJobs([{ id: job.id, attempt: claim.attempts }]), 1);
+  const claim = (await b.jobs.claimNext(60_000))!;
+  t.equal(await b.jobs.requeue([{ id: job.id, attempt: claim.attempts }]), 1);
   await heard;
   t.equal(wakeups, 2, 'and one when a claim is handed back');
-  t.same(await a.createJobs([newJob(account), newJob(account)], 2), { created: false, queued: 1 });
+  t.same(await a.jobs.create([newJob(account), newJob(account)], 2), { created: false, queued: 1 });
   await new Promise((r) => setTimeout(r, 300));
   t.equal(wakeups, 2, 'a refused submission wakes nobody');
 });
@@ -632,23 +632,23 @@ t.test('[postgres] jobs queued through one server wake the others at once (LISTE
 forEachEngine('jobs: claims handed back for an inference outage never count towards the attempts that fail a job', async (t, kind) => {
   const clock = { now: Date.UTC(2025, 5, 15, 12) };
   const { store } = await openTestStore(t, kind, { now: () => clock.now });
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   const job = newJob(account);
-  await store.createJobs([job], 10);
+  await store.jobs.create([job], 10);
   for (let i = 0; i < 4; i++) {
-    const claim = (await store.claimNextJob(1000))!;
-    t.equal(await store.requeueAfterOutage({ id: job.id, attempt: claim.attempts }), true, `outage ${i + 1}: back in the queue`);
+    const claim = (await store.jobs.claimNext(1000))!;
+    t.equal(await store.jobs.requeueAfterOutage({ id: job.id, attempt: claim.attempts }), true, `outage ${i + 1}: back in the queue`);
   }
-  t.equal(await store.requeueAfterOutage({ id: job.id, attempt: 4 }), false, 'a claim no longer held is not handed back again');
-  const row = (await store.getJobById(job.id))!;
+  t.equal(await store.jobs.requeueAfterOutage({ id: job.id, attempt: 4 }), false, 'a claim no longer held is not handed back again');
+  const row = (await store.jobs.getById(job.id))!;
   t.same([row.status, row.attempts, row.outages], ['queued', 4, 4]);
   // Now a real interruption: the claim's server goes silent and its lease runs out.
-  await store.claimNextJob(1000);
+  await store.jobs.claimNext(1000);
   await elapse(store, clock, 1001);
-  t.same(await store.reclaimAbandonedJobs(2), { requeued: 1, exhausted: [] }, 'one interruption after four outages is not two');
-  await store.claimNextJob(1000);
+  t.same(await store.jobs.reclaimAbandoned(2), { requeued: 1, exhausted: [] }, 'one interruption after four outages is not two');
+  await store.jobs.claimNext(1000);
   await elapse(store, clock, 1001);
-  const second = await store.reclaimAbandonedJobs(2);
+  const second = await store.jobs.reclaimAbandoned(2);
   t.same([second.requeued, second.exhausted.map((j) => j.id)], [0, [job.id]], 'the second interruption is: handed over to fail');
 });
 
@@ -657,20 +657,20 @@ forEachEngine('jobs: a job interrupted maxAttempts times is handed over to fail,
   const { store, dir, url } = await openTestStore(t, kind, { now: () => clock.now });
   const other = await openStore(dir, { url, now: () => clock.now });
   t.teardown(() => other.close());
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   const job = newJob(account);
-  await store.createJobs([job], 10);
+  await store.jobs.create([job], 10);
   for (let i = 0; i < 2; i++) {
-    await store.claimNextJob(1000);
+    await store.jobs.claimNext(1000);
     await elapse(store, clock, 1001);
-    await store.reclaimAbandonedJobs(2);
+    await store.jobs.reclaimAbandoned(2);
   }
-  const { exhausted } = await other.reclaimAbandonedJobs(2);
+  const { exhausted } = await other.jobs.reclaimAbandoned(2);
   t.same(exhausted.map((j) => [j.id, j.attempts]), [[job.id, 2]]);
-  const adopted = await Promise.all([store.adoptAbandonedJob(exhausted[0], 1000), other.adoptAbandonedJob(exhausted[0], 1000)]);
+  const adopted = await Promise.all([store.jobs.adoptAbandoned(exhausted[0], 1000), other.jobs.adoptAbandoned(exhausted[0], 1000)]);
   t.same(adopted.filter(Boolean).length, 1, 'exactly one server adopts it');
-  t.equal(await store.failJob(job.id, 2, { code: 'processing_failed', message: 'x' }, null), true);
-  t.equal((await store.getJobById(job.id))?.status, 'failed');
+  t.equal(await store.jobs.fail(job.id, 2, { code: 'processing_failed', message: 'x' }, null), true);
+  t.equal((await store.jobs.getById(job.id))?.status, 'failed');
 });
 
 forEachEngine('callback deliveries: each attempt claimed by exactly one server; a lost claim records nothing', async (t, kind) => {
@@ -678,35 +678,35 @@ forEachEngine('callback deliveries: each attempt claimed by exactly one server; 
   const { store, dir, url } = await openTestStore(t, kind, { now: () => clock.now });
   const other = await openStore(dir, { url, now: () => clock.now, owner: twoIdentities()[1] });
   t.teardown(() => other.close());
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   const jobs = Array.from({ length: 6 }, () => newJob(account, { callbackUrl: 'http://example.test/hook' }));
-  await store.createJobs(jobs, 10);
+  await store.jobs.create(jobs, 10);
   for (const j of jobs) {
-    const c = (await store.claimNextJob(60_000))!;
-    await store.failJob(c.id, c.attempts, { code: 'processing_failed', message: 'x' }, { url: j.callbackUrl!, body: '{}' });
+    const c = (await store.jobs.claimNext(60_000))!;
+    await store.jobs.fail(c.id, c.attempts, { code: 'processing_failed', message: 'x' }, { url: j.callbackUrl!, body: '{}' });
   }
-  const [a, b] = await Promise.all([store.claimDueDeliveries(4, 1000), other.claimDueDeliveries(4, 1000)]);
+  const [a, b] = await Promise.all([store.deliveries.claimDue(4, 1000), other.deliveries.claimDue(4, 1000)]);
   t.equal(a.length + b.length, 6);
   t.equal(new Set([...a, ...b].map((d) => d.id)).size, 6, 'no delivery claimed twice');
-  t.same(await store.claimDueDeliveries(10, 1000), [], 'nothing left to claim while the leases run');
-  t.equal(await store.recordDeliveryAttempt(a[0].id, { state: 'delivered', attempts: 1 }), true);
+  t.same(await store.deliveries.claimDue(10, 1000), [], 'nothing left to claim while the leases run');
+  t.equal(await store.deliveries.recordAttempt(a[0].id, { state: 'delivered', attempts: 1 }), true);
   await elapse(store, clock, 1001);
-  const retaken = await other.claimDueDeliveries(10, 1000);
+  const retaken = await other.deliveries.claimDue(10, 1000);
   t.equal(retaken.length, 5, 'leases run out: the undelivered ones are claimed again');
-  if (kind === 'sqlite') t.equal(await other.nextDeliveryAt(), clock.now + 1000);
+  if (kind === 'sqlite') t.equal(await other.deliveries.nextAt(), clock.now + 1000);
   else {
     // The leases end by the database's clock (clock.ts), not the test's.
     const dbNow = Number((await store.db.get<{ now: number }>(`SELECT ${POSTGRES_NOW_MS} AS now`))!.now);
-    t.ok(Math.abs((await other.nextDeliveryAt())! - (dbNow + 1000)) < 2_000, 'the next one is due when the leases end');
+    t.ok(Math.abs((await other.deliveries.nextAt())! - (dbNow + 1000)) < 2_000, 'the next one is due when the leases end');
   }
   // The first server's late outcome for a delivery the other now holds: refused, nothing written.
   const lost = a[1];
   t.ok(retaken.some((d) => d.id === lost.id), 'the other server holds it now');
-  const before = await store.deliveriesOf(lost.jobId);
-  t.equal(await store.recordDeliveryAttempt(lost.id, { state: 'delivered', attempts: 1 }), false, 'the lost claim records nothing');
-  t.equal(await store.recordDeliveryAttempt(lost.id, { state: 'retry', attempts: 1, nextAttemptAt: clock.now, lastError: 'late' }), false);
-  t.same(await store.deliveriesOf(lost.jobId), before, 'the delivery is as it was');
-  t.equal(await other.recordDeliveryAttempt(lost.id, { state: 'delivered', attempts: 1 }), true, 'its holder records the attempt');
+  const before = await store.deliveries.of(lost.jobId);
+  t.equal(await store.deliveries.recordAttempt(lost.id, { state: 'delivered', attempts: 1 }), false, 'the lost claim records nothing');
+  t.equal(await store.deliveries.recordAttempt(lost.id, { state: 'retry', attempts: 1, nextAttemptAt: clock.now, lastError: 'late' }), false);
+  t.same(await store.deliveries.of(lost.jobId), before, 'the delivery is as it was');
+  t.equal(await other.deliveries.recordAttempt(lost.id, { state: 'delivered', attempts: 1 }), true, 'its holder records the attempt');
 });
 
 t.test('[postgres] a server whose clock is far off takes no live work: leases, heartbeats and claims go by the database clock', async (t) => {
@@ -717,44 +717,44 @@ t.test('[postgres] a server whose clock is far off takes no live work: leases, h
   const ahead = await openStore(dir, { url, owner: idA, now: () => Date.now() + TEN_MINUTES });
   const behind = await openStore(dir, { url, owner: idB, now: () => Date.now() - TEN_MINUTES });
   t.teardown(() => Promise.all([ahead.close(), behind.close()]));
-  const { account } = await honest.createKey({});
+  const { account } = await honest.keys.create({});
   const job = newJob(account);
-  await honest.createJobs([job], 10);
-  const claim = (await honest.claimNextJob(60_000))!;
+  await honest.jobs.create([job], 10);
+  const claim = (await honest.jobs.claimNext(60_000))!;
   const dbNow = Number((await honest.db.get<{ now: number }>(`SELECT ${POSTGRES_NOW_MS} AS now`))!.now);
   t.ok(Math.abs(claim.leaseUntil! - (dbNow + 60_000)) < 5_000, 'the lease ends a lease after the database\'s now');
 
-  t.same(await ahead.reclaimAbandonedJobs(3), { requeued: 0, exhausted: [] }, 'a clock ten minutes ahead does not see the live lease as run out');
-  t.equal(await ahead.claimNextJob(60_000), null, 'and has nothing to claim');
-  t.equal(await behind.renewJobLease(job.id, claim.attempts, 60_000), false, 'another server cannot renew it');
-  t.equal(await honest.renewJobLease(job.id, claim.attempts, 60_000), true, 'its holder can');
-  t.equal((await honest.getJobById(job.id))?.leaseOwner, claim.leaseOwner, 'the job stays with its holder');
+  t.same(await ahead.jobs.reclaimAbandoned(3), { requeued: 0, exhausted: [] }, 'a clock ten minutes ahead does not see the live lease as run out');
+  t.equal(await ahead.jobs.claimNext(60_000), null, 'and has nothing to claim');
+  t.equal(await behind.jobs.renewLease(job.id, claim.attempts, 60_000), false, 'another server cannot renew it');
+  t.equal(await honest.jobs.renewLease(job.id, claim.attempts, 60_000), true, 'its holder can');
+  t.equal((await honest.jobs.getById(job.id))?.leaseOwner, claim.leaseOwner, 'the job stays with its holder');
 
   // A heartbeat written by a clock ten minutes behind is still a live heartbeat to the others.
-  await behind.startHeartbeat(60_000);
+  await behind.fleet.startHeartbeat(60_000);
   const ref = { accountId: account, endpoint: 'remove', key: 'skew' };
-  t.same(await behind.claimIdempotencyKey(ref, 'fp', 3600), { state: 'claimed' });
-  t.same(await ahead.claimIdempotencyKey(ref, 'fp', 3600), { state: 'pending' }, 'its claim is not taken over: its server is alive');
-  const pending = (await ahead.pendingIdempotencyClaim(ref))!;
+  t.same(await behind.idempotency.claim(ref, 'fp', 3600), { state: 'claimed' });
+  t.same(await ahead.idempotency.claim(ref, 'fp', 3600), { state: 'pending' }, 'its claim is not taken over: its server is alive');
+  const pending = (await ahead.idempotency.pending(ref))!;
   t.ok(pending.ownerAlive, 'alive by its heartbeat');
   t.ok(pending.ageMs >= 0 && pending.ageMs < 5_000, `the claim is as young as it is (${pending.ageMs} ms), whatever either clock says`);
-  t.same((await ahead.listServers()).map((s) => [s.id, s.alive]), [[idB, true]], 'listed alive');
+  t.same((await ahead.fleet.list()).map((s) => [s.id, s.alive]), [[idB, true]], 'listed alive');
 
   // A callback attempt being made by one server is not taken by a server whose clock is ahead.
-  t.equal(await honest.failJob(job.id, claim.attempts, { code: 'processing_failed', message: 'x' }, { url: 'http://example.test/hook', body: '{}' }), true);
-  t.equal((await honest.claimDueDeliveries(10, 60_000)).length, 1, 'the attempt is claimed for a minute');
-  t.same(await ahead.claimDueDeliveries(10, 60_000), [], 'a clock ten minutes ahead does not see that lease as run out');
+  t.equal(await honest.jobs.fail(job.id, claim.attempts, { code: 'processing_failed', message: 'x' }, { url: 'http://example.test/hook', body: '{}' }), true);
+  t.equal((await honest.deliveries.claimDue(10, 60_000)).length, 1, 'the attempt is claimed for a minute');
+  t.same(await ahead.deliveries.claimDue(10, 60_000), [], 'a clock ten minutes ahead does not see that lease as run out');
 });
 
 forEachEngine('schema room: a run may charge any whole number of credits on any channel (migrations 7 and pg 5)', async (t, kind) => {
   const { store } = await openTestStore(t, kind);
-  const { account } = await store.createKey({ name: 'room' });
+  const { account } = await store.keys.create({ name: 'room' });
   const insert = (credits: number, channel: string) => store.db.run(
     'INSERT INTO runs (id, account_id, key_id, channel, input, size, credits, ms, created_at) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?)',
     [crypto.randomUUID(), account, channel, 'upload', 'full', credits, 5, Date.now()],
   );
   await insert(2, 'photoroom');
-  t.equal((await store.usage(account)).reduce((sum, d) => sum + d.credits, 0), 2, 'a charge of 2 credits counts in usage');
+  t.equal((await store.ledger.usage(account)).reduce((sum, d) => sum + d.credits, 0), 2, 'a charge of 2 credits counts in usage');
   await t.rejects(insert(-1, 'api'), 'a negative charge is still refused');
 });
 
@@ -804,14 +804,14 @@ forEachEngine('an old database (SQLite 8, PostgreSQL 6) migrates; its results an
     : (await store.db.get<{ version: number }>('SELECT MAX(version) AS version FROM schema_migrations'))?.version;
   t.equal(version, kind === 'sqlite' ? MIGRATIONS.length : PG_MIGRATIONS.length, 'migrated to the last version');
 
-  t.match(await store.findResult('job-old', 3600), { jobId: 'job-old', width: 4, height: 3, fields: null }, 'an old result: its row as it was, no fields');
-  t.same((await store.getJob('job-old', 'acct-old'))?.resultFields, { confidence: 0.5 }, 'an old job: the fields it kept');
+  t.match(await store.results.find('job-old', 3600), { jobId: 'job-old', width: 4, height: 3, fields: null }, 'an old result: its row as it was, no fields');
+  t.same((await store.jobs.get('job-old', 'acct-old'))?.resultFields, { confidence: 0.5 }, 'an old job: the fields it kept');
 
   const fields = { width: 4, height: 3, foregroundTop: 0, foregroundLeft: 1, foregroundWidth: 2, foregroundHeight: 3, confidence: 0.75, processingMs: 12 };
-  const { account } = await store.createKey({ name: 'new' });
+  const { account } = await store.keys.create({ name: 'new' });
   const id = crypto.randomUUID();
-  await store.recordRun(run(account, 1, { id, result: { data: Buffer.from('png!'), ext: 'png', contentType: 'image/png', width: 4, height: 3, fields } }));
-  t.same((await store.findResult(id, 3600))?.fields, fields, 'a new result keeps every field in its column');
-  const stored = await store.getResult(id, 3600);
+  await store.ledger.recordRun(run(account, 1, { id, result: { data: Buffer.from('png!'), ext: 'png', contentType: 'image/png', width: 4, height: 3, fields } }));
+  t.same((await store.results.find(id, 3600))?.fields, fields, 'a new result keeps every field in its column');
+  const stored = await store.results.get(id, 3600);
   t.same([stored?.data.toString(), stored?.fields], ['png!', fields], 'and reads it back with its bytes');
 });

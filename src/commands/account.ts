@@ -13,7 +13,7 @@ type KeyFlags = StoreFlags & { key?: string; json?: boolean };
 
 async function callerOf(store: Store, key: string | undefined): Promise<{ accountId: string | null; test: boolean }> {
   if (key === undefined) return { accountId: null, test: false };
-  const auth = await store.authenticate(key);
+  const auth = await store.keys.authenticate(key);
   // A bad --key is a bad flag value: exit code 2, with the same message as `cutout remove --key`.
   if (!auth) throw new UsageError('--key: invalid or revoked API key');
   return { accountId: auth.accountId, test: auth.test };
@@ -30,7 +30,7 @@ export function registerAccount(program: Command): void {
   ).action(async (flags: KeyFlags) => {
     const body = await withStore(flags, async (store) => {
       const caller = await callerOf(store, flags.key);
-      const info = await store.account(caller.accountId);
+      const info = await store.ledger.account(caller.accountId);
       return { ...accountBody(info, caller.test), requests_this_month: info.requestsThisMonth };
     }, 'account');
     if (flags.json) {
@@ -51,7 +51,7 @@ export function registerAccount(program: Command): void {
       .option('--json', 'the JSON of GET /api/v1/usage'),
     'usage',
   ).action(async (flags: KeyFlags) => {
-    const days = await withStore(flags, async (store) => store.usage((await callerOf(store, flags.key)).accountId), 'usage');
+    const days = await withStore(flags, async (store) => store.ledger.usage((await callerOf(store, flags.key)).accountId), 'usage');
     if (flags.json) {
       process.stdout.write(JSON.stringify({ days }) + '\n');
       return;

@@ -16,7 +16,7 @@ export function registerCredits(program: Command): void {
     'credits',
   ).action(async (target: string, amountText: string, flags: StoreFlags & { json?: boolean }) => {
     if (!/^\d+$/.test(amountText) || Number(amountText) < 1) throw new UsageError(`Expected a whole number of credits above 0 for AMOUNT but received ${JSON.stringify(amountText)}`);
-    const result = await withStore(flags, (store) => store.addCredits(target, Number(amountText)), 'credits');
+    const result = await withStore(flags, (store) => store.ledger.addCredits(target, Number(amountText)), 'credits');
     if (flags.json) process.stdout.write(JSON.stringify({ account: result.accountId, balance: result.balance }) + '\n');
     else process.stdout.write(`${result.accountId}: balance ${result.balance} credits\n`);
   });

@@ -36,7 +36,7 @@ export function registerKeys(program: Command): void {
       .option('--json', 'print {"id", "key", "account", "credits"}'),
     'keys',
   ).action(async (flags: StoreFlags & { name?: string; test?: boolean; account?: string; json?: boolean }) => {
-    const created = await withStore(flags, (store) => store.createKey({ name: flags.name ?? null, test: flags.test === true, accountId: flags.account ?? null }));
+    const created = await withStore(flags, (store) => store.keys.create({ name: flags.name ?? null, test: flags.test === true, accountId: flags.account ?? null }));
     if (flags.json) {
       process.stdout.write(JSON.stringify(created) + '\n');
       return;
@@ -49,7 +49,7 @@ export function registerKeys(program: Command): void {
     keys.command('list').description('list keys (ids, names, hints; never the keys)').option('--json', 'one JSON object per key'),
     'keys',
   ).action(async (flags: StoreFlags & { json?: boolean }) => {
-    const list = await withStore(flags, (store) => store.listKeys());
+    const list = await withStore(flags, (store) => store.keys.list());
     for (const k of list) {
       if (flags.json) {
         process.stdout.write(JSON.stringify({ id: k.id, account: k.accountId, name: k.name, test: k.test, hint: k.hint, created_at: k.createdAt, revoked_at: k.revokedAt }) + '\n');
@@ -62,7 +62,7 @@ export function registerKeys(program: Command): void {
 
   addSettingFlags(keys.command('revoke').description('revoke a key by its id').argument('<id>', 'key id (key_...)'), 'keys').action(
     async (id: string, flags: StoreFlags) => {
-      const revoked = await withStore(flags, (store) => store.revokeKey(id));
+      const revoked = await withStore(flags, (store) => store.keys.revoke(id));
       process.stdout.write(revoked ? `revoked ${id}\n` : `${id} was already revoked\n`);
     },
   );

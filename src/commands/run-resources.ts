@@ -43,7 +43,7 @@ export class RunResources {
 
   /** The payer of `--key`; a usage error when the key is invalid or revoked. */
   async authenticate(key: string): Promise<Payer> {
-    const payer = await (await this.openStore()).authenticate(key);
+    const payer = await (await this.openStore()).keys.authenticate(key);
     if (!payer) throw new UsageError('--key: invalid or revoked API key');
     return payer;
   }

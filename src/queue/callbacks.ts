@@ -12,9 +12,10 @@ import { RESULT_FIELDS, resultJson, type ResultFields, type ResultFieldTable } f
 import { LIMITS } from '../limits.js';
 import { postJson } from '../net/fetch-url.js';
 import type { Delivery, JobError, Store } from '../store/db.js';
+import type { DeliveryStore as StoreDeliveries } from '../store/deliveries.js';
 
 /** What the callback deliveries need of the store: their rows and the store's clock. */
-export type DeliveryStore = Pick<Store, 'claimDueDeliveries' | 'nextDeliveryAt' | 'recordDeliveryAttempt' | 'releaseDeliveries' | 'now'>;
+export type DeliveryStore = Pick<Store, 'now'> & { readonly deliveries: Pick<StoreDeliveries, 'claimDue' | 'nextAt' | 'recordAttempt' | 'release'> };
 import { deliveryDecision, type AttemptOutcome } from './backoff.js';
 import { signBody } from './secret.js';
 
@@ -99,9 +100,9 @@ export class CallbackDispatcher {
     const room = this.concurrency - this.inflight.size;
     if (room <= 0) return;
     // Claimed under a lease: with several servers, each attempt is made by exactly one of them.
-    const due = await this.opts.store.claimDueDeliveries(room, LIMITS.callbackLeaseMs);
+    const due = await this.opts.store.deliveries.claimDue(room, LIMITS.callbackLeaseMs);
     if (this.stopped) {
-      await this.opts.store.releaseDeliveries(due.map((d) => d.id));
+      await this.opts.store.deliveries.release(due.map((d) => d.id));
       return;
     }
     for (const d of due) {
@@ -121,7 +122,7 @@ export class CallbackDispatcher {
     if (this.stopped || this.timer) return;
     let delay = MAX_IDLE_MS;
     try {
-      const next = await this.opts.store.nextDeliveryAt();
+      const next = await this.opts.store.deliveries.nextAt();
       if (next !== null) delay = Math.min(MAX_IDLE_MS, Math.max(0, next - this.opts.store.now()));
     } catch {
       // the store is closing: the stop will follow
@@ -150,11 +151,11 @@ export class CallbackDispatcher {
     const decision = deliveryDecision(attemptsMade, outcome, { retries: this.retries, firstDelayMs: this.opts.firstDelayMs });
     const { store } = this.opts;
     if (decision.state === 'delivered') {
-      await store.recordDeliveryAttempt(d.id, { state: 'delivered', attempts: attemptsMade });
+      await store.deliveries.recordAttempt(d.id, { state: 'delivered', attempts: attemptsMade });
     } else if (decision.state === 'retry') {
-      await store.recordDeliveryAttempt(d.id, { state: 'retry', attempts: attemptsMade, nextAttemptAt: store.now() + decision.delayMs, lastError: decision.reason });
+      await store.deliveries.recordAttempt(d.id, { state: 'retry', attempts: attemptsMade, nextAttemptAt: store.now() + decision.delayMs, lastError: decision.reason });
     } else {
-      await store.recordDeliveryAttempt(d.id, { state: 'gave_up', attempts: attemptsMade, lastError: decision.reason });
+      await store.deliveries.recordAttempt(d.id, { state: 'gave_up', attempts: attemptsMade, lastError: decision.reason });
       this.log(`cutout serve: callback delivery ${d.id} given up: ${decision.reason}`);
     }
     this.opts.onAttempt?.(decision.state);
@@ -174,6 +175,6 @@ export class CallbackDispatcher {
     await Promise.race([all, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
     // Only when recording the outcome hangs (the store unreachable): their sends have ended by
     // now, so another server may retry them without waiting for the lease.
-    if (this.inflight.size > 0) await this.opts.store.releaseDeliveries([...this.inflight.keys()]).catch(() => undefined);
+    if (this.inflight.size > 0) await this.opts.store.deliveries.release([...this.inflight.keys()]).catch(() => undefined);
   }
 }

@@ -4,16 +4,16 @@
  * job) calls `onLost`: the run can no longer commit, so it is stopped rather than finished in vain.
  * A renewal that fails (the store unreachable) is simply tried again at the next tick.
  */
-import type { Store } from '../store/db.js';
+import type { JobStore } from '../store/jobs.js';
 
 /** What keeping a lease needs of the store. */
-export type LeaseStore = Pick<Store, 'renewJobLease'>;
+export type LeaseStore = { readonly jobs: Pick<JobStore, 'renewLease'> };
 
 /** Starts renewing; returns the function that stops it. */
 export function keepLease(store: LeaseStore, job: { id: string; attempt: number }, leaseMs: number, onLost: () => void): () => void {
   let stopped = false;
   const timer = setInterval(() => {
-    void store.renewJobLease(job.id, job.attempt, leaseMs).then((held) => {
+    void store.jobs.renewLease(job.id, job.attempt, leaseMs).then((held) => {
       if (!held && !stopped) onLost();
     }, () => undefined);
   }, Math.floor(leaseMs / 3));

@@ -23,15 +23,18 @@ import { fetchImageUrl } from '../net/fetch-url.js';
 import type { RemoveRequest } from '../pipeline/types.js';
 import type { RemovalService } from '../service/removal.js';
 import type { WorkPool } from './pool.js';
-import type { JobError, JobRow, Store } from '../store/db.js';
+import type { JobError, JobRow } from '../store/db.js';
+import type { JobStore as StoreJobs } from '../store/jobs.js';
 
 /**
  * What the job workers need of the store (issue 46: a narrow interface, as RecordingStore is the
  * service's): the queue's claims and states, the inputs, and the lease a running job keeps.
  */
-export type JobStore = Pick<Store,
-  | 'claimNextJob' | 'renewJobLease' | 'markJobDoneIn' | 'failJob' | 'requeueJobs' | 'requeueAfterOutage'
-  | 'reclaimAbandonedJobs' | 'adoptAbandonedJob' | 'readJobInput' | 'removeJobInput' | 'removeOrphanJobInputs' | 'onJobsQueued'>;
+export type JobStore = {
+  readonly jobs: Pick<StoreJobs,
+    | 'claimNext' | 'renewLease' | 'markDoneIn' | 'fail' | 'requeue' | 'requeueAfterOutage'
+    | 'reclaimAbandoned' | 'adoptAbandoned' | 'readInput' | 'removeInput' | 'removeOrphanInputs' | 'onQueued'>;
+};
 import { callbackBody } from './callbacks.js';
 import { queueRetryAfterSeconds } from './backoff.js';
 import { keepLease } from './lease.js';
@@ -102,9 +105,9 @@ export class JobRunner {
   async start(): Promise<void> {
     const requeued = await this.reclaim();
     if (requeued > 0) this.log(`cutout serve: ${requeued} job(s) interrupted by the last stop went back to the queue`);
-    await this.store.removeOrphanJobInputs();
+    await this.store.jobs.removeOrphanInputs();
     // Jobs queued on another server of the fleet wake this one at once; the sweep is the fallback.
-    await this.store.onJobsQueued(() => this.notify());
+    await this.store.jobs.onQueued(() => this.notify());
     this.sweepTimer = setInterval(() => void this.sweep(), this.sweepMs);
     this.sweepTimer.unref();
     this.notify();
@@ -144,7 +147,7 @@ export class JobRunner {
       .run(async () => {
         try {
           if (this.stopping) return;
-          claimed = await this.store.claimNextJob(this.leaseMs);
+          claimed = await this.store.jobs.claimNext(this.leaseMs);
           if (!claimed && wake === this.wakeups) this.more = false;
         } finally {
           endProbe();
@@ -171,9 +174,9 @@ export class JobRunner {
    * the queue with their attempt counted; those interrupted `maxAttempts` times fail instead.
    */
   private async reclaim(): Promise<number> {
-    const { requeued, exhausted } = await this.store.reclaimAbandonedJobs(this.maxAttempts, [...this.running.keys()]);
+    const { requeued, exhausted } = await this.store.jobs.reclaimAbandoned(this.maxAttempts, [...this.running.keys()]);
     for (const job of exhausted) {
-      if (!(await this.store.adoptAbandonedJob(job, this.leaseMs))) continue; // another server took it first
+      if (!(await this.store.jobs.adoptAbandoned(job, this.leaseMs))) continue; // another server took it first
       const error = new CutoutError('processing_failed', `The job was interrupted ${job.attempts} times while it ran and is not tried again. Nothing was charged.`);
       if (await this.fail(job, error)) await this.finished(job);
     }
@@ -218,7 +221,7 @@ export class JobRunner {
   }
 
   private async finished(job: JobRow): Promise<void> {
-    await this.store.removeJobInput(job.id);
+    await this.store.jobs.removeInput(job.id);
     this.opts.onFinished?.(job);
   }
 
@@ -227,7 +230,7 @@ export class JobRunner {
       if (!job.sourceUrl) throw new CutoutError('processing_failed', 'The job has no image_url.');
       return fetchImageUrl(job.sourceUrl, { allowPrivateNetwork: this.opts.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs });
     }
-    const bytes = await this.store.readJobInput(job.id);
+    const bytes = await this.store.jobs.readInput(job.id);
     if (!bytes) throw new CutoutError('processing_failed', 'The stored input of this job is missing; nothing was charged.');
     return bytes;
   }
@@ -263,7 +266,7 @@ export class JobRunner {
         within: async (tx, charged, result) => {
           const done = { creditsCharged: charged.creditsCharged, creditsRemaining: charged.creditsRemaining ?? 0, fields: resultFieldsOf(result) };
           const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'done', url, ...done }) } : null;
-          if (!(await store.markJobDoneIn(tx, job.id, job.attempts, done, callback))) throw new ClaimLost();
+          if (!(await store.jobs.markDoneIn(tx, job.id, job.attempts, done, callback))) throw new ClaimLost();
         },
       });
       return true;
@@ -288,7 +291,7 @@ export class JobRunner {
    */
   private async putBackAfterOutage(job: JobRow, err: CutoutError): Promise<void> {
     const delayMs = this.outage.begin(); // before the requeue: this server does not claim it back at once
-    await this.store.requeueAfterOutage({ id: job.id, attempt: job.attempts });
+    await this.store.jobs.requeueAfterOutage({ id: job.id, attempt: job.attempts });
     // Never the job's id: it is also its result's capability URL (GET /results/{id} needs no key).
     this.log(`cutout serve: 1 job back in the queue, claims resume in ${delayMs} ms: ${err.message}`);
   }
@@ -301,7 +304,7 @@ export class JobRunner {
     const e = toCutoutError(err);
     const error: JobError = { code: e.code, message: e.message };
     const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'failed', error }) } : null;
-    return this.store.failJob(job.id, job.attempts, error, callback);
+    return this.store.jobs.fail(job.id, job.attempts, error, callback);
   }
 
   /**
@@ -327,7 +330,7 @@ export class JobRunner {
       this.abandoned.add(id);
       r.controller.abort(new CutoutError('processing_failed', 'The server is stopping.'));
     }
-    const moved = await this.store.requeueJobs(claims).catch(() => 0);
+    const moved = await this.store.jobs.requeue(claims).catch(() => 0);
     this.log(`cutout serve: ${moved} job(s) still running after ${graceMs} ms went back to the queue`);
   }
 }

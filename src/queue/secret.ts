@@ -19,7 +19,7 @@ function newSecret(): string {
 /** The callback secret of a store (or the configured one). */
 export function callbackSecretOf(store: Store, configured: string | null): Promise<string> {
   if (configured !== null && configured !== '') return Promise.resolve(configured);
-  return store.sharedSecret(CALLBACK_SECRET_FILE, newSecret);
+  return store.fleet.sharedSecret(CALLBACK_SECRET_FILE, newSecret);
 }
 
 /** `sha256=<hex HMAC-SHA256 of the raw body>`, the X-Service-Signature header value. */

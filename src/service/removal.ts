@@ -16,8 +16,10 @@ import type { Queryable } from '../store/db.js';
 
 /** The parts of the store the service writes and reads. */
 export interface RecordingStore {
-  recordRun(run: RunRecord, options?: RecordRunOptions): Promise<RunCharge>;
-  balance(accountId: string): Promise<number>;
+  readonly ledger: {
+    recordRun(run: RunRecord, options?: RecordRunOptions): Promise<RunCharge>;
+    balance(accountId: string): Promise<number>;
+  };
 }
 
 /**
@@ -79,7 +81,7 @@ export class RemovalService {
     const { pipeline, store } = this.deps;
     const { payer, signal } = removal;
     const checkFunds = removal.checkFundsFirst !== false;
-    const balanceOf = (accountId: string) => store.balance(accountId);
+    const balanceOf = (accountId: string) => store.ledger.balance(accountId);
     if (checkFunds) await assertFunded(payer, upfrontPrice(removal.request.size), balanceOf);
     const got = typeof removal.input === 'function' ? await removal.input() : removal.input;
     if (signal?.aborted) throw signal.reason;
@@ -107,7 +109,7 @@ export class RemovalService {
     const commit = async () => {
       if (removal.beforeRecord) await removal.beforeRecord(result);
       const within = removal.within;
-      const charged = await store.recordRun(record, within ? { within: (tx, outcome) => within(tx, outcome, result) } : {});
+      const charged = await store.ledger.recordRun(record, within ? { within: (tx, outcome) => within(tx, outcome, result) } : {});
       return { result, charged };
     };
     return removal.commit ? removal.commit(commit) : commit();

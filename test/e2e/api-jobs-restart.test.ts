@@ -29,8 +29,8 @@ async function status(url: string, key: string, id: string): Promise<any> {
 async function storeView(dataDir: string, ids: string[]) {
   const store = await openStore(dataDir);
   try {
-    const jobs = await Promise.all(ids.map((id) => store.getJobById(id)));
-    const deliveries = await Promise.all(ids.map((id) => store.deliveriesOf(id)));
+    const jobs = await Promise.all(ids.map((id) => store.jobs.getById(id)));
+    const deliveries = await Promise.all(ids.map((id) => store.deliveries.of(id)));
     const charges = await store.db.all<{ ref: string; n: number }>("SELECT ref, COUNT(*) AS n FROM ledger WHERE reason = 'charge' GROUP BY ref");
     const runs = await store.db.all<{ id: string; channel: string }>('SELECT id, channel FROM runs');
     return { jobs: jobs.map((j) => j!), deliveries, charges, runs };

@@ -47,7 +47,7 @@ const key = await createKey(srv.dataDir);
 {
   // Ten requests per client, most of them charged: a new key has 10 credits.
   const store = await openStore(srv.dataDir);
-  await store.addCredits(key.account, 200);
+  await store.ledger.addCredits(key.account, 200);
   await store.close();
 }
 

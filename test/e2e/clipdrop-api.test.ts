@@ -21,7 +21,7 @@ const key = await createKey(srv.dataDir);
 {
   // Enough credits for every case below (a new key has 10).
   const store = await openStore(srv.dataDir);
-  await store.addCredits(key.account, 40);
+  await store.ledger.addCredits(key.account, 40);
   await store.close();
 }
 const endpoint = `${srv.url}/remove-background/v1`;
@@ -141,7 +141,7 @@ t.test('401, 403, 402, 406, 429 and 404 with their statuses', async (t) => {
   t.match(await clipdropError(t, await post(form(cat), {}, 'cut_live_nope')), { status: 403 });
   const broke = await createKey(srv.dataDir);
   const store = await openStore(srv.dataDir);
-  for (let i = 0; i < 10; i++) await store.recordRun({ id: crypto.randomUUID(), accountId: broke.account, keyId: broke.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
+  for (let i = 0; i < 10; i++) await store.ledger.recordRun({ id: crypto.randomUUID(), accountId: broke.account, keyId: broke.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
   await store.close();
   t.match(await clipdropError(t, await post(form(cat), {}, broke.key)), { status: 402 });
   const before = await balance();

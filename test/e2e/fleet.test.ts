@@ -68,7 +68,7 @@ async function identityOf(server: ServeProcess): Promise<string> {
 async function waitForHolders(observer: Store, ids: string[], count: number, timeoutMs = 60_000): Promise<string[]> {
   const until = Date.now() + timeoutMs;
   for (;;) {
-    const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
+    const rows = await Promise.all(ids.map((id) => observer.jobs.getById(id)));
     const holding = rows.filter((r) => r!.status === 'processing');
     if (holding.length >= count) return holding.map((r) => r!.leaseOwner!);
     if (Date.now() > until) throw new Error(`${holding.length} of the jobs processing after ${timeoutMs} ms, expected ${count}`);
@@ -176,7 +176,7 @@ t.test('kill -9 of a server holding jobs: another finishes them, each charged on
 
   const jobs = await Promise.all(ids.map((id) => waitForJob(survivor.url, key, id)));
   t.same(jobs.map((j) => j.status), ['done', 'done', 'done', 'done'], 'no job lost');
-  const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
+  const rows = await Promise.all(ids.map((id) => observer.jobs.getById(id)));
   t.ok(rows.some((r) => r!.attempts >= 2), 'the interrupted job ran again, its attempt counted');
   const charges = await observer.db.all<{ ref: string; n: number }>("SELECT ref, COUNT(*) AS n FROM ledger WHERE reason = 'charge' AND account_id = ? GROUP BY ref", [account]);
   t.same(charges.map((r) => r.ref).sort(), [...ids, syncId].sort(), 'every job and the sync request charged');
@@ -186,7 +186,7 @@ t.test('kill -9 of a server holding jobs: another finishes them, each charged on
   t.same(new Set(calls.map((r) => r.json.job_id)), new Set(ids), 'a callback for every job');
   t.ok(calls.every((r) => r.json.status === 'done' && signatureValid(r, SECRET)), 'done and signed with the fleet\'s secret');
   for (const id of ids) {
-    const deliveries = await observer.deliveriesOf(id);
+    const deliveries = await observer.deliveries.of(id);
     t.equal(deliveries.length, 1, `one delivery of ${id}`);
     t.match(deliveries, [{ delivered: true }], 'recorded as delivered');
   }
@@ -199,7 +199,7 @@ t.test('concurrent claims: many jobs on two servers, none run twice', async (t) 
   // No CUTOUT_CALLBACK_SECRET: the servers generate one secret between them, in the database.
   const [a, b] = await fleet(t, url, 2, ['--workers', '1', '--allow-private-network', '--rate-limit', '100000'], {});
   const { key, account } = await createKey(a.dataDir, ['--store', url]);
-  await (await observe(t, url)).addCredits(account, 20);
+  await (await observe(t, url)).ledger.addCredits(account, 20);
   const observer = await observe(t, url);
   // The first image of each server is held back until both hold one, so both run some.
   const images = await startHeldImageServer(t, chelsea);
@@ -214,7 +214,7 @@ t.test('concurrent claims: many jobs on two servers, none run twice', async (t) 
   t.equal(new Set(holders).size, 2, 'each server holds one job');
   images.release();
   await Promise.all(ids.map((id, i) => waitForJob([a, b][i % 2].url, key, id)));
-  const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
+  const rows = await Promise.all(ids.map((id) => observer.jobs.getById(id)));
   t.ok(rows.every((r) => r!.status === 'done'), 'all done');
   t.ok(rows.every((r) => r!.attempts === 1), 'each claimed exactly once');
   t.equal(new Set(rows.map((r) => r!.leaseOwner)).size, 2, 'both servers ran some of them');
@@ -238,12 +238,12 @@ t.test('SIGTERM: a server finishes or hands back its jobs and leaves; another ru
   const ids: string[] = [];
   for (let i = 0; i < 3; i++) ids.push(((await (await submitJob(leaving.url, key, { size: 'full', quality: 'fast' })).json()) as any).job_id);
   await waitForJob(leaving.url, key, ids[0], ['processing', 'done']);
-  t.equal((await observer.listServers()).length, 1, 'the server has a heartbeat row');
+  t.equal((await observer.fleet.list()).length, 1, 'the server has a heartbeat row');
   const stopped = await leaving.stop('SIGTERM');
   t.equal(stopped.code, 0, 'a clean exit');
-  const rows = await Promise.all(ids.map((id) => observer.getJobById(id)));
+  const rows = await Promise.all(ids.map((id) => observer.jobs.getById(id)));
   t.notOk(rows.some((r) => r!.status === 'processing'), 'no job left claimed by the stopped server');
-  t.same(await observer.listServers(), [], 'its heartbeat row is gone');
+  t.same(await observer.fleet.list(), [], 'its heartbeat row is gone');
   const started = Date.now();
   const [survivor] = await fleet(t, url, 1, args);
   const jobs = await Promise.all(ids.map((id) => waitForJob(survivor.url, key, id, ['done', 'failed'], 45_000)));
@@ -272,7 +272,7 @@ t.test('a server whose lease was taken over stops that job at once and commits n
   // The server is free again: a new job runs on it (the stopped one no longer holds its only worker).
   const next = (await (await submitJob(server.url, key, { size: 'full', quality: 'fast' })).json()) as any;
   t.equal((await waitForJob(server.url, key, next.job_id)).status, 'done');
-  const row = (await observer.getJobById(id))!;
+  const row = (await observer.jobs.getById(id))!;
   t.same([row.status, row.leaseOwner], ['processing', 'another-server:1:1:x'], 'the job stays with the server that took it over');
   const charges = await observer.db.all<{ ref: string }>("SELECT ref FROM ledger WHERE reason = 'charge' AND account_id = ?", [account]);
   t.same(charges.map((c) => c.ref), [next.job_id], 'nothing charged for the stopped run');
@@ -297,7 +297,7 @@ t.test('SIGTERM while a callback attempt is in flight: the stop waits for it and
   const stopped = await server.stop('SIGTERM');
   t.equal(stopped.code, 0, 'a clean exit');
   t.ok(stopped.ms >= LIMITS.callbackAttemptTimeoutMs - 1000, 'after waiting for the attempt to time out');
-  const [delivery] = await observer.deliveriesOf(id);
+  const [delivery] = await observer.deliveries.of(id);
   t.match(delivery, { attempts: 1, delivered: false, gaveUp: false, lastError: /./ }, 'recorded as a failed attempt, to be retried by any server');
   const lease = await observer.db.get<{ lease_owner: string | null }>('SELECT lease_owner FROM callback_deliveries WHERE job_id = ?', [id]);
   t.equal(lease?.lease_owner, null, 'and no longer claimed');

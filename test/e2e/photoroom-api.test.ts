@@ -24,7 +24,7 @@ const key = await createKey(srv.dataDir);
 {
   // Enough credits for every case below (a new key has 10).
   const store = await openStore(srv.dataDir);
-  await store.addCredits(key.account, 90);
+  await store.ledger.addCredits(key.account, 90);
   await store.close();
 }
 const segment = `${srv.url}/v1/segment`;
@@ -166,7 +166,7 @@ t.test('403, 402, 429 and 404 in Photoroom\'s shape', async (t) => {
   t.match(await photoroomError(t, bearer), { status: 403 }, 'the key only in x-api-key, as Photoroom reads it');
   const broke = await createKey(srv.dataDir);
   const store = await openStore(srv.dataDir);
-  for (let i = 0; i < 10; i++) await store.recordRun({ id: crypto.randomUUID(), accountId: broke.account, keyId: broke.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
+  for (let i = 0; i < 10; i++) await store.ledger.recordRun({ id: crypto.randomUUID(), accountId: broke.account, keyId: broke.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
   await store.close();
   const poor = await photoroomError(t, await post(form(cat), {}, broke.key));
   t.match(poor, { status: 402, type: 'unknown_error' }, "Photoroom's answer to exhausted credits");

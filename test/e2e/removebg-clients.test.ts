@@ -26,7 +26,7 @@ const key = await createKey(srv.dataDir);
 const broke = await createKey(srv.dataDir);
 {
   const store = await openStore(srv.dataDir);
-  for (let i = 0; i < 10; i++) await store.recordRun({ id: crypto.randomUUID(), accountId: broke.account, keyId: broke.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
+  for (let i = 0; i < 10; i++) await store.ledger.recordRun({ id: crypto.randomUUID(), accountId: broke.account, keyId: broke.id, channel: 'api', input: 'x', size: 'full', credits: 1, ms: 1 });
   await store.close();
 }
 const work = await tempDataDir(t);

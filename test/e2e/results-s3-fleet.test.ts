@@ -91,7 +91,7 @@ t.test('two servers, one PostgreSQL, one bucket', async (t) => {
     t.teardown(async () => { if (!restarted) await s3.start(); });
 
     const handedBack = await until('the job handed back after a failed upload', async () => {
-      const row = await observer.getJobById(jobId);
+      const row = await observer.jobs.getById(jobId);
       return row && row.outages >= 1 ? row : null;
     }, 120_000);
     t.equal(handedBack.creditsCharged, null, 'not charged');

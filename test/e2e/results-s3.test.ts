@@ -41,29 +41,29 @@ for (const kind of ENGINES) {
   t.test(`[${kind}] a job's upload waits in the object store, not the database, and is gone once the job ends`, async (t) => {
     const clock = { now: Date.now() };
     const { store, prefix, dir } = await s3Store(t, kind, clock);
-    const { account } = await store.createKey({});
+    const { account } = await store.keys.create({});
     const id = crypto.randomUUID();
     const image = crypto.randomBytes(2 * 1024 * 1024 + 5);
     const job = {
       id, accountId: account, keyId: null, options: { size: 'preview' } as NewJob['options'], sourceKind: 'image_file' as const, sourceUrl: null,
       input: image, inputDesc: 'upload', callbackUrl: null, billable: true, batchId: null,
     };
-    t.same(await store.createJobs([job], 10), { created: true, queued: 1 });
+    t.same(await store.jobs.create([job], 10), { created: true, queued: 1 });
     t.same(await objectsUnder(prefix), [`${prefix}/inputs/${id}.input`], 'the upload is an object beside the results');
     if (kind === 'postgres') t.equal((await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM job_inputs'))?.n, 0, 'no bytes in PostgreSQL');
     else t.same(await fs.readdir(path.join(dir, 'jobs')).catch(() => []), [], 'no file in the data directory');
-    const claimed = (await store.claimNextJob(60_000))!;
-    t.ok((await store.readJobInput(claimed.id))?.equals(image), 'the worker reads it back whole');
-    t.ok(await store.failJob(claimed.id, claimed.attempts, { code: 'processing_failed', message: 'x' }, null));
-    await store.removeJobInput(id);
+    const claimed = (await store.jobs.claimNext(60_000))!;
+    t.ok((await store.jobs.readInput(claimed.id))?.equals(image), 'the worker reads it back whole');
+    t.ok(await store.jobs.fail(claimed.id, claimed.attempts, { code: 'processing_failed', message: 'x' }, null));
+    await store.jobs.removeInput(id);
     t.same(await objectsUnder(prefix), [], 'deleted once the job ended');
-    t.equal(await store.removeOrphanJobInputs(), 0, 'and nothing left for the sweep');
+    t.equal(await store.jobs.removeOrphanInputs(), 0, 'and nothing left for the sweep');
 
     await s3.stop();
     try {
-      const refused = await store.createJobs([{ ...job, id: crypto.randomUUID() }], 10).then(() => null, (e: unknown) => e);
+      const refused = await store.jobs.create([{ ...job, id: crypto.randomUUID() }], 10).then(() => null, (e: unknown) => e);
       t.match(refused, { code: 'gpu_unavailable', status: 503, reason: 'results_unavailable' }, 'an upload the object store cannot take: 503');
-      t.same(await store.jobCounts(), { queued: 0, processing: 0 }, 'nothing queued');
+      t.same(await store.jobs.counts(), { queued: 0, processing: 0 }, 'nothing queued');
     } finally {
       await s3.start();
     }
@@ -73,31 +73,31 @@ for (const kind of ENGINES) {
 t.test('[sqlite] the object store down: nothing charged, nothing recorded; reads and readiness fail as unavailable', async (t) => {
   const clock = { now: Date.now() };
   const { store, prefix } = await s3Store(t, 'sqlite', clock);
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   const kept = crypto.randomUUID();
-  await store.recordRun(run(account, kept, Buffer.from('kept')));
-  const row = await store.findResult(kept, 3600);
-  await store.pingResults();
+  await store.ledger.recordRun(run(account, kept, Buffer.from('kept')));
+  const row = await store.results.find(kept, 3600);
+  await store.results.ping();
 
   await s3.stop();
   try {
     const lost = crypto.randomUUID();
-    const err = await store.recordRun(run(account, lost, Buffer.from('never stored'))).then(() => null, (e: unknown) => e);
+    const err = await store.ledger.recordRun(run(account, lost, Buffer.from('never stored'))).then(() => null, (e: unknown) => e);
     t.ok(err instanceof CutoutError, 'a CutoutError');
     t.match(err, { code: 'gpu_unavailable', status: 503, headers: { 'Retry-After': /^\d+$/ } }, '503 with Retry-After');
-    t.equal(await store.balance(account), 9, 'not charged');
-    t.equal(await store.findResult(lost, 3600), null, 'no row');
+    t.equal(await store.ledger.balance(account), 9, 'not charged');
+    t.equal(await store.results.find(lost, 3600), null, 'no row');
     t.equal((await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM runs WHERE id = ?', [lost]))?.n, 0, 'no run');
-    await t.rejects(store.openResult(row!), { code: 'gpu_unavailable', status: 503 }, 'a read is unavailable, not not-found');
-    await t.rejects(store.pingResults(), 'the readiness probe fails');
+    await t.rejects(store.results.open(row!), { code: 'gpu_unavailable', status: 503 }, 'a read is unavailable, not not-found');
+    await t.rejects(store.results.ping(), 'the readiness probe fails');
     // The purge cannot delete the objects: it keeps their rows for the next round.
     clock.now += 7200 * 1000;
-    await t.rejects(store.purgeResults(3600));
+    await t.rejects(store.results.purge(3600));
     t.equal((await store.db.all('SELECT 1 FROM results')).length, 1, 'the row stays while its object could not be deleted');
   } finally {
     await s3.start();
   }
-  t.equal(await store.purgeResults(3600), 1, 'purged once the store is back');
+  t.equal(await store.results.purge(3600), 1, 'purged once the store is back');
   t.same(await objectsUnder(prefix), []);
 });
 
@@ -132,19 +132,19 @@ t.test('[postgres] an upload cut half-way leaves nothing a read could return, an
     process.env.AWS_ENDPOINT_URL_S3 = direct;
   }
   const { store } = opened;
-  const { account } = await store.createKey({});
+  const { account } = await store.keys.create({});
   const small = crypto.randomUUID();
-  await store.recordRun(run(account, small, Buffer.from('small enough')));
-  t.ok((await store.getResult(small, 3600))?.data.equals(Buffer.from('small enough')), 'the proxy passes small uploads');
+  await store.ledger.recordRun(run(account, small, Buffer.from('small enough')));
+  t.ok((await store.results.get(small, 3600))?.data.equals(Buffer.from('small enough')), 'the proxy passes small uploads');
 
   const cut = crypto.randomUUID();
-  await t.rejects(store.recordRun(run(account, cut, crypto.randomBytes(2 * 1024 * 1024))), { code: 'gpu_unavailable', status: 503 }, 'the cut upload fails the run as unavailable');
-  t.equal(await store.balance(account), 9, 'charged for the small one only');
-  t.equal(await store.findResult(cut, 3600), null, 'no row points to it');
+  await t.rejects(store.ledger.recordRun(run(account, cut, crypto.randomBytes(2 * 1024 * 1024))), { code: 'gpu_unavailable', status: 503 }, 'the cut upload fails the run as unavailable');
+  t.equal(await store.ledger.balance(account), 9, 'charged for the small one only');
+  t.equal(await store.results.find(cut, 3600), null, 'no row points to it');
   // Whether a partial object exists is the object store's affair: real S3 never makes a cut upload
   // visible; s3rver keeps what arrived, sometimes after the failed attempt's key was deleted again
   // (it finishes the cut request late). Either way no row points to it, so nothing serves it:
-  t.equal(await store.getResult(cut, 3600), null, 'nothing is served for it');
+  t.equal(await store.results.get(cut, 3600), null, 'nothing is served for it');
   t.equal((await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM runs WHERE id = ?', [cut]))?.n, 0, 'no run was recorded');
 });
 
@@ -218,7 +218,7 @@ t.test('cutout serve --results s3://...: sync, jobs, callbacks, batches and expi
   }
 
   t.same(await fs.readdir(path.join(srv.dataDir, 'results')).catch(() => []), [], 'no result file in the data directory');
-  t.equal((await store.balance(k.account)), 9, 'one charge: the full-size job');
+  t.equal((await store.ledger.balance(k.account)), 9, 'one charge: the full-size job');
 
   // Expiry: the sweeper deletes the objects and their rows.
   await until('the sweeper to delete the expired objects', async () => (await objectsUnder(prefix)).length === 0, 60_000);

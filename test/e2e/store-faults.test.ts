@@ -87,7 +87,7 @@ t.test('a frozen PostgreSQL: health answers at once, /readyz 503 within 3 s, cal
   });
   t.equal(submitted.status, 202);
   const { job_id: inFlight } = (await submitted.json()) as any;
-  await until('the job to be claimed', async () => (await observer.getJobById(inFlight))?.status === 'processing', 30_000);
+  await until('the job to be claimed', async () => (await observer.jobs.getById(inFlight))?.status === 'processing', 30_000);
   const before = await timedGet(`${server.url}/readyz`, 5_000);
   t.equal(before.status, 200, 'ready before');
   t.same(before.body, { status: 'ready', checks: { store: 'ready' } });
@@ -141,7 +141,7 @@ t.test('a frozen PostgreSQL: health answers at once, /readyz 503 within 3 s, cal
   const { job_id: next } = (await after.json()) as any;
   t.match(await waitForJob(server, key, next), { status: 'done', credits_charged: 1 }, 'a new job runs');
   t.same(await charges(observer, account), { [inFlight]: 1, [next]: 1 }, 'each job charged exactly once, nothing else charged');
-  t.equal(await observer.balance(account), 8);
+  t.equal(await observer.ledger.balance(account), 8);
   const failures = sample((await timedGet(metricsUrl, 5_000)).body, 'cutout_store_heartbeat_failures_total');
   t.ok(failures !== null && failures >= 1, `heartbeat failures counted (${failures})`);
   t.equal(sample((await timedGet(metricsUrl, 5_000)).body, 'cutout_store_ready'), 1);
@@ -202,7 +202,7 @@ t.test("a running server's timer removes dead servers' old rows and releases the
     );
   }
   const claimsOf = async () => (await observer.db.all<{ owner: string }>("SELECT owner FROM idempotency_keys WHERE state = 'pending' ORDER BY owner")).map((r) => r.owner);
-  const servers = async () => (await observer.listServers()).map((s) => s.id).sort();
+  const servers = async () => (await observer.fleet.list()).map((s) => s.id).sort();
   await until('the dead servers\' claims to be released', async () => (await claimsOf()).length === 1, 15_000);
   t.same(await claimsOf(), [alive], 'the claims of both dead servers released, the live one\'s kept');
   await until('the long-dead row to go', async () => !(await servers()).includes(longDead), 15_000);
@@ -297,22 +297,22 @@ t.test('[postgres] a LISTEN connection whose peer went silent is noticed and rep
   t.teardown(() => listener.close());
   const notifier = await observe(t, direct);
   let heard = 0;
-  await listener.onJobsQueued(() => { heard++; });
-  const { account } = await notifier.createKey({});
+  await listener.jobs.onQueued(() => { heard++; });
+  const { account } = await notifier.keys.create({});
   const job = () => ({
     id: crypto.randomUUID(), accountId: account, keyId: null, options: { size: 'preview' } as any, sourceKind: 'image_file' as const, sourceUrl: null,
     input: Buffer.from('x'), inputDesc: 'upload', callbackUrl: null, billable: false, batchId: null,
   });
-  await notifier.createJobs([job()], 10_000);
+  await notifier.jobs.create([job()], 10_000);
   await until('the first notification', async () => heard === 1, 5_000);
   proxy.cut(); // the LISTEN connection (and the pool's) now lead nowhere, silently
   const cutAt = Date.now();
-  await notifier.createJobs([job()], 10_000);
+  await notifier.jobs.create([job()], 10_000);
   await sleep(500);
   t.equal(heard, 1, 'a notification sent into the silent path is lost');
   // Notifications sent until one arrives: the connection must have been replaced by then.
   await until('a notification over a new LISTEN connection', async () => {
-    await notifier.createJobs([job()], 10_000);
+    await notifier.jobs.create([job()], 10_000);
     await sleep(250);
     return heard > 1;
   }, 40_000);

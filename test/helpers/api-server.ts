@@ -173,7 +173,7 @@ export async function createKey(dataDir: string, args: string[] = []): Promise<C
   for (const a of args) if (a.startsWith('--') && !known.has(a)) throw new Error(`createKey: flag ${a} is not handled in process`);
   const store = await openStore(dataDir, { url: flag('--store') ?? null });
   try {
-    const created = await store.createKey({ name: flag('--name') ?? null, test: args.includes('--test'), accountId: flag('--account') ?? null });
+    const created = await store.keys.create({ name: flag('--name') ?? null, test: args.includes('--test'), accountId: flag('--account') ?? null });
     return JSON.parse(JSON.stringify(created)) as CreatedKey;
   } finally {
     await store.close();
