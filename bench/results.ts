@@ -24,7 +24,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { openStore, type Store } from '../dist/store/db.js';
-import { sendStoredResult } from '../dist/server/routes-results.js';
+import { sendStoredResult } from '../dist/server/v1/routes-results.js';
 import { folderBytes, machine, startPostgres } from './fleet-parts.js';
 import { median, option } from './common.js';
 import { BUCKET, queueJobs, startS3 } from './job-growth.js';

@@ -9,9 +9,9 @@ import fs from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
 import sharp from 'sharp';
-import { v1Api } from '../src/server/api-v1.js';
-import { removeBgApi } from '../src/server/api-removebg.js';
-import { rembgApi } from '../src/server/api-rembg.js';
+import { v1Api } from '../src/server/v1/api-v1.js';
+import { removeBgApi } from '../src/server/dialects/api-removebg.js';
+import { rembgApi } from '../src/server/dialects/api-rembg.js';
 import { bearer, createKey, startApi, upload } from './helpers/api-server.js';
 import { FIXTURES } from './helpers/cli.js';
 

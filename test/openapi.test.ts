@@ -1,7 +1,7 @@
 import t from 'tap';
 import { validate, dereference, compileErrors } from '@readme/openapi-parser';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { openapiDocument } from '../src/server/openapi.js';
+import { openapiDocument } from '../src/server/v1/openapi.js';
 import { resultHeaderNames } from '../src/result-fields.js';
 import { ERROR_TABLE } from '../src/errors.js';
 import { LIMITS } from '../src/limits.js';

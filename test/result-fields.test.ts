@@ -18,8 +18,8 @@ import {
   DIALECTS, RESULT_FIELDS, dialectBody, manifestFields, parseResultFields, resultFieldsOf, resultHeaderNames, resultHeaders, resultJson,
   storedResultFields, type ResultFieldRow, type ResultFields,
 } from '../src/result-fields.js';
-import { openapiDocument, resultFieldsOpenapi } from '../src/server/openapi.js';
-import { jobRecord } from '../src/server/routes-jobs.js';
+import { openapiDocument, resultFieldsOpenapi } from '../src/server/v1/openapi.js';
+import { jobRecord } from '../src/server/v1/routes-jobs.js';
 import type { JobRow } from '../src/store/db.js';
 import { bearer, createKey, startApi, upload } from './helpers/api-server.js';
 import { startReceiver } from './helpers/callback-receiver.js';

@@ -8,7 +8,7 @@ export function registerOpenapi(program: Command): void {
     .command('openapi')
     .description('print the OpenAPI 3.1.0 document of the v1 API'), 'openapi')
     .action(async () => {
-      const { openapiDocument } = await import('../server/openapi.js');
+      const { openapiDocument } = await import('../server/v1/openapi.js');
       process.stdout.write(JSON.stringify(openapiDocument, null, 2) + '\n');
     });
 }

@@ -26,11 +26,11 @@ import { ServerMetrics, setRoutePattern } from './metrics.js';
 import { assignRequestId, createLogger, createRequestLogger } from './request-log.js';
 import { callbackSecretOf } from '../queue/secret.js';
 import { registerPlayground } from './routes-playground.js';
-import { v1Api, v1NotFound } from './api-v1.js';
-import { rembgApi } from './api-rembg.js';
-import { removeBgApi } from './api-removebg.js';
-import { photoroomApis } from './api-photoroom.js';
-import { clipdropApi } from './api-clipdrop.js';
+import { v1Api, v1NotFound } from './v1/api-v1.js';
+import { rembgApi } from './dialects/api-rembg.js';
+import { removeBgApi } from './dialects/api-removebg.js';
+import { photoroomApis } from './dialects/api-photoroom.js';
+import { clipdropApi } from './dialects/api-clipdrop.js';
 import { applyCors, limiterOf, mountApi, pluginFor, type ApiPlugin } from './plugin.js';
 import type { ServerContext } from './context.js';
 

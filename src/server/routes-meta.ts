@@ -5,7 +5,7 @@ import { CutoutError } from '../errors.js';
 import { serverIdentity } from '../identity.js';
 import { LIMITS } from '../limits.js';
 import { withTimeout } from './readiness.js';
-import { openapiDocument } from './openapi.js';
+import { openapiDocument } from './v1/openapi.js';
 import { sendError, sendJson } from './http.js';
 import type { ServerContext } from './context.js';
 import type { ServerMetrics } from './metrics.js';

@@ -4,7 +4,7 @@
  * charge, the run, the stored result, and the door's own writes in `within`, the transactional
  * outbox of a job's final state and its callback), and answers the result with what was charged.
  *
- * The doors only translate: the sync route (server/routes-remove.ts) adds its deadline and pool
+ * The doors only translate: the sync route (server/v1/routes-remove.ts) adds its deadline and pool
  * slot, the job runner (queue/runner.ts) its claim, the CLI its output file. Billing rules are
  * src/billing.ts's.
  */

@@ -3,8 +3,8 @@
  * request, and FastAPI's validation failure for a bad one: a 422 naming where the parameter was
  * (`query` or `body`). The door is api-rembg.ts.
  */
-import { OptionError, type Rgb } from '../options.js';
-import type { RemoveRequest } from '../pipeline/types.js';
+import { OptionError, type Rgb } from '../../options.js';
+import type { RemoveRequest } from '../../pipeline/types.js';
 
 /** rembg's session names (R1 `rembg/sessions/*.py`): each runs cutout's model here. */
 export const REMBG_MODELS = [

@@ -7,17 +7,17 @@
  */
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CutoutError, type ErrorCode } from '../errors.js';
-import { OptionError, parseEnum } from '../options.js';
-import type { Format } from '../options.js';
-import type { ImageProbe } from '../pipeline/types.js';
-import { resultFieldsOf, resultHeaders } from '../result-fields.js';
-import type { ServerContext } from './context.js';
-import type { Caller } from './guards.js';
+import { CutoutError, type ErrorCode } from '../../errors.js';
+import { OptionError, parseEnum } from '../../options.js';
+import type { Format } from '../../options.js';
+import type { ImageProbe } from '../../pipeline/types.js';
+import { resultFieldsOf, resultHeaders } from '../../result-fields.js';
+import type { ServerContext } from '../context.js';
+import type { Caller } from '../guards.js';
 import { dialectCors, dialectDeadlineMs, fieldOf, keyCaller, readUpload, statusOf } from './dialect-kit.js';
-import { acceptedRanges, sendBytes, sendJson } from './http.js';
-import type { ApiPlugin } from './plugin.js';
-import { runSyncRemoval } from './sync-removal.js';
+import { acceptedRanges, sendBytes, sendJson } from '../http.js';
+import type { ApiPlugin } from '../plugin.js';
+import { runSyncRemoval } from '../sync-removal.js';
 
 export const CLIPDROP_PREFIX = '/remove-background';
 /** Clipdrop's input limit: 25 megapixels (its docs), below cutout's own 50. */
@@ -103,7 +103,7 @@ async function handleRemove(ctx: ClipdropContext, req: IncomingMessage, res: Ser
   }
   const asked = await readClipdropRequest(req);
   const probe = await checkImage(ctx, asked.image);
-  const transparency = WITH_ALPHA.has(probe.format) ? await import('../pipeline/transparency.js') : null;
+  const transparency = WITH_ALPHA.has(probe.format) ? await import('../../pipeline/transparency.js') : null;
   if (transparency && asked.handling === 'return_input_if_non_opaque' && (await transparency.hasTransparency(asked.image))) {
     // Clipdrop's default: an input that already has transparency comes back as it is. No model
     // ran, so nothing is charged (cutout's choice; docs/clipdrop.md).

@@ -7,20 +7,20 @@
  */
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { canAfford, payerOfCaller, priceOf } from '../billing.js';
-import { CutoutError, type ErrorCode } from '../errors.js';
-import { LIMITS } from '../limits.js';
-import { fetchImageUrl } from '../net/fetch-url.js';
-import { OptionError } from '../options.js';
-import type { RemoveRequest } from '../pipeline/types.js';
-import type { ServerContext } from './context.js';
-import type { Caller } from './guards.js';
-import { sendBytes, sendJson } from './http.js';
-import type { ApiPlugin } from './plugin.js';
+import { canAfford, payerOfCaller, priceOf } from '../../billing.js';
+import { CutoutError, type ErrorCode } from '../../errors.js';
+import { LIMITS } from '../../limits.js';
+import { fetchImageUrl } from '../../net/fetch-url.js';
+import { OptionError } from '../../options.js';
+import type { RemoveRequest } from '../../pipeline/types.js';
+import type { ServerContext } from '../context.js';
+import type { Caller } from '../guards.js';
+import { sendBytes, sendJson } from '../http.js';
+import type { ApiPlugin } from '../plugin.js';
 import { readRemoveBgRequest, type RemoveBgSource } from './removebg-params.js';
-import { dialectBody, resultFieldsOf, resultHeaders } from '../result-fields.js';
+import { dialectBody, resultFieldsOf, resultHeaders } from '../../result-fields.js';
 import { dialectCors, dialectDeadlineMs, keyCaller, statusOf, wantsJsonNotImage } from './dialect-kit.js';
-import { runSyncRemoval } from './sync-removal.js';
+import { runSyncRemoval } from '../sync-removal.js';
 
 export const REMOVEBG_PREFIX = '/v1.0';
 

@@ -5,18 +5,18 @@
  * timeout has answered 504 nothing is charged even if the model finishes later, and once the
  * commit has begun the timeout no longer fires.
  */
-import { runSyncRemoval } from './sync-removal.js';
-import { resultFieldsOf, resultHeaders, type ResultFields } from '../result-fields.js';
+import { runSyncRemoval } from '../sync-removal.js';
+import { resultFieldsOf, resultHeaders, type ResultFields } from '../../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
-import { colorToHex, forTestKey, type ImageOptions } from '../options.js';
-import { fetchImageUrl } from '../net/fetch-url.js';
-import type { RemoveRequest } from '../pipeline/types.js';
-import type { ServerContext } from './context.js';
-import { fingerprint, type Caller, type Seal } from './guards.js';
-import { sendBytes, sendJson, wantsJson } from './http.js';
+import { CutoutError } from '../../errors.js';
+import { LIMITS } from '../../limits.js';
+import { colorToHex, forTestKey, type ImageOptions } from '../../options.js';
+import { fetchImageUrl } from '../../net/fetch-url.js';
+import type { RemoveRequest } from '../../pipeline/types.js';
+import type { ServerContext } from '../context.js';
+import { fingerprint, type Caller, type Seal } from '../guards.js';
+import { sendBytes, sendJson, wantsJson } from '../http.js';
 import { readImageRequest, type ImageSource } from './v1-params.js';
 import { sendStoredResult } from './routes-results.js';
 

@@ -6,20 +6,20 @@
  * route (`Authorization: Bearer` or `X-Api-Key`), charged like v1 (a full-size result, 1 credit).
  * Its parameters are read in rembg-params.ts.
  */
-import { resultFieldsOf, resultHeaders } from '../result-fields.js';
+import { resultFieldsOf, resultHeaders } from '../../result-fields.js';
 import { dialectCors, dialectDeadlineMs, readUpload } from './dialect-kit.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request } from 'polka';
-import { CutoutError } from '../errors.js';
-import { fetchImageUrl } from '../net/fetch-url.js';
-import type { RemoveRequest } from '../pipeline/types.js';
+import { CutoutError } from '../../errors.js';
+import { fetchImageUrl } from '../../net/fetch-url.js';
+import type { RemoveRequest } from '../../pipeline/types.js';
 import { RembgValidationError, rembgRequest } from './rembg-params.js';
-import type { ServerContext } from './context.js';
-import { identify, type Caller } from './guards.js';
-import { sendBytes, sendJson } from './http.js';
-import type { ApiPlugin } from './plugin.js';
-import { runSyncRemoval } from './sync-removal.js';
+import type { ServerContext } from '../context.js';
+import { identify, type Caller } from '../guards.js';
+import { sendBytes, sendJson } from '../http.js';
+import type { ApiPlugin } from '../plugin.js';
+import { runSyncRemoval } from '../sync-removal.js';
 
 export const REMBG_PREFIX = '/api/remove';
 

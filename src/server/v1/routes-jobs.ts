@@ -7,19 +7,19 @@
  * transaction and only then answers 202. The work itself is done by the JobRunner
  * (src/queue/runner.ts) in the pool shared with the sync route.
  */
-import { RESULT_FIELDS, resultJson, type ResultFieldTable } from '../result-fields.js';
+import { RESULT_FIELDS, resultJson, type ResultFieldTable } from '../../result-fields.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CutoutError } from '../errors.js';
-import { formatMB, LIMITS, MB } from '../limits.js';
-import { assertFunded, paysWithCredits, payerOfCaller, upfrontPrice } from '../billing.js';
-import { API_DEFAULTS, assertPrecisionServed, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS } from '../options.js';
-import type { JobRow, NewJob } from '../store/db.js';
-import type { Queryable } from '../store/db.js';
-import { assertPublicUrl } from '../net/fetch-url.js';
-import type { ServerContext } from './context.js';
-import { fingerprint, type Caller } from './guards.js';
-import { errorBody, mediaType, readJsonObject, sendJson } from './http.js';
+import { CutoutError } from '../../errors.js';
+import { formatMB, LIMITS, MB } from '../../limits.js';
+import { assertFunded, paysWithCredits, payerOfCaller, upfrontPrice } from '../../billing.js';
+import { API_DEFAULTS, assertPrecisionServed, colorToHex, forTestKey, parseImageOptions, UNSUPPORTED_PARAMS } from '../../options.js';
+import type { JobRow, NewJob } from '../../store/db.js';
+import type { Queryable } from '../../store/db.js';
+import { assertPublicUrl } from '../../net/fetch-url.js';
+import type { ServerContext } from '../context.js';
+import { fingerprint, type Caller } from '../guards.js';
+import { errorBody, mediaType, readJsonObject, sendJson } from '../http.js';
 import { isUuidV4, sendInvalidJobId } from './routes-results.js';
 import { OPTION_PARAMS, parseImageParams, readImageRequest, SOURCE_PARAMS, type ImageRequest } from './v1-params.js';
 

@@ -3,10 +3,10 @@
  * URL) and the options, read from a multipart or JSON body. The transport is http.ts's.
  */
 import type { IncomingMessage } from 'node:http';
-import { CutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
-import { API_DEFAULTS, OPTION_PARAMS, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../options.js';
-import { mediaType, readJsonObject, readMultipart, tooLarge } from './http.js';
+import { CutoutError } from '../../errors.js';
+import { LIMITS } from '../../limits.js';
+import { API_DEFAULTS, OPTION_PARAMS, parseImageOptions, UNSUPPORTED_PARAMS, type ImageOptions } from '../../options.js';
+import { mediaType, readJsonObject, readMultipart, tooLarge } from '../http.js';
 
 export type ImageSource =
   | { kind: 'image_file'; bytes: Buffer; description: string }

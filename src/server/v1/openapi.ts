@@ -3,11 +3,11 @@
  * `GET /api/v1/openapi.json` and printed by `cutout openapi`. Enums, defaults and limits come from
  * options.ts, limits.ts and errors.ts, so a change there cannot leave this document behind.
  */
-import { CutoutError, ERROR_TABLE, errorDocsUrl, type ErrorCode } from '../errors.js';
-import { formatMB, LIMITS } from '../limits.js';
-import { CONTENT_TYPES, FORMATS, OPTION_TABLE } from '../options.js';
-import { RESULT_FIELDS, resultHeaderNames, type ResultFieldTable } from '../result-fields.js';
-import { REQUEST_ID_HEADER } from './request-log.js';
+import { CutoutError, ERROR_TABLE, errorDocsUrl, type ErrorCode } from '../../errors.js';
+import { formatMB, LIMITS } from '../../limits.js';
+import { CONTENT_TYPES, FORMATS, OPTION_TABLE } from '../../options.js';
+import { RESULT_FIELDS, resultHeaderNames, type ResultFieldTable } from '../../result-fields.js';
+import { REQUEST_ID_HEADER } from '../request-log.js';
 
 type Json = Record<string, unknown>;
 

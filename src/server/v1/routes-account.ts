@@ -1,9 +1,9 @@
 /** GET /api/v1/account and GET /api/v1/usage: the caller's balance, plan and use. */
 import type { ServerResponse } from 'node:http';
-import { accountBody } from '../store/ledger.js';
-import type { ServerContext } from './context.js';
-import type { Caller } from './guards.js';
-import { sendJson } from './http.js';
+import { accountBody } from '../../store/ledger.js';
+import type { ServerContext } from '../context.js';
+import type { Caller } from '../guards.js';
+import { sendJson } from '../http.js';
 
 export async function handleAccount(ctx: Pick<ServerContext, 'store'>, res: ServerResponse, caller: Caller): Promise<void> {
   const info = await ctx.store.account(caller.accountId);

@@ -5,10 +5,10 @@
  * one anchor per code. The figures are this server's (its sync timeout, rate limit, retention).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ERROR_TABLE, errorDocsUrl, type ErrorCode } from '../errors.js';
-import { formatMB, LIMITS } from '../limits.js';
-import { firstAccepted, sendJson } from './http.js';
-import type { ServerContext } from './context.js';
+import { ERROR_TABLE, errorDocsUrl, type ErrorCode } from '../../errors.js';
+import { formatMB, LIMITS } from '../../limits.js';
+import { firstAccepted, sendJson } from '../http.js';
+import type { ServerContext } from '../context.js';
 
 export interface ErrorReferenceEntry {
   code: ErrorCode;

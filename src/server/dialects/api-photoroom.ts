@@ -8,16 +8,16 @@
  */
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CutoutError, type ErrorCode } from '../errors.js';
-import { OptionError, parseBoolean, parseColor, parseEnum } from '../options.js';
-import type { RemoveRequest } from '../pipeline/types.js';
-import { resultFieldsOf, resultHeaders } from '../result-fields.js';
-import type { ServerContext } from './context.js';
-import type { Caller } from './guards.js';
+import { CutoutError, type ErrorCode } from '../../errors.js';
+import { OptionError, parseBoolean, parseColor, parseEnum } from '../../options.js';
+import type { RemoveRequest } from '../../pipeline/types.js';
+import { resultFieldsOf, resultHeaders } from '../../result-fields.js';
+import type { ServerContext } from '../context.js';
+import type { Caller } from '../guards.js';
 import { dialectCors, dialectDeadlineMs, fieldOf, keyCaller, readUpload, statusOf, wantsJsonNotImage } from './dialect-kit.js';
-import { sendBytes, sendJson } from './http.js';
-import type { ApiPlugin } from './plugin.js';
-import { runSyncRemoval } from './sync-removal.js';
+import { sendBytes, sendJson } from '../http.js';
+import type { ApiPlugin } from '../plugin.js';
+import { runSyncRemoval } from '../sync-removal.js';
 
 export const PHOTOROOM_PREFIX = '/v1';
 export const PHOTOROOM_V2_PREFIX = '/v2';

@@ -3,15 +3,15 @@
  * `Authorization: Bearer <key>` (or the marketplace proxy), errors as the part 7 body
  * `{"error": {"code", "message", "docs"}}`.
  */
-import { CutoutError } from '../errors.js';
-import type { ServerContext } from './context.js';
-import { identify } from './guards.js';
-import { sendError } from './http.js';
-import type { ApiPlugin } from './plugin.js';
+import { CutoutError } from '../../errors.js';
+import type { ServerContext } from '../context.js';
+import { identify } from '../guards.js';
+import { sendError } from '../http.js';
+import type { ApiPlugin } from '../plugin.js';
 import { handleAccount, handleUsage } from './routes-account.js';
 import { handleErrors } from './routes-errors.js';
 import { handleCreateBatch, handleCreateJob, handleGetJob } from './routes-jobs.js';
-import { handleHealth, handleOpenapi } from './routes-meta.js';
+import { handleHealth, handleOpenapi } from '../routes-meta.js';
 import { handleRemove } from './routes-remove.js';
 import { handleResult } from './routes-results.js';
 

@@ -10,11 +10,11 @@
  */
 import type { ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
-import { CutoutError } from '../errors.js';
-import { resultHeaders } from '../result-fields.js';
-import type { ResultRow, Store } from '../store/db.js';
-import { errorBody, sendJson } from './http.js';
-import type { ServerContext } from './context.js';
+import { CutoutError } from '../../errors.js';
+import { resultHeaders } from '../../result-fields.js';
+import type { ResultRow, Store } from '../../store/db.js';
+import { errorBody, sendJson } from '../http.js';
+import type { ServerContext } from '../context.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 

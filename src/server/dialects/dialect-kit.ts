@@ -6,12 +6,12 @@
  * reader is http.ts's `readMultipart`, one intake for every door; the work is runSyncRemoval's.
  */
 import type { IncomingMessage } from 'node:http';
-import { CutoutError } from '../errors.js';
-import { LIMITS } from '../limits.js';
-import { resultHeaderNames, type Dialect } from '../result-fields.js';
-import type { ServerContext } from './context.js';
-import type { Caller } from './guards.js';
-import { acceptedRanges, mediaType, readMultipart, tooLarge } from './http.js';
+import { CutoutError } from '../../errors.js';
+import { LIMITS } from '../../limits.js';
+import { resultHeaderNames, type Dialect } from '../../result-fields.js';
+import type { ServerContext } from '../context.js';
+import type { Caller } from '../guards.js';
+import { acceptedRanges, mediaType, readMultipart, tooLarge } from '../http.js';
 
 /** A request header's first value. */
 export function headerOf(req: IncomingMessage, name: string): string | undefined {

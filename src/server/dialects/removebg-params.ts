@@ -7,12 +7,12 @@
  * turns into remove.bg's codes.
  */
 import type { IncomingMessage } from 'node:http';
-import { CutoutError } from '../errors.js';
-import { parseCropMargin, parsePosition, parseRoi, parseScale } from '../layout-options.js';
-import { LIMITS } from '../limits.js';
-import { OptionError, parseBoolean, parseColor, parseEnum, PRECISIONS, QUALITIES, type Size } from '../options.js';
-import type { RemoveRequest, RequestFormat } from '../pipeline/types.js';
-import { mediaType, readCappedBody, readJsonObject, readMultipart, tooLarge } from './http.js';
+import { CutoutError } from '../../errors.js';
+import { parseCropMargin, parsePosition, parseRoi, parseScale } from '../../layout-options.js';
+import { LIMITS } from '../../limits.js';
+import { OptionError, parseBoolean, parseColor, parseEnum, PRECISIONS, QUALITIES, type Size } from '../../options.js';
+import type { RemoveRequest, RequestFormat } from '../../pipeline/types.js';
+import { mediaType, readCappedBody, readJsonObject, readMultipart, tooLarge } from '../http.js';
 
 /** remove.bg's sizes: the cutout size it is priced as, and the largest output area. */
 export const REMOVEBG_SIZES: Readonly<Record<string, { size: Size; maxArea: number }>> = Object.freeze({
