@@ -114,3 +114,114 @@ export function parsePosition(value: unknown, source: OptionSource): Position {
 export function lengthsToText(lengths: readonly Length[]): string {
   return lengths.map((l) => `${l.value}${l.unit}`).join(' ');
 }
+
+// Product photos (docs/product-photos.md): the canvas, padding and margin, alignment, the outline.
+
+/** The largest side of a `canvas=WxH` or a `max_width`/`max_height` (pixels). */
+export const CANVAS_MAX_SIDE = 10_000;
+
+/**
+ * `canvas`: an exact size in pixels, the photo's size (`original`), or the subject's box with its
+ * padding (`subject`).
+ */
+export type CanvasSpec = 'original' | 'subject' | { width: number; height: number };
+
+/**
+ * A length of `padding`, `margin` or `outline_width`: pixels, a percentage (of the canvas's width
+ * for left/right, its height for top/bottom), or a ratio (the same share written 0 .. 0.49).
+ */
+export interface Space { value: number; unit: 'px' | '%' | 'ratio' }
+
+export interface Spacing { top: Space; right: Space; bottom: Space; left: Space }
+
+/** Where the subject goes in its free space: 0 left/top, 0.5 centre, 1 right/bottom. */
+export interface Align { x: 0 | 0.5 | 1; y: 0 | 0.5 | 1 }
+
+export function parseCanvas(value: unknown, param: string, source: OptionSource): CanvasSpec {
+  const what = `WxH (such as 1000x1000, each side 1 to ${CANVAS_MAX_SIDE}), original or subject`;
+  const list = words(value);
+  if (list?.length === 1) {
+    const w = list[0].toLowerCase();
+    if (w === 'original' || w === 'originalimage') return 'original';
+    if (w === 'subject' || w === 'croppedsubject') return 'subject';
+    const m = /^(\d{1,5})x(\d{1,5})$/.exec(w);
+    if (m) {
+      const width = Number(m[1]), height = Number(m[2]);
+      if (width >= 1 && height >= 1 && width <= CANVAS_MAX_SIDE && height <= CANVAS_MAX_SIDE && width * height <= LIMITS.maxInputPixels) return { width, height };
+    }
+  }
+  throw refuse(param, source, what, value);
+}
+
+export function canvasToText(c: CanvasSpec): string {
+  return typeof c === 'string' ? c : `${c.width}x${c.height}`;
+}
+
+/** A side in pixels for `max_width` / `max_height`: an integer from 1 to CANVAS_MAX_SIDE. */
+export function parseSide(value: unknown, param: string, source: OptionSource): number {
+  const text = typeof value === 'number' ? String(value) : typeof value === 'string' ? value.trim().replace(/px$/i, '') : '';
+  const n = /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!(n >= 1 && n <= CANVAS_MAX_SIDE)) throw refuse(param, source, `a whole number of pixels from 1 to ${CANVAS_MAX_SIDE}`, value);
+  return n;
+}
+
+/** One `padding`/`margin` word: `NNpx` (a bare number above 0.49 too), `NN%` (below 50) or a ratio 0 .. 0.49. */
+export function parseSpace(word: string, maxRatio = 0.49, maxPx = CANVAS_MAX_SIDE): Space | null {
+  const m = /^(\d+(?:\.\d+)?|\.\d+)(px|%)?$/i.exec(word.trim());
+  if (!m) return null;
+  const value = Number(m[1]);
+  const unit = m[2]?.toLowerCase();
+  if (unit === '%') return value <= maxRatio * 100 ? { value, unit: '%' } : null;
+  if (unit === 'px') return value <= maxPx ? { value, unit: 'px' } : null;
+  // A bare number: a ratio up to maxRatio (Photoroom's number form), else pixels.
+  if (value <= maxRatio) return { value, unit: 'ratio' };
+  return Number.isInteger(value) && value <= maxPx ? { value, unit: 'px' } : null;
+}
+
+/** `padding` / `margin`: 1 to 4 values in CSS order (all; vertical horizontal; top horizontal bottom; top right bottom left). */
+export function parseSpacing(value: unknown, param: string, source: OptionSource): Spacing {
+  const what = '1 to 4 values, each NNpx, NN% (below 50%) or a ratio from 0 to 0.49, such as 10%, 0.1 or "40px 5%"';
+  const list = words(value)?.map((w) => parseSpace(w));
+  if (!list || list.length > 4 || list.some((s) => s === null)) throw refuse(param, source, what, value);
+  const s = list as Space[];
+  const [top, right = top, bottom = top, left = right] = s;
+  return { top, right, bottom, left };
+}
+
+export function spaceToText(s: Space): string {
+  return s.unit === 'ratio' ? String(s.value) : `${s.value}${s.unit}`;
+}
+
+export function spacingToText(s: Spacing): string {
+  return [s.top, s.right, s.bottom, s.left].map(spaceToText).join(' ');
+}
+
+/** `align`: center, top, bottom, left, right, or one horizontal and one vertical word in either order. */
+export function parseAlign(value: unknown, param: string, source: OptionSource): Align {
+  const what = 'center, top, bottom, left, right, or two words such as "bottom left"';
+  const list = words(value)?.map((w) => w.toLowerCase().replace(/^centre$/, 'center'));
+  let x: Align['x'] | undefined, y: Align['y'] | undefined;
+  for (const w of list && list.length <= 2 ? list : ['?']) {
+    if (w === 'left' && x === undefined) x = 0;
+    else if (w === 'right' && x === undefined) x = 1;
+    else if (w === 'top' && y === undefined) y = 0;
+    else if (w === 'bottom' && y === undefined) y = 1;
+    else if (w === 'center' || w === 'middle') continue;
+    else throw refuse(param, source, what, value);
+  }
+  return { x: x ?? 0.5, y: y ?? 0.5 };
+}
+
+export function alignToText(a: Align): string {
+  const h = a.x === 0 ? 'left' : a.x === 1 ? 'right' : 'center';
+  const v = a.y === 0 ? 'top' : a.y === 1 ? 'bottom' : 'center';
+  return `${v} ${h}`;
+}
+
+/** `outline_width`: pixels (`NNpx` or a whole number above 0.1) or a ratio of the canvas's long side, 0 to 0.1. */
+export function parseOutlineWidth(value: unknown, param: string, source: OptionSource): Space {
+  const list = words(value);
+  const s = list?.length === 1 ? parseSpace(list[0], 0.1, 500) : null;
+  if (!s || s.unit === '%') throw refuse(param, source, 'a width in pixels (such as 8px, at most 500px) or a ratio of the long side from 0 to 0.1', value);
+  return s;
+}

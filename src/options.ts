@@ -2,7 +2,7 @@
  * The image options: one request type (ImageOptions) and one table (OPTION_TABLE) that describes
  * each option once: its API parameter, CLI flag and library key, its parser, its default at each
  * front door, whether it changes the output, and its OpenAPI schema. The API's parameters
- * (server/v1-params.ts), the OpenAPI document, the CLI's image flags (commands/image-flags.ts) and
+ * (server/v1/v1-params.ts), the OpenAPI document, the CLI's image flags (commands/image-flags.ts) and
  * the library's options (library/options.ts) are read off the table. Messages follow one shape:
  * "Expected X for Y but received Z", naming the option as the door spells it.
  * docs/internals.md ("Adding an image option") says how to add a row.
@@ -10,7 +10,10 @@
 import { colorFromText, colorToText } from './colors.js';
 import { CutoutError } from './errors.js';
 import { createHash } from 'node:crypto';
-import { lengthsToText, parseCropMargin, parsePosition, parseRoi, parseScale, type Margin, type Position, type Roi } from './layout-options.js';
+import {
+  alignToText, canvasToText, lengthsToText, parseAlign, parseCanvas, parseCropMargin, parseOutlineWidth, parsePosition, parseRoi, parseScale, parseSide,
+  parseSpacing, spaceToText, spacingToText, type Align, type CanvasSpec, type Margin, type Position, type Roi, type Space, type Spacing,
+} from './layout-options.js';
 import { OptionError, type OptionSource } from './option-error.js';
 import { LIMITS } from './limits.js';
 
@@ -31,6 +34,10 @@ export const QUALITIES = ['fast', 'balanced', 'best', 'max'] as const;
 export const PRECISIONS = ['auto', 'fp32', 'int8'] as const;
 /** `hard`: the matte thresholded at 50 % (stickers, icons). */
 export const ALPHAS = ['soft', 'hard'] as const;
+/** The shadow under the subject (docs/product-photos.md); `none` draws none. */
+export const SHADOWS = ['none', 'drop', 'float', 'cast'] as const;
+/** How `bg_blur` blurs the photo's own background. */
+export const BLUR_MODES = ['gaussian', 'bokeh'] as const;
 /** Parameters of remove.bg that api-spec 2.1 rule 3 names as unsupported. */
 export const UNSUPPORTED_PARAMS = ['channels'] as const;
 
@@ -41,6 +48,8 @@ export type SubjectType = (typeof TYPES)[number];
 export type Quality = (typeof QUALITIES)[number];
 export type Precision = (typeof PRECISIONS)[number];
 export type Alpha = (typeof ALPHAS)[number];
+export type ShadowMode = (typeof SHADOWS)[number];
+export type BlurMode = (typeof BLUR_MODES)[number];
 
 /**
  * Refuses a precision the model call cannot give. int8 is the local model's alone: an upstream
@@ -90,9 +99,50 @@ export interface ImageOptions {
    * the CLI and in the library a file path too. The door reads it into the request's `bgImageData`.
    */
   bgImage?: string;
-  /** A shadow under the subject: accepted and ignored (docs/removebg.md says why). */
-  shadow?: boolean;
+  // Product photos (docs/product-photos.md): absent, each leaves the result as it was before.
+  /** The output's canvas: WxH, the photo's size (`original`) or the subject's box (`subject`). */
+  canvas?: CanvasSpec;
+  /** Bound the width / height of an `original` or `subject` canvas (pixels). */
+  maxWidth?: number;
+  maxHeight?: number;
+  /** Space between the subject's box and the canvas (less the margin); cropped sides snap unless `snapCropped` is false. */
+  padding?: Spacing;
+  /** Space around the canvas's content that is never ignored. */
+  margin?: Spacing;
+  /** Where the subject goes in its free space; absent: centre. */
+  align?: Align;
+  /** A side of the subject cut by the photo's edge ignores padding; absent means true (only false is stored). */
+  snapCropped?: false;
+  /** A ring outside the subject's edge: pixels or a ratio of the canvas's long side. */
+  outlineWidth?: Space;
+  /** The ring's colour; absent: white. */
+  outlineColor?: Rgb;
+  /** The ring's blur, a ratio of the canvas's long side (0 .. 0.025). */
+  outlineBlur?: number;
+  /** The shadow under the subject (v1 `shadow`, the CLI's `--shadow [mode]`; a bare `--shadow` or `true`: float). */
+  shadow?: ShadowMode;
+  /** remove.bg's `add_shadow`: true draws the `float` shadow when `shadow` is not given. */
+  addShadow?: boolean;
+  /** 0 .. 1; absent: 0.5. */
+  shadowOpacity?: number;
+  /** 0 (hard) .. 1 (soft); absent: 0.5. */
+  shadowSoftness?: number;
+  /** Degrees, where the light comes from, clockwise from above: 0 throws the shadow below. */
+  shadowDirection?: number;
+  /** Degrees above the floor of the light of a `cast` shadow; absent: 45. */
+  shadowElevation?: number;
+  /** The shadow's colour; absent: black. */
+  shadowColor?: Rgb;
+  /** The photo's own background, blurred, behind the sharp subject: the radius as a ratio of the long side (0 .. 0.05]. */
+  bgBlur?: number;
+  /** `gaussian` (absent) or `bokeh` (a disc, highlights kept bright). */
+  bgBlurMode?: BlurMode;
+  /** Pixel density written into the file (PNG pHYs, JPEG JFIF; WebP has none). */
+  dpi?: number;
 }
+
+/** The product layout's parameters, for messages about combinations. */
+export const PRODUCT_LAYOUT_PARAMS = ['canvas', 'padding', 'margin', 'align', 'max_width', 'max_height'] as const;
 
 export { OptionError, type OptionSource } from './option-error.js';
 
@@ -356,12 +406,177 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     openapi: { name: 'BgImageUrl', schema: { type: 'string', format: 'uri', description: 'A background picture by URL, fetched under the same rules as `image_url`, centred and resized to cover the result (aspect kept). Not with `bg_color`.' } },
   }),
   row({
-    key: 'shadow', api: 'add_shadow', flag: '--shadow', help: 'accepted for remove.bg compatibility; no shadow is drawn (docs/removebg.md)',
-    completion: { summary: 'accepted for remove.bg compatibility; no shadow is drawn' },
-    library: {}, parse: booleanOf, defaults: {}, changesOutput: false,
-    openapi: { name: 'AddShadow', schema: { type: 'boolean', default: false, description: 'Accepted for compatibility with remove.bg and ignored: no shadow is drawn (docs/removebg.md says why).' } },
+    key: 'addShadow', api: 'add_shadow', flag: null, help: '',
+    completion: null,
+    library: false, parse: booleanOf, defaults: {}, changesOutput: true,
+    openapi: { name: 'AddShadow', schema: { type: 'boolean', default: false, description: 'remove.bg\'s spelling: `true` draws the `float` shadow (under every kind of subject; remove.bg draws car shadows only), unless `shadow` is given, which decides.' } },
+  }),
+  // Product photos (docs/product-photos.md): the canvas, placement, outline, shadow, background blur and density.
+  row({
+    key: 'canvas', api: 'canvas', flag: '--canvas <size>', help: 'WxH (exact output size, e.g. 1000x1000), original (the photo\'s size) or subject (the subject\'s box with its padding)',
+    completion: { summary: 'output canvas: WxH, original or subject', values: ['1000x1000', 'original', 'subject'] },
+    library: {}, parse: (value, param, source) => parseCanvas(value, param, source), defaults: {}, changesOutput: true,
+    record: { text: (c) => canvasToText(c) },
+    openapi: { name: 'Canvas', schema: { type: 'string', examples: ['1000x1000', 'original', 'subject'], description: 'The output\'s canvas: `WxH` (exact size in pixels, each side up to 10000), `original` (the photo\'s size) or `subject` (the subject\'s box plus its padding). With a `WxH` or `subject` canvas the subject is scaled to fit (aspect kept) inside the canvas less margin and padding, then aligned. Not with `crop`, `crop_margin`, `scale` or `position` (remove.bg\'s layout).' } },
+  }),
+  row({
+    key: 'maxWidth', api: 'max_width', flag: '--max-width <px>', help: 'bound the width of an original or subject canvas (pixels)',
+    completion: { summary: 'largest width of an original or subject canvas' },
+    library: { parse: (value, name) => parseSide(value, name, 'api') }, parse: (value, param, source) => parseSide(value, param, source), defaults: {}, changesOutput: true,
+    openapi: { name: 'MaxWidth', schema: { type: 'integer', minimum: 1, maximum: 10000, description: 'With `canvas` `original` or `subject` (or none): the result is scaled down, aspect kept, to at most this width.' } },
+  }),
+  row({
+    key: 'maxHeight', api: 'max_height', flag: '--max-height <px>', help: 'bound the height of an original or subject canvas (pixels)',
+    completion: { summary: 'largest height of an original or subject canvas' },
+    library: { parse: (value, name) => parseSide(value, name, 'api') }, parse: (value, param, source) => parseSide(value, param, source), defaults: {}, changesOutput: true,
+    openapi: { name: 'MaxHeight', schema: { type: 'integer', minimum: 1, maximum: 10000, description: 'With `canvas` `original` or `subject` (or none): the result is scaled down, aspect kept, to at most this height.' } },
+  }),
+  row({
+    key: 'padding', api: 'padding', flag: '--padding <space>', help: 'space between the subject and the canvas: 1-4 values (CSS order), each NNpx, NN% or a ratio 0-0.49; a side cut by the photo\'s edge snaps to the canvas',
+    completion: { summary: 'space around the subject: 1-4 of NNpx, NN% or 0-0.49', values: ['10%', '0.1', '40px'] },
+    library: {}, parse: (value, param, source) => parseSpacing(value, param, source), defaults: {}, changesOutput: true,
+    record: { text: (p) => spacingToText(p) },
+    openapi: { name: 'Padding', schema: { type: 'string', examples: ['10%', '0.1', '40px 5%', '0 10% 20px 10%'], description: 'Space between the subject\'s box and the canvas (inside the margin): 1 to 4 values in CSS order, each `NNpx`, `NN%` (of the canvas\'s width for left and right, its height for top and bottom; below 50%) or a ratio from 0 to 0.49. A side of the subject that the photo cut (touching its edge) ignores its padding and snaps to the canvas\'s edge unless `snap_cropped=false`.' } },
+  }),
+  row({
+    key: 'margin', api: 'margin', flag: '--margin <space>', help: 'space inside the canvas\'s edge that is never ignored: 1-4 values as --padding',
+    completion: { summary: 'space inside the canvas edge, never ignored', values: ['5%', '20px'] },
+    library: {}, parse: (value, param, source) => parseSpacing(value, param, source), defaults: {}, changesOutput: true,
+    record: { text: (m) => spacingToText(m) },
+    openapi: { name: 'Margin', schema: { type: 'string', examples: ['5%', '20px 0'], description: 'Space inside the canvas\'s edge, outside the padding, that cropped sides do not ignore: the same forms as `padding`.' } },
+  }),
+  row({
+    key: 'align', api: 'align', flag: '--align <where>', help: 'center (default), top, bottom, left, right, or two words such as "bottom left"',
+    completion: { summary: 'where the subject goes on the canvas', values: ['center', 'top', 'bottom', 'left', 'right'] },
+    library: {}, parse: (value, param, source) => parseAlign(value, param, source), defaults: {}, changesOutput: true,
+    record: { text: (a) => alignToText(a) },
+    openapi: { name: 'Align', schema: { type: 'string', examples: ['center', 'bottom', 'bottom left'], description: 'Where the subject goes in the canvas\'s free space: `center` (default), `top`, `bottom`, `left`, `right`, or one vertical and one horizontal word (`bottom left`).' } },
+  }),
+  row({
+    key: 'snapCropped', api: 'snap_cropped', flag: '--snap-cropped <bool>', help: 'true (default): a side of the subject cut by the photo\'s edge ignores padding and touches the canvas; false keeps its padding',
+    completion: { summary: 'cropped sides snap to the canvas edge', values: ['true', 'false'] },
+    // Only false is kept: true is what absent means, so a manifest of a plain run stays as before.
+    library: { parse: (value, name) => (parseBoolean(name, value, 'api') ? null : false) },
+    parse: (value, param, source) => (parseBoolean(param, value, source) ? undefined : false), defaults: {}, changesOutput: true,
+    openapi: { name: 'SnapCropped', schema: { type: 'boolean', default: true, description: 'A side of the subject\'s box that touches the photo\'s edge (a portrait cut below the elbows) ignores its padding and snaps to the canvas\'s edge (inside the margin); `false` keeps the padding there.' } },
+  }),
+  row({
+    key: 'outlineWidth', api: 'outline_width', flag: '--outline-width <width>', help: 'a sticker outline around the subject: pixels (8px) or a ratio of the canvas\'s long side (0-0.1)',
+    completion: { summary: 'outline around the subject: NNpx or 0-0.1', values: ['8px', '0.01'] },
+    library: {}, parse: (value, param, source) => parseOutlineWidth(value, param, source), defaults: {}, changesOutput: true,
+    record: { text: (w) => spaceToText(w) },
+    openapi: { name: 'OutlineWidth', schema: { type: 'string', examples: ['8px', '0.01'], description: 'A ring outside the subject\'s edge, opaque in `outline_color` up to this width: `NNpx` (at most 500) or a ratio of the canvas\'s long side from 0 to 0.1. Part of the subject for placement.' } },
+  }),
+  row({
+    key: 'outlineColor', api: 'outline_color', flag: '--outline-color <color>', help: 'the outline\'s colour: hex or a CSS name (default: white)',
+    completion: { summary: 'outline colour' },
+    library: {}, parse: (value, param, source) => parseOpaqueColor(value, param, source), defaults: {}, changesOutput: true,
+    record: { text: (c) => colorToHex(c) },
+    openapi: { name: 'OutlineColor', schema: { type: 'string', default: '#ffffff', examples: ['white', '#000000'], description: 'The outline\'s colour: a hex colour (with an alpha: a translucent ring) or a CSS colour name. Absent: white.' } },
+  }),
+  row({
+    key: 'outlineBlur', api: 'outline_blur', flag: '--outline-blur <ratio>', help: 'blur the outline into a glow: a ratio of the canvas\'s long side, 0-0.025',
+    completion: { summary: 'outline blur (glow): 0-0.025' },
+    library: {}, parse: numberIn(0, 0.025), defaults: {}, changesOutput: true,
+    openapi: { name: 'OutlineBlur', schema: { type: 'number', minimum: 0, maximum: 0.025, description: 'Blur of the outline (a glow), as a ratio of the canvas\'s long side, 0 to 0.025.' } },
+  }),
+  row({
+    // Kept from remove.bg's `--shadow` (a bare flag): a bare --shadow draws `float`.
+    key: 'shadow', api: 'shadow', flag: '--shadow [mode]', help: 'a shadow under the subject: none, drop, float (a bare --shadow), cast',
+    completion: { summary: 'shadow under the subject', values: SHADOWS },
+    library: { parse: (value, name) => parseShadow(value, name, 'api') }, parse: (value, param, source) => parseShadow(value, param, source), defaults: {}, changesOutput: true,
+    openapi: { name: 'Shadow', schema: { type: 'string', enum: [...SHADOWS], description: 'A shadow drawn under the subject, never over it, cut at the canvas\'s edge: `drop` (the matte offset and blurred), `float` (a soft ellipse below the subject, as over a surface), `cast` (the silhouette thrown onto the floor by a light at `shadow_direction` and `shadow_elevation`), or `none`. `true` is `float`, `false` is `none`. Absent: `none` unless `add_shadow=true`.' } },
+  }),
+  row({
+    key: 'shadowOpacity', api: 'shadow_opacity', flag: '--shadow-opacity <0-1>', help: 'the shadow\'s opacity, 0 to 1 (default: 0.5)',
+    completion: { summary: 'shadow opacity 0-1' },
+    library: {}, parse: numberIn(0, 1), defaults: {}, changesOutput: true,
+    openapi: { name: 'ShadowOpacity', schema: { type: 'number', minimum: 0, maximum: 1, default: 0.5, description: 'The shadow\'s opacity at its darkest, 0 to 1.' } },
+  }),
+  row({
+    key: 'shadowSoftness', api: 'shadow_softness', flag: '--shadow-softness <0-1>', help: 'the shadow\'s blur, 0 (hard) to 1 (soft) (default: 0.5)',
+    completion: { summary: 'shadow softness 0-1' },
+    library: {}, parse: numberIn(0, 1), defaults: {}, changesOutput: true,
+    openapi: { name: 'ShadowSoftness', schema: { type: 'number', minimum: 0, maximum: 1, default: 0.5, description: 'The shadow\'s blur, 0 (hard edge) to 1 (soft).' } },
+  }),
+  row({
+    key: 'shadowDirection', api: 'shadow_direction', flag: '--shadow-direction <degrees>', help: 'where the light comes from, degrees clockwise from above: 0 (default) throws the shadow below, 90 to the left',
+    completion: { summary: 'light direction in degrees (0: shadow below)' },
+    library: {}, parse: numberIn(-360, 360), defaults: {}, changesOutput: true,
+    openapi: { name: 'ShadowDirection', schema: { type: 'number', minimum: -360, maximum: 360, default: 0, description: 'Where the light comes from, in degrees clockwise from straight above: 0 throws the shadow below the subject (`drop`) or towards the viewer (`cast`), 90 (light from the right) to the left, 180 behind.' } },
+  }),
+  row({
+    key: 'shadowElevation', api: 'shadow_elevation', flag: '--shadow-elevation <degrees>', help: 'cast shadow: the light\'s height above the floor, 5 to 85 degrees (default: 45)',
+    completion: { summary: 'cast shadow light elevation 5-85 degrees' },
+    library: {}, parse: numberIn(5, 85), defaults: {}, changesOutput: true,
+    openapi: { name: 'ShadowElevation', schema: { type: 'number', minimum: 5, maximum: 85, default: 45, description: '`cast`: the light\'s elevation above the floor in degrees; lower is a longer shadow.' } },
+  }),
+  row({
+    key: 'shadowColor', api: 'shadow_color', flag: '--shadow-color <color>', help: 'the shadow\'s colour: hex or a CSS name (default: black)',
+    completion: { summary: 'shadow colour' },
+    library: {}, parse: (value, param, source) => parseOpaqueColor(value, param, source), defaults: {}, changesOutput: true,
+    record: { text: (c) => colorToHex(c) },
+    openapi: { name: 'ShadowColor', schema: { type: 'string', default: '#000000', examples: ['black', '#203040'], description: 'The shadow\'s colour (its opacity is `shadow_opacity`).' } },
+  }),
+  row({
+    key: 'bgBlur', api: 'bg_blur', flag: '--bg-blur <radius>', help: 'keep the photo\'s own background, blurred: true (radius 0.01) or a radius as a ratio of the long side, up to 0.05',
+    completion: { summary: 'blur the photo\'s own background: true or 0-0.05', values: ['true', '0.01', '0.03'] },
+    library: { parse: (value, name) => parseBgBlur(value, name, 'api') ?? null }, parse: (value, param, source) => parseBgBlur(value, param, source), defaults: {}, changesOutput: true,
+    openapi: { name: 'BgBlur', schema: { type: 'string', examples: ['true', '0.01', '0.03'], description: 'The photo\'s own background, blurred, behind the sharp subject (the output is opaque): `true` (radius 0.01) or the radius as a ratio of the long side, above 0 and at most 0.05; `false`: none. Not with `bg_color` or a background picture.' } },
+  }),
+  row({
+    key: 'bgBlurMode', api: 'bg_blur_mode', flag: '--bg-blur-mode <mode>', help: 'gaussian (default) or bokeh (a lens\'s disc, highlights kept bright)',
+    completion: { summary: 'background blur kind', values: BLUR_MODES },
+    library: {}, parse: enumOf(BLUR_MODES), defaults: {}, changesOutput: true,
+    openapi: { name: 'BgBlurMode', schema: { type: 'string', enum: [...BLUR_MODES], default: 'gaussian', description: 'How `bg_blur` blurs: `gaussian`, or `bokeh` (a disc, as an out-of-focus lens, highlights kept bright).' } },
+  }),
+  row({
+    key: 'dpi', api: 'dpi', flag: '--dpi <dpi>', help: 'pixel density written into the file, 72 to 1200 (PNG and JPEG; WebP has none)',
+    completion: { summary: 'pixel density 72-1200', values: ['72', '300'] },
+    library: {}, parse: numberIn(72, 1200, true), defaults: {}, changesOutput: true,
+    openapi: { name: 'Dpi', schema: { type: 'integer', minimum: 72, maximum: 1200, description: 'Pixel density written into the file: PNG\'s pHYs, JPEG\'s JFIF density; WebP has no field for it. Absent: none written.' } },
   }),
 ]);
+
+/** A number from `min` to `max` (a JSON number or its text); `integer`: a whole number. */
+function numberIn(min: number, max: number, integer = false) {
+  return (value: unknown, param: string, source: OptionSource): number => {
+    const n = typeof value === 'number' ? value : typeof value === 'string' && /^\s*-?(\d+(\.\d+)?|\.\d+)\s*$/.test(value) ? Number(value) : NaN;
+    if (!(n >= min && n <= max) || (integer && !Number.isInteger(n))) throw expected(param, source, `${integer ? 'a whole number' : 'a number'} from ${min} to ${max}`, value);
+    return n;
+  };
+}
+
+/** A colour that is not `transparent` (an outline's, a shadow's). */
+function parseOpaqueColor(value: unknown, param: string, source: OptionSource): Rgb {
+  const c = parseColor(value, source, param);
+  if (c === null) throw expected(param, source, 'a colour (not transparent) such as white, #000000 or 203040', value);
+  return c;
+}
+
+/** `shadow`: a mode, or a boolean (remove.bg's and the bare flag's spelling): true is `float`, false `none`. */
+export function parseShadow(value: unknown, param: string, source: OptionSource): ShadowMode {
+  if (value === true) return 'float';
+  if (value === false) return 'none';
+  if (typeof value === 'string') {
+    const v = value.trim().toLowerCase();
+    if (v === 'true' || v === '1') return 'float';
+    if (v === 'false' || v === '0') return 'none';
+  }
+  return parseEnum(param, SHADOWS, value, source);
+}
+
+/** `bg_blur`: true (0.01), false (undefined: no blur), or a radius ratio in (0, 0.05]. */
+export function parseBgBlur(value: unknown, param: string, source: OptionSource): number | undefined {
+  if (value === true) return 0.01;
+  if (value === false) return undefined;
+  const text = typeof value === 'number' ? String(value) : typeof value === 'string' ? value.trim().toLowerCase() : '';
+  if (text === 'true') return 0.01;
+  if (text === 'false') return undefined;
+  const n = /^(\d+(\.\d+)?|\.\d+)$/.test(text) ? Number(text) : NaN;
+  if (!(n > 0 && n <= 0.05)) throw expected(param, source, 'true, false, or a radius above 0 and at most 0.05 (of the long side)', value);
+  return n;
+}
 
 /** A background picture's place: a non-empty string (a URL, or at the CLI and in the library a file path). */
 function parseBgImage(value: unknown, param: string, source: OptionSource): string {
@@ -396,5 +611,31 @@ export function parseImageOptions(raw: Readonly<Record<string, unknown>>, source
     if (r.api === null || raw[r.api] === undefined) continue;
     out[r.key] = r.parse(raw[r.api], r.api, source);
   }
-  return out as unknown as ImageOptions;
+  return checkImageOptions(out as unknown as ImageOptions, source);
+}
+
+/**
+ * Checks what no single row can: options that cannot go together. remove.bg's layout (`crop`,
+ * `crop_margin`, `scale`, `position`) keeps its meaning when no product layout is asked; with one
+ * (`canvas`, `padding`, `margin`, `align`) it is refused rather than ignored. `max_width` and
+ * `max_height` bound a canvas cutout sizes, not a `WxH` one. `bg_blur` is a background of its
+ * own. Throws an OptionError naming the parameter as `source` spells it; returns `options`.
+ */
+export function checkImageOptions<T extends Partial<Omit<ImageOptions, 'format'>>>(options: T, source: OptionSource | 'library'): T {
+  const name = (api: string, key: string) => (source === 'library' ? key : source === 'cli' ? `--${api.replace(/_/g, '-')}` : api);
+  const layout = options.canvas !== undefined || options.padding !== undefined || options.margin !== undefined || options.align !== undefined;
+  if (layout) {
+    const removebg = options.crop ? ['crop', 'crop'] : options.cropMargin ? ['crop_margin', 'cropMargin'] : options.scale !== undefined ? ['scale', 'scale'] : options.position !== undefined ? ['position', 'position'] : null;
+    if (removebg) {
+      throw new OptionError(removebg[0], `${name(removebg[0], removebg[1])} is remove.bg's layout and cannot be combined with ${name('canvas', 'canvas')}, ${name('padding', 'padding')}, ${name('margin', 'margin')} or ${name('align', 'align')}; use canvas=subject for a crop and align for a position (docs/product-photos.md)`);
+    }
+  }
+  if (options.canvas !== undefined && typeof options.canvas !== 'string') {
+    const bound = options.maxWidth !== undefined ? ['max_width', 'maxWidth'] : options.maxHeight !== undefined ? ['max_height', 'maxHeight'] : null;
+    if (bound) throw new OptionError(bound[0], `${name(bound[0], bound[1])} bounds an original or subject canvas; a ${canvasToText(options.canvas)} canvas has its size already`);
+  }
+  if (options.bgBlur !== undefined && (options.bgColor || options.bgImage !== undefined)) {
+    throw new OptionError('bg_blur', `${name('bg_blur', 'bgBlur')} keeps the photo's own background; it cannot be combined with ${options.bgColor ? name('bg_color', 'bgColor') : name('bg_image_url', 'bgImage')}`, 'multiple_bg_sources');
+  }
+  return options;
 }

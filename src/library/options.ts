@@ -5,7 +5,7 @@
 import { DEFAULTS } from '../config.js';
 import { CutoutError } from '../errors.js';
 import * as internal from '../options.js';
-import { LIBRARY_DEFAULTS, OPTION_TABLE, parseBoolean, parseEnum, PRECISIONS } from '../options.js';
+import { checkImageOptions, LIBRARY_DEFAULTS, OPTION_TABLE, parseBoolean, parseEnum, PRECISIONS } from '../options.js';
 import type { RemoveRequest } from '../pipeline/types.js';
 import type { PreparationEvent } from '../toolchain/weights.js';
 
@@ -62,8 +62,45 @@ export interface RemoveOptions {
   position?: string;
   /** A background picture: a file path or an http(s) URL, centred and resized to cover the result. */
   bgImage?: string;
-  /** Accepted for remove.bg compatibility; no shadow is drawn. */
-  shadow?: boolean;
+  // Product photos (docs/product-photos.md).
+  /** The canvas: `'1000x1000'` (exact size), `'original'` (the photo's size) or `'subject'` (the subject's box with its padding). */
+  canvas?: string;
+  /** Bound the width of an `original` or `subject` canvas, in pixels. */
+  maxWidth?: number;
+  /** Bound the height of an `original` or `subject` canvas, in pixels. */
+  maxHeight?: number;
+  /** Space between the subject and the canvas: 1 to 4 values (CSS order), each `NNpx`, `NN%` or a ratio 0 to 0.49 (`'10%'`, `'0.1'`, `'40px 5%'`). */
+  padding?: string;
+  /** Space inside the canvas's edge that cropped sides do not ignore; the same forms as `padding`. */
+  margin?: string;
+  /** `center` (default), `top`, `bottom`, `left`, `right`, or two words such as `'bottom left'`. */
+  align?: string;
+  /** `true` (default): a side of the subject cut by the photo's edge ignores padding and touches the canvas. */
+  snapCropped?: boolean;
+  /** A sticker outline: `'8px'` or a ratio of the canvas's long side up to 0.1. */
+  outlineWidth?: string;
+  /** The outline's colour (default white). */
+  outlineColor?: string;
+  /** The outline's blur (a glow), a ratio of the long side from 0 to 0.025. */
+  outlineBlur?: number;
+  /** A shadow under the subject: `'none'`, `'drop'`, `'float'` or `'cast'`; `true` is `'float'` (remove.bg's `add_shadow`). */
+  shadow?: boolean | 'none' | 'drop' | 'float' | 'cast';
+  /** The shadow's opacity, 0 to 1 (default 0.5). */
+  shadowOpacity?: number;
+  /** The shadow's blur, 0 (hard) to 1 (soft) (default 0.5). */
+  shadowSoftness?: number;
+  /** Where the light comes from, degrees clockwise from above (default 0: the shadow falls below). */
+  shadowDirection?: number;
+  /** `cast`: the light's elevation above the floor, 5 to 85 degrees (default 45). */
+  shadowElevation?: number;
+  /** The shadow's colour (default black). */
+  shadowColor?: string;
+  /** The photo's own background, blurred: `true` (radius 0.01) or the radius as a ratio of the long side, up to 0.05. */
+  bgBlur?: boolean | number;
+  /** `gaussian` (default) or `bokeh`. */
+  bgBlurMode?: 'gaussian' | 'bokeh';
+  /** Pixel density written into a PNG or JPEG, 72 to 1200. */
+  dpi?: number;
   /** Aborts the call: it rejects with an AbortError; a model run in flight finishes and its result is dropped. */
   signal?: AbortSignal;
 }
@@ -111,9 +148,11 @@ export function removeRequest(options: RemoveOptions = {}): RemoveRequest {
     if (value === undefined) continue;
     // The library names an option by its key (`bgColor`), as the caller wrote it.
     const parse = r.library !== false && r.library.parse ? r.library.parse : (v: unknown, name: string) => r.parse(v, name, 'api');
-    out[r.key] = parse(value, r.key);
+    const parsed = parse(value, r.key);
+    // null: the value means what absent means (`snapCropped: true`, `bgBlur: false`).
+    if (parsed !== null) out[r.key] = parsed;
   }
-  return out as unknown as RemoveRequest;
+  return checkImageOptions(out as unknown as RemoveRequest, 'library');
 }
 
 export interface CheckedRemoverOptions {
