@@ -11,10 +11,11 @@ import type { Sharp } from 'sharp';
 import { requireCjs } from '../cjs.js';
 import { CutoutError } from '../errors.js';
 import type { Margin, Position } from '../layout-options.js';
-import { OptionError, type Rgb } from '../options.js';
+import { OptionError, type ImageOptions, type Rgb, type ShadowMode } from '../options.js';
 import { coverPicture, overBackground, type Layer } from './background.js';
 import { blit, keepInside, marginBox, movesSubject, placeSubject } from './layout.js';
 import { boundingBox, clearTransparent, cropRaw, flattenOnto, type Box } from './matte.js';
+import { blurredBackground, changesCanvas, spaceAlong, outlineRing, placePicture, planPlacement, placesSubject, regionDest, shadowMask, SUBJECT_ALPHA } from './product.js';
 import type { OutputFormat, RequestFormat, ResultFormat } from './types.js';
 import { storedZip } from './zip.js';
 
@@ -28,8 +29,14 @@ export const ENCODE = Object.freeze({
 });
 
 const WHITE: Rgb = { r: 255, g: 255, b: 255 };
+const BLACK: Rgb = { r: 0, g: 0, b: 0 };
 
-export interface ComposeOptions {
+/** The product-photo options (docs/product-photos.md) compose acts on. */
+type ProductOptions = Pick<ImageOptions,
+  'canvas' | 'maxWidth' | 'maxHeight' | 'padding' | 'margin' | 'align' | 'snapCropped' | 'outlineWidth' | 'outlineColor' | 'outlineBlur'
+  | 'shadow' | 'addShadow' | 'shadowOpacity' | 'shadowSoftness' | 'shadowDirection' | 'shadowElevation' | 'shadowColor' | 'bgBlur' | 'bgBlurMode' | 'dpi'>;
+
+export interface ComposeOptions extends ProductOptions {
   format: RequestFormat;
   bgColor: Rgb | null;
   crop: boolean;
@@ -58,8 +65,10 @@ export interface Composed {
   foreground: Box;
 }
 
-function encode(img: Sharp, format: OutputFormat): Promise<Buffer> {
+function encode(img: Sharp, format: OutputFormat, dpi?: number): Promise<Buffer> {
   if (format === 'raw') return img.raw().toBuffer();
+  // PNG's pHYs and JPEG's JFIF density; WebP has no field for it.
+  if (dpi !== undefined && (format === 'png' || format === 'jpg')) img = img.withDensity(dpi);
   if (format === 'png') return img.png(ENCODE.png).toBuffer();
   if (format === 'webp') return img.webp(ENCODE.webp).toBuffer();
   return img.jpeg(ENCODE.jpg).toBuffer();
@@ -68,12 +77,23 @@ function encode(img: Sharp, format: OutputFormat): Promise<Buffer> {
 /** Pixels of one size: interleaved RGB and the matte. */
 interface Canvas { rgb: Uint8Array; alpha: Uint8Array; width: number; height: number }
 
-/** RGB + matte of a box, resized to `width` x `height` by sharp (which weights colours by alpha). */
+/**
+ * RGB + matte of a box, resized to `width` x `height` by sharp (which weights colours by alpha).
+ * The RGBA is joined here: sharp's own joinChannel runs after its resize, so a joined matte kept
+ * the box's size while the colours were resized.
+ */
 async function resizeSubject(c: Canvas, box: Box, width: number, height: number): Promise<Canvas> {
   const rgb = cropRaw(c.rgb, c.width, 3, box);
   const alpha = cropRaw(c.alpha, c.width, 1, box);
-  const rgba = await sharp(rgb, { raw: { width: box.width, height: box.height, channels: 3 } })
-    .joinChannel(alpha, { raw: { width: box.width, height: box.height, channels: 1 } })
+  const m = box.width * box.height;
+  const joined = Buffer.allocUnsafe(m * 4);
+  for (let i = 0; i < m; i++) {
+    joined[i * 4] = rgb[i * 3];
+    joined[i * 4 + 1] = rgb[i * 3 + 1];
+    joined[i * 4 + 2] = rgb[i * 3 + 2];
+    joined[i * 4 + 3] = alpha[i];
+  }
+  const rgba = await sharp(joined, { raw: { width: box.width, height: box.height, channels: 4 } })
     .resize(width, height, { fit: 'fill' })
     .raw()
     .toBuffer();
@@ -122,6 +142,79 @@ async function arrange(c: Canvas, opts: ComposeOptions): Promise<Canvas> {
   return onCanvas(patch, patch.box, canvas.width, canvas.height, dest.left, dest.top);
 }
 
+/** Photo pixel (x, y) lands at (x * k + dx, y * k + dy) of the canvas; null: not a plain scale and move. */
+interface Transform { k: number; dx: number; dy: number }
+
+/**
+ * The product layout (product.ts `planPlacement`): the canvas (WxH, the photo's size, or the
+ * subject's box with its padding), bounded by max_*, and the subject scaled and placed on it.
+ * The placement reads the subject's box at 50 % alpha; the soft fringe around it (the 5 % box)
+ * moves with it.
+ */
+async function arrangeProduct(c: Canvas, opts: ComposeOptions): Promise<{ c: Canvas; transform: Transform; outline: number }> {
+  const subject = boundingBox(c.alpha, c.width, c.height, SUBJECT_ALPHA) ?? boundingBox(c.alpha, c.width, c.height);
+  if (!subject) return { c, transform: { k: 1, dx: 0, dy: 0 }, outline: 0 };
+  const plan = planPlacement(subject, c.width, c.height, opts);
+  if (!changesCanvas(opts)) return { c, transform: { k: 1, dx: 0, dy: 0 }, outline: plan.outline };
+  if (!placesSubject(opts)) {
+    // max_* alone: the whole picture scaled down.
+    const whole = { left: 0, top: 0, width: c.width, height: c.height };
+    const scaled = plan.width === c.width && plan.height === c.height ? c : await resizeSubject(c, whole, plan.width, plan.height);
+    return { c: scaled, transform: { k: plan.width / c.width, dx: 0, dy: 0 }, outline: plan.outline };
+  }
+  const fringe = boundingBox(c.alpha, c.width, c.height) ?? subject;
+  const to = regionDest(fringe, subject, plan.dest, plan.scale);
+  const patch = to.width === fringe.width && to.height === fringe.height
+    ? { ...c, box: fringe }
+    : { ...(await resizeSubject(c, fringe, to.width, to.height)), box: { left: 0, top: 0, width: to.width, height: to.height } };
+  const kx = plan.dest.width / subject.width, ky = plan.dest.height / subject.height;
+  return {
+    c: onCanvas(patch, patch.box, plan.width, plan.height, to.left, to.top),
+    transform: { k: kx, dx: plan.dest.left - subject.left * kx, dy: plan.dest.top - subject.top * ky },
+    outline: plan.outline,
+  };
+}
+
+/** Does the request ask for any of the product layout's options? */
+function productLayout(opts: ComposeOptions): boolean {
+  return changesCanvas(opts);
+}
+
+/** The shadow asked for: `shadow`, else remove.bg's `add_shadow=true` as `float` (a job stored before `shadow` took a mode may hold `true`). */
+export function shadowModeOf(opts: Pick<ComposeOptions, 'shadow' | 'addShadow'>): ShadowMode {
+  const s = opts.shadow as unknown;
+  if (s === true) return 'float';
+  if (s === false) return 'none';
+  if (typeof s === 'string') return s as ShadowMode;
+  return opts.addShadow ? 'float' : 'none';
+}
+
+/** `layer` (RGB and a 0..1 alpha, in `color`) under the subject of `c`: Porter-Duff over. */
+function under(c: Canvas, mask: Float32Array, color: Rgb): Canvas {
+  const n = c.width * c.height;
+  const rgba = new Uint8Array(n * 4);
+  const a = color.a ?? 255;
+  for (let i = 0, j = 0; i < n; i++, j += 4) {
+    rgba[j] = color.r; rgba[j + 1] = color.g; rgba[j + 2] = color.b;
+    rgba[j + 3] = Math.round(mask[i] * a);
+  }
+  const layer = overBackground(c.rgb, c.alpha, rgba);
+  return { rgb: layer.rgb, alpha: layer.alpha ?? new Uint8Array(n).fill(255), width: c.width, height: c.height };
+}
+
+/** The outline ring (product.ts) under the subject, computed on the subject's neighbourhood only. */
+function withOutline(c: Canvas, width: number, blur: number, color: Rgb): Canvas {
+  const box = boundingBox(c.alpha, c.width, c.height, SUBJECT_ALPHA);
+  if (!box || (width <= 0 && blur <= 0)) return c;
+  const grow = Math.ceil(width + 3 * blur + 2);
+  const left = Math.max(0, box.left - grow), top = Math.max(0, box.top - grow);
+  const region = { left, top, width: Math.min(c.width, box.left + box.width + grow) - left, height: Math.min(c.height, box.top + box.height + grow) - top };
+  const ring = outlineRing(cropRaw(c.alpha, c.width, 1, region), region.width, region.height, width, blur);
+  const mask = new Float32Array(c.width * c.height);
+  for (let y = 0; y < region.height; y++) mask.set(ring.subarray(y * region.width, (y + 1) * region.width), (region.top + y) * c.width + region.left);
+  return under(c, mask, color);
+}
+
 /** True when some pixel is less than opaque. */
 function hasTransparency(alpha: Uint8Array): boolean {
   for (let i = 0; i < alpha.length; i++) if (alpha[i] !== 255) return true;
@@ -129,7 +222,22 @@ function hasTransparency(alpha: Uint8Array): boolean {
 }
 
 /** The subject over its background: a picture, a translucent colour, an opaque one, or none. */
-async function withBackground(c: Canvas, opts: ComposeOptions, format: RequestFormat): Promise<Layer> {
+async function withBackground(c: Canvas, opts: ComposeOptions, format: RequestFormat, photo?: Canvas, transform?: Transform | null): Promise<Layer> {
+  if (opts.bgBlur !== undefined && photo) {
+    if (opts.bgColor || opts.bgImageData) throw new OptionError('bg_blur', 'bg_blur keeps the photo\'s own background; it cannot be combined with bg_color or a background picture', 'multiple_bg_sources');
+    const radius = opts.bgBlur * Math.max(photo.width, photo.height);
+    const blurred = blurredBackground(photo.rgb, photo.alpha, photo.width, photo.height, radius, opts.bgBlurMode === 'bokeh');
+    const t = transform ?? { k: 0, dx: 1, dy: 1 }; // no plain transform: the picture covers the canvas
+    const bg = placePicture(blurred, photo.width, photo.height, c.width, c.height, t.k, t.dx, t.dy);
+    const out = Buffer.allocUnsafe(c.width * c.height * 3);
+    for (let i = 0, j = 0; i < c.alpha.length; i++, j += 3) {
+      const a = c.alpha[i], ia = 255 - a;
+      out[j] = (c.rgb[j] * a + bg[j] * ia + 127) / 255;
+      out[j + 1] = (c.rgb[j + 1] * a + bg[j + 1] * ia + 127) / 255;
+      out[j + 2] = (c.rgb[j + 2] * a + bg[j + 2] * ia + 127) / 255;
+    }
+    return { rgb: out, alpha: null };
+  }
   if (opts.bgImageData) {
     if (opts.bgColor) throw new OptionError('bg_image', 'Give either a background colour or a background image, not both', 'multiple_bg_sources');
     return overBackground(c.rgb, c.alpha, await coverPicture(opts.bgImageData, c.width, c.height));
@@ -151,18 +259,42 @@ async function withBackground(c: Canvas, opts: ComposeOptions, format: RequestFo
 export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number, height: number, opts: ComposeOptions): Promise<Composed> {
   if (opts.mask && opts.format === 'zip') throw new OptionError('format', 'format zip already carries the matte (alpha.png); it cannot be combined with the matte alone (mask, channels=alpha)', 'invalid_format');
   if (opts.roiBox && !keepInside(alpha, width, height, opts.roiBox)) throw new CutoutError('no_subject_detected', 'No foreground subject was found inside the roi');
-  const c = await arrange({ rgb, alpha, width, height }, opts);
+  const photo: Canvas = { rgb, alpha, width, height };
+  // The photo's own pixels for bg_blur, before a clear of transparent colours can touch them.
+  const photoForBlur = opts.bgBlur !== undefined && !opts.mask ? { ...photo, rgb: Uint8Array.from(rgb), alpha: Uint8Array.from(alpha) } : undefined;
+  let c: Canvas;
+  let transform: Transform | null = null;
+  let outline = 0;
+  if (productLayout(opts)) {
+    ({ c, transform, outline } = await arrangeProduct(photo, opts));
+  } else {
+    c = await arrange(photo, opts);
+    if (!opts.crop && !movesSubject(opts.scale, opts.position)) transform = { k: 1, dx: 0, dy: 0 };
+    outline = opts.outlineWidth ? spaceAlong(opts.outlineWidth, Math.max(c.width, c.height)) : 0;
+  }
+  if (opts.outlineWidth !== undefined || opts.outlineBlur !== undefined) {
+    const long = Math.max(c.width, c.height);
+    c = withOutline(c, outline, (opts.outlineBlur ?? 0) * long, opts.outlineColor ?? WHITE);
+  }
   const foreground = boundingBox(c.alpha, c.width, c.height) ?? { left: 0, top: 0, width: c.width, height: c.height };
+  const shadow = shadowModeOf(opts);
+  if (shadow !== 'none' && !opts.mask) {
+    const mask = shadowMask(c.alpha, c.width, c.height, {
+      kind: shadow, opacity: opts.shadowOpacity ?? 0.5, softness: opts.shadowSoftness ?? 0.5,
+      direction: opts.shadowDirection ?? 0, elevation: opts.shadowElevation ?? 45,
+    });
+    if (mask) c = under(c, mask, opts.shadowColor ?? BLACK);
+  }
   const raw1 = { raw: { width: c.width, height: c.height, channels: 1 as const } };
   const raw3 = { raw: { width: c.width, height: c.height, channels: 3 as const } };
   if (opts.mask) {
     // The matte is data: `auto` writes it losslessly, as PNG.
     const format = opts.format === 'auto' ? 'png' : (opts.format as OutputFormat);
     const a = c.alpha;
-    const data = format === 'raw' ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : await encode(sharp(a, raw1).toColourspace('b-w'), format);
+    const data = format === 'raw' ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : await encode(sharp(a, raw1).toColourspace('b-w'), format, opts.dpi);
     return { data, width: c.width, height: c.height, channels: 1, format, foreground };
   }
-  let layer = await withBackground(c, opts, opts.format);
+  let layer = await withBackground(c, opts, opts.format, photoForBlur, transform);
   const transparent = layer.alpha !== null && hasTransparency(layer.alpha);
   const format: ResultFormat = opts.format === 'auto' ? (transparent ? 'png' : 'jpg') : opts.format;
   if (format === 'zip') {
@@ -178,6 +310,6 @@ export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number,
     : sharp(layer.rgb, raw3);
   // Raw is always RGBA, so that a caller's chain sees one layout whatever the background.
   if (!layer.alpha && format === 'raw') img = img.ensureAlpha(1);
-  const data = await encode(img, format);
+  const data = await encode(img, format, opts.dpi);
   return { data, width: c.width, height: c.height, channels: layer.alpha || format === 'raw' ? 4 : 3, format, foreground };
 }

@@ -6,7 +6,7 @@
  */
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { CONTENT_TYPES } from '../options.js';
+import { checkImageOptions, CONTENT_TYPES } from '../options.js';
 import { checkAborted } from './abort.js';
 import { compose } from './compose.js';
 import { decodeError, decodeRgb, fitArea, openImage, openRawPixels, orientedRgb, outputSize, resolveSize } from './decode.js';
@@ -124,6 +124,8 @@ async function zoomPass(
  * outside the image is the caller's mistake, not worth an inference.
  */
 function planOutput(probe: { width: number; height: number }, req: RemoveRequest) {
+  // Options that cannot go together (the doors check them first; this is for every caller).
+  checkImageOptions(req, 'api');
   const resolvedSize = resolveSize(req.size, probe.width, probe.height);
   if (resolvedSize === 'full' && req.maxFullPixels !== undefined && probe.width * probe.height > req.maxFullPixels) {
     throw new CutoutError(
