@@ -71,7 +71,7 @@ complete -c cutout -n __cutout_no_command -a help -d 'Show help for a command'
 # remove (also without the word `remove`): inputs are files, so file completion stays on
 # >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
 # The image flags that take a value, skipped by __cutout_command
-set -g __cutout_image_value_opts --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image
+set -g __cutout_image_value_opts --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --canvas --max-width --max-height --padding --margin --align --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi
 complete -c cutout -n __cutout_removing -l size -x -a 'preview full auto' -d 'Output size'
 complete -c cutout -n __cutout_removing -l format -x -a 'png webp jpg auto zip' -d 'Output encoding'
 complete -c cutout -n __cutout_removing -l bg-color -x -a 'transparent' -d 'Background: transparent, a hex colour or a CSS name'
@@ -87,7 +87,25 @@ complete -c cutout -n __cutout_removing -l roi -x -d 'Only this rectangle may ho
 complete -c cutout -n __cutout_removing -l scale -x -a 'original' -d 'Share of the canvas the subject fills'
 complete -c cutout -n __cutout_removing -l position -x -a 'original center' -d 'Where the subject goes'
 complete -c cutout -n __cutout_removing -l bg-image -r -F -d 'Background picture: a file or URL'
-complete -c cutout -n __cutout_removing -l shadow -d 'Accepted for remove.bg compatibility; no shadow is drawn'
+complete -c cutout -n __cutout_removing -l canvas -x -a '1000x1000 original subject' -d 'Output canvas: WxH, original or subject'
+complete -c cutout -n __cutout_removing -l max-width -x -d 'Largest width of an original or subject canvas'
+complete -c cutout -n __cutout_removing -l max-height -x -d 'Largest height of an original or subject canvas'
+complete -c cutout -n __cutout_removing -l padding -x -a '10% 0.1 40px' -d 'Space around the subject: 1-4 of NNpx, NN% or 0-0.49'
+complete -c cutout -n __cutout_removing -l margin -x -a '5% 20px' -d 'Space inside the canvas edge, never ignored'
+complete -c cutout -n __cutout_removing -l align -x -a 'center top bottom left right' -d 'Where the subject goes on the canvas'
+complete -c cutout -n __cutout_removing -l snap-cropped -x -a 'true false' -d 'Cropped sides snap to the canvas edge'
+complete -c cutout -n __cutout_removing -l outline-width -x -a '8px 0.01' -d 'Outline around the subject: NNpx or 0-0.1'
+complete -c cutout -n __cutout_removing -l outline-color -x -d 'Outline colour'
+complete -c cutout -n __cutout_removing -l outline-blur -x -d 'Outline blur (glow): 0-0.025'
+complete -c cutout -n __cutout_removing -l shadow -x -a 'none drop float cast' -d 'Shadow under the subject'
+complete -c cutout -n __cutout_removing -l shadow-opacity -x -d 'Shadow opacity 0-1'
+complete -c cutout -n __cutout_removing -l shadow-softness -x -d 'Shadow softness 0-1'
+complete -c cutout -n __cutout_removing -l shadow-direction -x -d 'Light direction in degrees (0: shadow below)'
+complete -c cutout -n __cutout_removing -l shadow-elevation -x -d 'Cast shadow light elevation 5-85 degrees'
+complete -c cutout -n __cutout_removing -l shadow-color -x -d 'Shadow colour'
+complete -c cutout -n __cutout_removing -l bg-blur -x -a 'true 0.01 0.03' -d 'Blur the photo\'s own background: true or 0-0.05'
+complete -c cutout -n __cutout_removing -l bg-blur-mode -x -a 'gaussian bokeh' -d 'Background blur kind'
+complete -c cutout -n __cutout_removing -l dpi -x -a '72 300' -d 'Pixel density 72-1200'
 # <<< image flags
 
 # >>> command flags: written from the settings table and the commands (src/settings.ts, src/commands/) by `npm run completions`; do not edit
