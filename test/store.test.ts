@@ -21,7 +21,7 @@ async function storeWithClock(t: Tap.Test, kind: StoreKind, start = Date.UTC(202
   return { store, clock, dir };
 }
 
-function run(accountId: string | null, credits: 0 | 1, extra: Partial<Parameters<Store['recordRun']>[0]> = {}) {
+function run(accountId: string | null, credits: 0 | 1, extra: Partial<Parameters<Store['ledger']['recordRun']>[0]> = {}) {
   return { id: crypto.randomUUID(), accountId, keyId: null, channel: 'api' as const, input: 'upload', size: credits ? 'full' as const : 'preview' as const, credits, ms: 12, ...extra };
 }
 

@@ -182,8 +182,8 @@ async function openServerStore(config: Readonly<CutoutConfig>): Promise<{ store:
   const store = await openStore(config.dataDir, { url: config.store, results: config.results, resultsPathStyle: config.resultsPathStyle });
   try {
     // The heartbeat tells the other servers of a fleet that this one runs (its claims stay its own).
-    await store.startHeartbeat(config.leaseMs);
-    await store.resetIdempotencyKeys(idempotencyTtlOf(config));
+    await store.fleet.startHeartbeat(config.leaseMs);
+    await store.idempotency.reset(idempotencyTtlOf(config));
     return { store, callbackSecret: await callbackSecretOf(store, config.callbackSecret) };
   } catch (err) {
     // An open PostgreSQL pool would keep the failed start alive.
@@ -274,10 +274,10 @@ function startPurge(context: ServerContext): NodeJS.Timeout {
   const { config, store } = context;
   const purge = async () => {
     try {
-      await store.purgeResults(config.resultTtlSeconds);
-      await store.purgeIdempotencyKeys(idempotencyTtlOf(config));
-      await store.purgeJobs(config.resultTtlSeconds);
-      await store.removeOrphanJobInputs();
+      await store.results.purge(config.resultTtlSeconds);
+      await store.idempotency.purge(idempotencyTtlOf(config));
+      await store.jobs.purge(config.resultTtlSeconds);
+      await store.jobs.removeOrphanInputs();
       await context.limiter.sweep();
     } catch (err) {
       process.stderr.write(`cutout serve: purge failed: ${(err as Error).message}\n`);

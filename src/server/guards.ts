@@ -53,7 +53,7 @@ export async function identify(req: IncomingMessage, store: Store, marketplaceSe
     if (!user || user.length > MAX_MARKETPLACE_USER) {
       throw new CutoutError('invalid_api_key', `A marketplace call needs X-Marketplace-User (1 to ${MAX_MARKETPLACE_USER} characters).`);
     }
-    const accountId = await store.marketplaceAccount(user);
+    const accountId = await store.ledger.marketplaceAccount(user);
     return { accountId, keyId: null, test: false, channel: 'marketplace', rateKey: `marketplace:${user}` };
   }
   // RFC 9110: a 401 names the scheme it wants.
@@ -64,7 +64,7 @@ export async function identify(req: IncomingMessage, store: Store, marketplaceSe
     throw new CutoutError('invalid_api_key', `Missing Authorization: Bearer <API_KEY> header${other}.`, { ...challenge, reason: 'missing_key' });
   }
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-  const auth = match ? await store.authenticate(match[1]) : null;
+  const auth = match ? await store.keys.authenticate(match[1]) : null;
   if (!auth && match) {
     // The first hour's 401: a key made by another user (another ~/.cutout) or for another store.
     // The store's kind, not its path or URL: a client is not told where the server keeps things.
@@ -79,14 +79,14 @@ export async function identify(req: IncomingMessage, store: Store, marketplaceSe
  * servers of a fleet share one window per key, atomically per request.
  */
 /** What the rate limit needs of the store. */
-export type RateLimitStore = Pick<Store, 'hitRateLimit' | 'purgeRateWindows'>;
+export type RateLimitStore = Pick<Store, 'rateLimits'>;
 
 export class RateLimiter {
   /** `scope`: prefixed to every key, so that a limiter of another scope counts in windows of its own. */
   constructor(private readonly store: RateLimitStore, readonly limit: number, readonly windowMs = 60_000, private readonly scope = '') {}
 
   hit(key: string): Promise<RateDecision> {
-    return this.store.hitRateLimit(this.scope ? `${this.scope}/${key}` : key, this.limit, this.windowMs);
+    return this.store.rateLimits.hit(this.scope ? `${this.scope}/${key}` : key, this.limit, this.windowMs);
   }
 
   /** A limiter on the same store with `limit` per window, counting each key in a window of `scope`'s own. */
@@ -96,7 +96,7 @@ export class RateLimiter {
 
   /** Forgets keys with no request in the window (run periodically). */
   async sweep(): Promise<void> {
-    await this.store.purgeRateWindows(this.windowMs);
+    await this.store.rateLimits.purge(this.windowMs);
   }
 }
 
@@ -151,11 +151,11 @@ export class Idempotency {
   private async awaitOtherProcess(ref: IdempotencyRef): Promise<void> {
     for (;;) {
       await new Promise((resolve) => setTimeout(resolve, IDEMPOTENCY_POLL_MS));
-      const pending = await this.store.pendingIdempotencyClaim(ref);
+      const pending = await this.store.idempotency.pending(ref);
       if (pending === null || !pending.ownerAlive) return;
       if (pending.ageMs > this.maxWaitMs) {
         // Only the claim seen: a newer one, made since by any server, is a live request's.
-        await this.store.releaseStaleIdempotencyClaim(ref, pending);
+        await this.store.idempotency.releaseStale(ref, pending);
         return;
       }
     }
@@ -167,7 +167,7 @@ export class Idempotency {
    * failure hit the commit and it went through, the key is done and the release changes nothing.)
    */
   private releaseSoon(ref: IdempotencyRef, attempt = 1): void {
-    this.store.releaseIdempotencyKey(ref).catch(() => {
+    this.store.idempotency.release(ref).catch(() => {
       if (attempt < RELEASE_ATTEMPTS) setTimeout(() => this.releaseSoon(ref, attempt + 1), RELEASE_RETRY_MS).unref();
     });
   }
@@ -185,7 +185,7 @@ export class Idempotency {
     const ref = { accountId: caller.accountId, endpoint, key };
     const slot = JSON.stringify([ref.accountId, endpoint, key]);
     for (;;) {
-      const claim = await this.store.claimIdempotencyKey(ref, fingerprint, this.ttlSeconds);
+      const claim = await this.store.idempotency.claim(ref, fingerprint, this.ttlSeconds);
       if (claim.state === 'done') return { value: claim.response as T, replayed: true };
       if (claim.state === 'mismatch') {
         throw new CutoutError('invalid_request', 'This Idempotency-Key was already used with different parameters or a different image.', { status: 422 });
@@ -200,18 +200,18 @@ export class Idempotency {
         try {
           let sealed = false;
           const value = await work(async (tx, answer) => {
-            await this.store.completeIdempotencyKey(ref, answer, tx);
+            await this.store.idempotency.complete(ref, answer, tx);
             sealed = true;
           });
           // Work with no transaction of its own to seal in is marked done now.
-          if (!sealed) await this.store.completeIdempotencyKey(ref, value);
+          if (!sealed) await this.store.idempotency.complete(ref, value);
           return value;
         } catch (err) {
           // A lost claim is another server's now (and our charge rolled back with the seal). A
           // store that is not answering gets the release later: the caller's 503 does not wait
           // for it (a call that needs a frozen store fails within 15 s, never more).
           if (err instanceof StoreUnavailable) this.releaseSoon(ref);
-          else if (!(err instanceof IdempotencyClaimLost)) await this.store.releaseIdempotencyKey(ref);
+          else if (!(err instanceof IdempotencyClaimLost)) await this.store.idempotency.release(ref);
           throw err;
         } finally {
           this.inflight.delete(slot);

@@ -21,6 +21,9 @@ import type { Pipeline } from '../pipeline/types.js';
 import type { WorkPool } from '../queue/pool.js';
 import { LIMITS } from '../limits.js';
 import type { Store } from '../store/db.js';
+import type { FleetStore } from '../store/servers.js';
+import type { JobStore } from '../store/jobs.js';
+import type { ResultStore } from '../store/results.js';
 import { withTimeout } from './readiness.js';
 
 /** The label of a request that matched no route (404s): one value, whatever was asked. */
@@ -47,7 +50,7 @@ const INFERENCE_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64];
 export type CallbackOutcome = 'delivered' | 'retry' | 'gave_up';
 
 export interface MetricsSources {
-  store: Pick<Store, 'jobCounts' | 'kind' | 'onHeartbeatFailure'> & Partial<Pick<Store, 'resultsKind'>>;
+  store: Pick<Store, 'kind'> & { readonly jobs: Pick<JobStore, 'counts'>; readonly fleet: Pick<FleetStore, 'onHeartbeatFailure'>; readonly results?: Pick<ResultStore, 'kind'> };
   pool: Pick<WorkPool, 'stats' | 'size'>;
   /** Whether the store (and an object store of results, where there is one) answers now: the probes of /readyz, shared. */
   readiness: { check(): Promise<{ ready: boolean }>; checkResults?(): Promise<{ ready: boolean }> | null };
@@ -60,7 +63,7 @@ interface ScrapeContext {
   jobCounts(): Promise<JobCounts | null>;
 }
 
-type JobCounts = Awaited<ReturnType<MetricsSources['store']['jobCounts']>>;
+type JobCounts = Awaited<ReturnType<MetricsSources['store']['jobs']['counts']>>;
 
 /** One gauge, read at scrape time: its name, help and labels, whether this server has it, and how it is read. */
 interface GaugeDefinition {
@@ -129,16 +132,16 @@ const GAUGES: readonly GaugeDefinition[] = [
     name: 'cutout_results_info',
     help: 'Where this server keeps result bytes (always 1; the place is the label: files, database or s3).',
     labelNames: ['results'],
-    when: (sources) => Boolean(sources.store.resultsKind),
+    when: (sources) => Boolean(sources.store.results?.kind),
     collect(gauge, { sources }) {
       gauge.reset();
-      gauge.set({ results: sources.store.resultsKind! }, 1);
+      gauge.set({ results: sources.store.results!.kind }, 1);
     },
   },
   {
     name: 'cutout_results_ready',
     help: 'Whether the object store of the results answered a HEAD of its probe object within 2 s at scrape time (1) or not (0): the results part of GET /readyz.',
-    when: (sources) => sources.store.resultsKind === 's3' && Boolean(sources.readiness.checkResults),
+    when: (sources) => sources.store.results?.kind === 's3' && Boolean(sources.readiness.checkResults),
     async collect(gauge, { sources }) {
       const state = await sources.readiness.checkResults!();
       gauge.set(state?.ready ? 1 : 0);
@@ -184,7 +187,7 @@ export class ServerMetrics {
       registers,
     });
     heartbeatFailures.inc(0);
-    sources.store.onHeartbeatFailure(() => heartbeatFailures.inc());
+    sources.store.fleet.onHeartbeatFailure(() => heartbeatFailures.inc());
     this.registerGauges(sources, registers);
   }
 
@@ -198,7 +201,7 @@ export class ServerMetrics {
     let inFlight: Promise<JobCounts | null> | null = null;
     const ctx: ScrapeContext = {
       sources,
-      jobCounts: () => (inFlight ??= withTimeout(sources.store.jobCounts(), LIMITS.readyStoreTimeoutMs).catch(() => null).finally(() => { inFlight = null; })),
+      jobCounts: () => (inFlight ??= withTimeout(sources.store.jobs.counts(), LIMITS.readyStoreTimeoutMs).catch(() => null).finally(() => { inFlight = null; })),
     };
     for (const def of GAUGES) {
       if (def.when && !def.when(sources)) continue;

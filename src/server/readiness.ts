@@ -12,6 +12,7 @@
  */
 import { LIMITS } from '../limits.js';
 import type { Store } from '../store/db.js';
+import type { ResultStore } from '../store/results.js';
 
 /** Resolves with `promise`'s value, or rejects with a timeout once `ms` have passed. */
 export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
@@ -60,10 +61,11 @@ export class StoreReadiness {
   /** Where result bytes live, when that is not the store itself (an object store); null otherwise. */
   private readonly results: SharedProbe | null;
 
-  constructor(store: Pick<Store, 'ping'> & Partial<Pick<Store, 'pingResults' | 'resultsKind' | 'resultsDescription'>>, timeoutMs: number = LIMITS.readyStoreTimeoutMs) {
+  constructor(store: Pick<Store, 'ping'> & { readonly results?: Pick<ResultStore, 'kind' | 'description' | 'ping'> }, timeoutMs: number = LIMITS.readyStoreTimeoutMs) {
     this.store = new SharedProbe(() => store.ping(), 'the store', timeoutMs);
-    this.results = store.resultsKind === 's3' && store.pingResults
-      ? new SharedProbe(() => store.pingResults!(), `the object store ${store.resultsDescription}`, timeoutMs)
+    const results = store.results;
+    this.results = results?.kind === 's3'
+      ? new SharedProbe(() => results.ping(), `the object store ${results.description}`, timeoutMs)
       : null;
   }
 

@@ -19,7 +19,7 @@ async function queueState(ctx: Pick<ServerContext, 'pool' | 'store'>) {
   const pool = ctx.pool.stats();
   // Always 200 while up, and at once: if the store cannot answer within a moment (closing,
   // frozen, unreachable), this server's in-memory view stands in. Readiness is /readyz's to say.
-  const jobs = await withTimeout(ctx.store.jobCounts(), LIMITS.healthStoreTimeoutMs)
+  const jobs = await withTimeout(ctx.store.jobs.counts(), LIMITS.healthStoreTimeoutMs)
     .catch(() => ({ queued: pool.jobs.waiting, processing: pool.jobs.running }));
   return {
     queued: jobs.queued + pool.sync.waiting,

@@ -107,7 +107,7 @@ async function handleRemove(ctx: ClipdropContext, req: IncomingMessage, res: Ser
   if (transparency && asked.handling === 'return_input_if_non_opaque' && (await transparency.hasTransparency(asked.image))) {
     // Clipdrop's default: an input that already has transparency comes back as it is. No model
     // ran, so nothing is charged (cutout's choice; docs/clipdrop.md).
-    const balance = await ctx.store.balance(caller.accountId);
+    const balance = await ctx.store.ledger.balance(caller.accountId);
     sendBytes(res, 200, asked.image, `image/${probe.format}`, { 'x-remaining-credits': String(balance), 'x-credits-consumed': '0' });
     return;
   }
@@ -122,7 +122,7 @@ async function handleRemove(ctx: ClipdropContext, req: IncomingMessage, res: Ser
     input,
     description: 'clipdrop upload',
   });
-  const balance = await ctx.store.balance(caller.accountId);
+  const balance = await ctx.store.ledger.balance(caller.accountId);
   sendBytes(res, 200, result.data, result.contentType, {
     'x-remaining-credits': String(balance),
     'x-credits-consumed': String(charged.creditsCharged),

@@ -109,7 +109,7 @@ async function handleSegment(ctx: PhotoroomContext, req: IncomingMessage, res: S
 
 /** The ledger in `/v1/account`'s and `/v2/account`'s shapes (cutout has one kind of credit: all of it is `available`). */
 async function handleAccount(ctx: Pick<ServerContext, 'store'>, res: ServerResponse, caller: Caller, version: 1 | 2): Promise<void> {
-  const balance = await ctx.store.balance(caller.accountId);
+  const balance = await ctx.store.ledger.balance(caller.accountId);
   if (version === 1) sendJson(res, 200, { credits: { available: balance, subscription: 0 } });
   else sendJson(res, 200, { images: { available: balance, subscription: 0 }, plan: 'basic' });
 }

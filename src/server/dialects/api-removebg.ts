@@ -104,7 +104,7 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
   // A test key's preview (with remove.bg's preview area) is the door policy's (sync-removal.ts).
   const request: RemoveRequest = { ...asked.request, quality };
   const payer = payerOfCaller(caller);
-  if (asked.autoSize && !(await canAfford(payer, priceOf('full'), (id) => ctx.store.balance(id)))) {
+  if (asked.autoSize && !(await canAfford(payer, priceOf('full'), (id) => ctx.store.ledger.balance(id)))) {
     // remove.bg's `auto` is "the highest available resolution (based on image size and available
     // credits)": without a credit, a free preview rather than a 402.
     request.size = 'preview';
@@ -142,7 +142,7 @@ async function handleRemoveBg(ctx: RemoveBgContext, req: IncomingMessage, res: S
 
 /** remove.bg's account body from the ledger: the balance is the caller's credits (cutout has one kind). */
 async function handleAccount(ctx: Pick<ServerContext, 'store'>, res: ServerResponse, caller: Caller): Promise<void> {
-  const balance = await ctx.store.balance(caller.accountId);
+  const balance = await ctx.store.ledger.balance(caller.accountId);
   sendJson(res, 200, {
     data: { attributes: { credits: { subscription: 0, payg: balance, enterprise: 0, total: balance }, api: { free_calls: 0, sizes: 'all' } } },
   });

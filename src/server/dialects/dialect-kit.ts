@@ -34,7 +34,7 @@ export async function keyCaller(store: ServerContext['store'], req: IncomingMess
   const bearer = rule.bearer ? /^Bearer\s+(\S+)\s*$/i.exec(headerOf(req, 'authorization') ?? '')?.[1] : undefined;
   const key = headerOf(req, 'x-api-key')?.trim() || bearer;
   if (!key) throw new CutoutError('invalid_api_key', rule.missing, { reason: 'missing_key' });
-  const auth = await store.authenticate(key);
+  const auth = await store.keys.authenticate(key);
   if (!auth) throw new CutoutError('invalid_api_key', rule.invalid);
   return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
 }

@@ -6,11 +6,11 @@ import type { Caller } from '../guards.js';
 import { sendJson } from '../http.js';
 
 export async function handleAccount(ctx: Pick<ServerContext, 'store'>, res: ServerResponse, caller: Caller): Promise<void> {
-  const info = await ctx.store.account(caller.accountId);
+  const info = await ctx.store.ledger.account(caller.accountId);
   sendJson(res, 200, accountBody(info, caller.test));
 }
 
 export async function handleUsage(ctx: Pick<ServerContext, 'store'>, res: ServerResponse, caller: Caller): Promise<void> {
-  const days = await ctx.store.usage(caller.accountId);
+  const days = await ctx.store.ledger.usage(caller.accountId);
   sendJson(res, 200, { days: days.map((d) => ({ date: d.date, credits: d.credits, requests: d.requests })) });
 }

@@ -56,7 +56,7 @@ async function readCallbackUrl(ctx: JobsContext, req: IncomingMessage): Promise<
  */
 async function requireCredits(ctx: JobsContext, caller: Caller, requests: ImageRequest[]): Promise<void> {
   const amount = requests.reduce((sum, r) => sum + upfrontPrice(r.options.size), 0);
-  await assertFunded(payerOfCaller(caller), amount, (accountId) => ctx.store.balance(accountId), (balance) => (
+  await assertFunded(payerOfCaller(caller), amount, (accountId) => ctx.store.ledger.balance(accountId), (balance) => (
     amount === 1
       ? 'Credit balance is 0; a full-size job costs 1 credit when it succeeds. Previews are free.'
       : `The batch asks for ${amount} full-size results but the balance is ${balance} credits; nothing was queued. Previews are free.`
@@ -87,7 +87,7 @@ async function enqueue(
 ): Promise<string[]> {
   const { store, config } = ctx;
   // A cheap look first, so a full queue is answered before any file is written.
-  const before = await store.jobCounts();
+  const before = await store.jobs.counts();
   if (before.queued + items.length > config.queueLimit) throw queueFull(ctx, before.queued);
   const jobs: NewJob[] = items.map(({ options, source }) => ({
     id: crypto.randomUUID(),
@@ -104,7 +104,7 @@ async function enqueue(
   }));
   // The inputs are stored with the rows: all or none.
   const ids = jobs.map((job) => job.id);
-  const { created, queued } = await store.createJobs(jobs, config.queueLimit, (tx) => seal(tx, ids));
+  const { created, queued } = await store.jobs.create(jobs, config.queueLimit, (tx) => seal(tx, ids));
   if (!created) throw queueFull(ctx, queued);
   ctx.jobs.notify();
   return jobs.map((job) => job.id);
@@ -277,7 +277,7 @@ export function jobRecord(ctx: Pick<ServerContext, 'baseUrl'>, job: JobRow, tabl
 /** GET /api/v1/jobs/{job_id}: only the owning account sees a job; for anyone else it does not exist. */
 export async function handleGetJob(ctx: JobsContext, res: ServerResponse, caller: Caller, jobId: string): Promise<void> {
   if (!isUuidV4(jobId)) return sendInvalidJobId(res, jobId);
-  const job = await ctx.store.getJob(jobId.toLowerCase(), caller.accountId);
+  const job = await ctx.store.jobs.get(jobId.toLowerCase(), caller.accountId);
   if (!job) throw new CutoutError('not_found', `No job with id ${jobId} for this account, or it has expired.`);
   const pending = job.status === 'queued' || job.status === 'processing';
   sendJson(res, 200, jobRecord(ctx, job), { 'Cache-Control': 'no-store', ...(pending ? { 'Retry-After': String(LIMITS.jobPollSeconds) } : {}) });

@@ -123,6 +123,6 @@ export async function handleRemove(ctx: RemoveContext, req: IncomingMessage, res
     return;
   }
   if (made && !replayed) return sendBytes(res, 200, made, outcome.content_type, headers);
-  const row = await ctx.store.findResult(outcome.id, ctx.config.resultTtlSeconds);
+  const row = await ctx.store.results.find(outcome.id, ctx.config.resultTtlSeconds);
   if (!row || !(await sendStoredResult(ctx.store, row, res, headers))) throw new CutoutError('not_found', 'The stored result of this Idempotency-Key has expired.');
 }

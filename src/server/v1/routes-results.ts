@@ -38,11 +38,11 @@ export async function handleResult(ctx: Pick<ServerContext, 'config' | 'store'>,
   if (!isUuidV4(jobId)) return sendInvalidJobId(res, jobId);
   const ttl = ctx.config.resultTtlSeconds;
   const notFound = () => new CutoutError('not_found', `No result with id ${jobId}, or it has expired (results are kept ${ttl} s).`);
-  const row = await ctx.store.findResult(jobId.toLowerCase(), ttl);
+  const row = await ctx.store.results.find(jobId.toLowerCase(), ttl);
   if (!row) throw notFound();
   const secondsLeft = Math.max(0, Math.floor((row.createdAt + ttl * 1000 - Date.now()) / 1000));
   if (ctx.config.resultsRedirect) {
-    const url = await ctx.store.presignResult(row, ttl);
+    const url = await ctx.store.results.presign(row, ttl);
     if (url) {
       // The signed URL itself must not be cached past its own expiry, nor shared.
       res.writeHead(302, { Location: url, 'Cache-Control': 'private, no-store' });
@@ -61,7 +61,7 @@ export async function handleResult(ctx: Pick<ServerContext, 'config' | 'store'>,
  * length announced is not reached, so no client takes a cut result for a whole one).
  */
 export async function sendStoredResult(store: Store, row: ResultRow, res: ServerResponse, headers: Record<string, string> = {}): Promise<boolean> {
-  const opened = await store.openResult(row);
+  const opened = await store.results.open(row);
   if (!opened) return false;
   res.writeHead(200, {
     ...headers,
