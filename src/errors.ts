@@ -66,7 +66,25 @@ export const ERROR_REASONS = Object.freeze({
   client_closed: { code: 'processing_failed', meaning: 'the client hung up; the work was stopped' },
   output_exists: { code: 'invalid_request', meaning: 'the CLI\'s output is there already' },
   not_acceptable: { code: 'invalid_request', meaning: 'the Accept header names no format the door answers (Clipdrop\'s 406)' },
+  // An option's reasons (OptionError): remove.bg's own codes for the cases it names, which its
+  // dialect answers as the error's code; the other doors answer invalid_request.
+  missing_source: { code: 'invalid_request', meaning: 'no image was given (remove.bg\'s code)' },
+  multiple_sources: { code: 'invalid_request', meaning: 'more than one image source was given' },
+  missing_image: { code: 'invalid_request', meaning: 'the upload is missing or empty (Photoroom\'s door)' },
+  failed_to_read_image: { code: 'invalid_request', meaning: 'an image given as base64 or as a background cannot be read' },
+  failed_image_download: { code: 'invalid_request', meaning: 'image_url could not be downloaded' },
+  failed_bg_download: { code: 'invalid_request', meaning: 'bg_image_url could not be downloaded' },
+  multiple_bg_sources: { code: 'invalid_request', meaning: 'a background colour and a background picture were both given' },
+  invalid_format: { code: 'invalid_request', meaning: 'the format cannot be combined with the other options (zip with the matte alone)' },
+  roi_exceeds_bounds: { code: 'invalid_request', meaning: 'the roi reaches past the image' },
+  roi_region_empty: { code: 'invalid_request', meaning: 'the roi has no area' },
+  invalid_image_url: { code: 'invalid_request', meaning: 'image_url is not an http(s) URL' },
+  invalid_bg_image_url: { code: 'invalid_request', meaning: 'bg_image_url is not an http(s) URL' },
+  file_too_large: { code: 'invalid_request', meaning: 'the background picture is over the input limit' },
 } as const satisfies Record<string, { code: ErrorCode; meaning: string }>);
+
+/** Which case of its code an error is: a row of ERROR_REASONS, so the compiler refuses an unlisted one. */
+export type ErrorReason = keyof typeof ERROR_REASONS;
 
 export class CutoutError extends Error {
   readonly code: ErrorCode;
@@ -76,9 +94,9 @@ export class CutoutError extends Error {
   /** The request parameter the error is about (a 422's `loc`), when one is. */
   readonly param: string | undefined;
   /** Which case of its code this is (`output_exists`), for a caller that acts on it: never parse the message. */
-  readonly reason: string | undefined;
+  readonly reason: ErrorReason | undefined;
 
-  constructor(code: ErrorCode, message?: string, options: { status?: number; headers?: Record<string, string>; cause?: unknown; param?: string; reason?: string } = {}) {
+  constructor(code: ErrorCode, message?: string, options: { status?: number; headers?: Record<string, string>; cause?: unknown; param?: string; reason?: ErrorReason } = {}) {
     super(message ?? ERROR_TABLE[code].message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'CutoutError';
     this.code = code;

@@ -7,7 +7,7 @@
  * turns into remove.bg's codes.
  */
 import type { IncomingMessage } from 'node:http';
-import { CutoutError } from '../../errors.js';
+import { CutoutError, type ErrorReason } from '../../errors.js';
 import { parseCropMargin, parsePosition, parseRoi, parseScale } from '../../layout-options.js';
 import { LIMITS } from '../../limits.js';
 import { OptionError, parseBoolean, parseColor, parseEnum, PRECISIONS, QUALITIES, type Size } from '../../options.js';
@@ -63,7 +63,7 @@ function decodeBase64(value: unknown): Buffer {
   return Buffer.from(b64, 'base64');
 }
 
-function urlSource(params: Params, name: string, code: string): RemoveBgSource {
+function urlSource(params: Params, name: string, code: ErrorReason): RemoveBgSource {
   const raw = params[name];
   if (typeof raw !== 'string') throw new OptionError(name, `Expected a URL string for ${name}`, code);
   let host: string;
