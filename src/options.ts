@@ -562,6 +562,10 @@ export function parseShadow(value: unknown, param: string, source: OptionSource)
     const v = value.trim().toLowerCase();
     if (v === 'true' || v === '1') return 'float';
     if (v === 'false' || v === '0') return 'none';
+    if (source === 'cli' && !(SHADOWS as readonly string[]).includes(v)) {
+      // `cutout --shadow photo.jpg`: commander hands the input to the flag as its mode.
+      throw expected(param, source, `one of ${SHADOWS.join(', ')} (a bare --shadow just before an input takes that input as its mode: write --shadow float, or put --shadow after the inputs)`, value);
+    }
   }
   return parseEnum(param, SHADOWS, value, source);
 }
