@@ -149,6 +149,65 @@ const GAUGES: readonly GaugeDefinition[] = [
   },
 ];
 
+/**
+ * The metrics counted as things happen (the gauges above are read at scrape time): one row each,
+ * so that every metric of cutout's own is a row of GAUGES or of this table (METRIC_ROWS below,
+ * which docs/fleet.md's tables are checked against). `zeros`: the label sets that start at 0, so
+ * rate() and alerts work before the first event.
+ */
+export const EVENT_METRICS = Object.freeze({
+  httpDuration: {
+    type: 'histogram', name: 'cutout_http_request_duration_seconds',
+    help: 'Time from a request\'s arrival to the end of its response, by method, route pattern and status code.',
+    labelNames: ['method', 'route', 'status'], buckets: HTTP_BUCKETS,
+  },
+  inference: {
+    type: 'histogram', name: 'cutout_inference_seconds',
+    help: 'Time in the model call of one image (sync requests and jobs), by quality.',
+    labelNames: ['quality'], buckets: INFERENCE_BUCKETS,
+  },
+  pipelineTime: {
+    type: 'histogram', name: 'cutout_pipeline_seconds',
+    help: 'Time to process one image end to end (decode, inference, refinement, encode), by quality.',
+    labelNames: ['quality'], buckets: INFERENCE_BUCKETS,
+  },
+  callbacks: {
+    type: 'counter', name: 'cutout_callback_deliveries_total',
+    help: 'Callback delivery attempts made by this server, by outcome: delivered (2xx), retry (network error or 5xx, another attempt is scheduled), gave_up (4xx, or retries exhausted).',
+    labelNames: ['outcome'], zeros: [{ outcome: 'delivered' }, { outcome: 'retry' }, { outcome: 'gave_up' }],
+  },
+  heartbeatFailures: {
+    type: 'counter', name: 'cutout_store_heartbeat_failures_total',
+    help: 'Heartbeats of this server that the store did not take (unreachable or too slow). Past a lease of them in a row, the fleet takes this server\'s jobs and claims over.',
+    labelNames: [], zeros: [{}],
+  },
+} as const satisfies Record<string, EventMetricRow>);
+
+interface EventMetricRow {
+  type: 'histogram' | 'counter';
+  name: string;
+  help: string;
+  labelNames: readonly string[];
+  buckets?: readonly number[];
+  zeros?: readonly Record<string, string>[];
+}
+
+/** Every metric of cutout's own, with its type and labels: what /metrics has and docs/fleet.md lists. */
+export const METRIC_ROWS: readonly { name: string; type: 'gauge' | 'histogram' | 'counter'; labelNames: readonly string[] }[] = Object.freeze([
+  ...Object.values(EVENT_METRICS).map((m) => ({ name: m.name, type: m.type, labelNames: m.labelNames })),
+  ...GAUGES.map((g) => ({ name: g.name, type: 'gauge' as const, labelNames: g.labelNames ?? [] })),
+]);
+
+function histogramOf<L extends string>(row: EventMetricRow, registers: Registry[]): Histogram<L> {
+  return new Histogram<L>({ name: row.name, help: row.help, labelNames: row.labelNames as L[], buckets: [...(row.buckets ?? [])], registers });
+}
+
+function counterOf<L extends string>(row: EventMetricRow, registers: Registry[]): Counter<L> {
+  const counter = new Counter<L>({ name: row.name, help: row.help, labelNames: row.labelNames as L[], registers });
+  for (const labels of row.zeros ?? []) counter.inc(labels as Partial<Record<L, string>>, 0);
+  return counter;
+}
+
 export class ServerMetrics {
   readonly registry = new Registry();
   private readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
@@ -159,34 +218,11 @@ export class ServerMetrics {
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    this.httpDuration = new Histogram({
-      name: 'cutout_http_request_duration_seconds',
-      help: 'Time from a request\'s arrival to the end of its response, by method, route pattern and status code.',
-      labelNames: ['method', 'route', 'status'], buckets: HTTP_BUCKETS, registers,
-    });
-    this.inference = new Histogram({
-      name: 'cutout_inference_seconds',
-      help: 'Time in the model call of one image (sync requests and jobs), by quality.',
-      labelNames: ['quality'], buckets: INFERENCE_BUCKETS, registers,
-    });
-    this.pipelineTime = new Histogram({
-      name: 'cutout_pipeline_seconds',
-      help: 'Time to process one image end to end (decode, inference, refinement, encode), by quality.',
-      labelNames: ['quality'], buckets: INFERENCE_BUCKETS, registers,
-    });
-    this.callbacks = new Counter({
-      name: 'cutout_callback_deliveries_total',
-      help: 'Callback delivery attempts made by this server, by outcome: delivered (2xx), retry (network error or 5xx, another attempt is scheduled), gave_up (4xx, or retries exhausted).',
-      labelNames: ['outcome'], registers,
-    });
-    // Every outcome from zero, so rate() and alerts work before the first failure.
-    for (const outcome of ['delivered', 'retry', 'gave_up'] as const) this.callbacks.inc({ outcome }, 0);
-    const heartbeatFailures = new Counter({
-      name: 'cutout_store_heartbeat_failures_total',
-      help: 'Heartbeats of this server that the store did not take (unreachable or too slow). Past a lease of them in a row, the fleet takes this server\'s jobs and claims over.',
-      registers,
-    });
-    heartbeatFailures.inc(0);
+    this.httpDuration = histogramOf(EVENT_METRICS.httpDuration, registers);
+    this.inference = histogramOf(EVENT_METRICS.inference, registers);
+    this.pipelineTime = histogramOf(EVENT_METRICS.pipelineTime, registers);
+    this.callbacks = counterOf(EVENT_METRICS.callbacks, registers);
+    const heartbeatFailures = counterOf(EVENT_METRICS.heartbeatFailures, registers);
     sources.store.fleet.onHeartbeatFailure(() => heartbeatFailures.inc());
     this.registerGauges(sources, registers);
   }
