@@ -1,10 +1,10 @@
 // `npm run completions`: rewrites the two generated blocks of each script in completions/: the image
 // flags from the options table, and every command's flags from the program, whose flags come from the
-// settings table and the commands (src/commands/completion-blocks.ts says why); the rest of each
+// settings table and the commands (src/completion-blocks.ts says why); the rest of each
 // script is written by hand.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { SHELLS } from '../dist/commands/completion.js';
-import { withGeneratedBlocks } from '../dist/commands/completion-blocks.js';
+import { withGeneratedBlocks } from '../dist/completion-blocks.js';
 
 for (const shell of SHELLS) {
   const file = new URL(`../completions/cutout.${shell}`, import.meta.url);

@@ -1,7 +1,7 @@
 /**
  * `cutout completion bash|zsh|fish`: prints the completion script shipped in `completions/`.
  * The scripts are written by hand, one idiomatic file per shell, but for their two blocks written
- * from the tables by `npm run completions` (completion-blocks.ts); this command only finds and prints them.
+ * from the tables by `npm run completions` (src/completion-blocks.ts); this command only finds and prints them.
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';

@@ -100,7 +100,7 @@ t.test('bash completes commands, subcommands, flags and fixed values', async (t)
 });
 
 t.test('the image-flag block of each script is the one the options table gives (npm run completions rewrites it)', async (t) => {
-  const { withImageFlags, imageFlagBlock } = await import('../../src/commands/completion-blocks.js');
+  const { withImageFlags, imageFlagBlock } = await import('../../src/completion-blocks.js');
   for (const shell of SHELLS) {
     const text = readFileSync(scriptPath(shell), 'utf8');
     t.equal(withImageFlags(text, shell), text, `${shell}: up to date (else run npm run completions)`);
@@ -116,7 +116,7 @@ t.test('the image-flag block of each script is the one the options table gives (
 });
 
 t.test('the command-flag block of each script is the one the program gives (npm run completions rewrites it)', async (t) => {
-  const { withCommandFlags, commandFlagBlock, commandFlags } = await import('../../src/commands/completion-blocks.js');
+  const { withCommandFlags, commandFlagBlock, commandFlags } = await import('../../src/completion-blocks.js');
   for (const shell of SHELLS) {
     const text = readFileSync(scriptPath(shell), 'utf8');
     t.equal(withCommandFlags(text, shell), text, `${shell}: up to date (else run npm run completions)`);
@@ -167,7 +167,7 @@ t.test("every command's flags are completed for that command, in each shell (cut
   }
   // zsh: each command's array holds its flags, and the script hands that array to _arguments
   const zsh = readFileSync(scriptPath('zsh'), 'utf8');
-  const { optsVariable, imageFlags } = await import('../../src/commands/completion-blocks.js');
+  const { optsVariable, imageFlags } = await import('../../src/completion-blocks.js');
   const image = new Set(imageFlags().map((f) => f.long));
   for (const { path, flags } of paths) {
     const name = optsVariable(path);

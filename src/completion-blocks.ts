@@ -9,10 +9,10 @@
  * editing them by hand.
  */
 import type { Command } from 'commander';
-import { OPTION_TABLE, type OptionRow } from '../options.js';
-import { buildProgram } from '../program.js';
-import { SETTINGS, type SettingRow } from '../settings.js';
-import type { Shell } from './completion.js';
+import { OPTION_TABLE, type OptionRow } from './options.js';
+import { buildProgram } from './program.js';
+import { SETTINGS, type SettingRow } from './settings.js';
+import type { Shell } from './commands/completion.js';
 
 export const BLOCK_START = '>>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit';
 export const BLOCK_END = '<<< image flags';
