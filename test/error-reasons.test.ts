@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CutoutError, ERROR_REASONS } from '../src/errors.js';
-import { removeBgError } from '../src/server/dialects/api-removebg.js';
+import { removeBgError } from '../src/server/dialects/removebg-errors.js';
 
 const SRC = fileURLToPath(new URL('../src/', import.meta.url));
 
