@@ -225,10 +225,11 @@ export class JobRunner {
     this.opts.onFinished?.(job);
   }
 
-  private async input(job: JobRow): Promise<Buffer> {
+  /** The job's image: its stored upload, or its image_url fetched (ended by `signal`: a stop or a lost claim). */
+  private async input(job: JobRow, signal: AbortSignal): Promise<Buffer> {
     if (job.sourceKind === 'image_url') {
       if (!job.sourceUrl) throw new CutoutError('processing_failed', 'The job has no image_url.');
-      return fetchImageUrl(job.sourceUrl, { allowPrivateNetwork: this.opts.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs });
+      return fetchImageUrl(job.sourceUrl, { allowPrivateNetwork: this.opts.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs, signal });
     }
     const bytes = await this.store.jobs.readInput(job.id);
     if (!bytes) throw new CutoutError('processing_failed', 'The stored input of this job is missing; nothing was charged.');
@@ -246,14 +247,14 @@ export class JobRunner {
         // No 4 MP rule here: large images are what jobs are for (the 25 MB / 50 MP limits still hold).
         request,
         payer: { accountId: job.accountId, keyId: job.keyId, billable: job.billable },
+        // The background picture (bg_image_url) is fetched beside the image; the service sets both
+        // on its own copy of the request (an Intake, as every door's).
         input: async () => {
-          // The background picture (bg_image_url) is fetched beside the image, onto this run's own request.
-          const [bytes, background] = await Promise.all([
-            this.input(job),
-            job.options.bgImage ? fetchImageUrl(job.options.bgImage, { allowPrivateNetwork: this.opts.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs, label: 'bg_image_url' }) : undefined,
+          const [image, background] = await Promise.all([
+            this.input(job, signal),
+            job.options.bgImage ? fetchImageUrl(job.options.bgImage, { allowPrivateNetwork: this.opts.config.allowPrivateNetwork, timeoutMs: LIMITS.fetchTimeoutMs, label: 'bg_image_url', signal }) : undefined,
           ]);
-          request.bgImageData = background;
-          return bytes;
+          return { image, background };
         },
         channel: 'job',
         description: job.inputDesc,
