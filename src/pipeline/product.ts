@@ -198,19 +198,20 @@ export function distanceTo(inside: (i: number) => boolean, width: number, height
   return out;
 }
 
-/** One box blur of radius `r` along rows (`stride` 1) or columns, edges clamped, from `src` into `dst`. */
+/** One box blur of radius `r` along rows or columns, edges clamped, from `src` into `dst`. */
 function boxPass(src: Float32Array, dst: Float32Array, width: number, height: number, r: number, horizontal: boolean): void {
   const lines = horizontal ? height : width, len = horizontal ? width : height;
   const step = horizontal ? 1 : width;
+  const last = len - 1;
   const norm = 1 / (2 * r + 1);
   for (let l = 0; l < lines; l++) {
     const base = horizontal ? l * width : l;
-    const at = (i: number) => src[base + Math.min(len - 1, Math.max(0, i)) * step];
     let acc = 0;
-    for (let i = -r; i <= r; i++) acc += at(i);
+    for (let i = -r; i <= r; i++) acc += src[base + (i < 0 ? 0 : i > last ? last : i) * step];
     for (let i = 0; i < len; i++) {
       dst[base + i * step] = acc * norm;
-      acc += at(i + r + 1) - at(i - r);
+      const add = i + r + 1, drop = i - r;
+      acc += src[base + (add > last ? last : add) * step] - src[base + (drop < 0 ? 0 : drop) * step];
     }
   }
 }
@@ -445,44 +446,58 @@ function castShadow(alpha: Uint8Array, width: number, height: number, box: Box, 
  * of sigma radius / 2.
  */
 export function blurredBackground(rgb: Uint8Array, alpha: Uint8Array, width: number, height: number, radius: number, bokeh: boolean): Buffer {
-  const f = Math.max(1, Math.floor(radius / (bokeh ? 10 : 8)));
+  const f = Math.max(1, Math.floor(radius / (bokeh ? 6 : 4)));
   const w = Math.ceil(width / f), h = Math.ceil(height / f);
   const lin = new Float32Array(256);
   for (let i = 0; i < 256; i++) lin[i] = bokeh ? (i / 255) ** 2.2 : i / 255;
-  // Pooled planes: weighted colour, weight, and the plain colour.
+  // Pooled planes: weighted colour (0-2), weight (3), and the plain colour (4-6).
   const planes = Array.from({ length: 7 }, () => new Float32Array(w * h));
-  const count = new Float32Array(w * h);
+  const [r0, g0, b0, w0, r1, g1, b1] = planes;
   for (let y = 0; y < height; y++) {
     const py = Math.floor(y / f) * w;
     for (let x = 0; x < width; x++) {
-      const i = y * width + x, p = py + Math.floor(x / f);
+      const i = y * width + x, p = py + ((x / f) | 0), j = i * 3;
       const wt = 1 - alpha[i] / 255;
-      for (let c = 0; c < 3; c++) {
-        const v = lin[rgb[i * 3 + c]];
-        planes[c][p] += v * wt;
-        planes[4 + c][p] += v;
-      }
-      planes[3][p] += wt;
-      count[p]++;
+      const vr = lin[rgb[j]], vg = lin[rgb[j + 1]], vb = lin[rgb[j + 2]];
+      r0[p] += vr * wt; g0[p] += vg * wt; b0[p] += vb * wt; w0[p] += wt;
+      r1[p] += vr; g1[p] += vg; b1[p] += vb;
     }
   }
-  for (const plane of planes) for (let p = 0; p < plane.length; p++) plane[p] /= count[p];
+  const share = 1 / (f * f);
+  for (let y = 0; y < h; y++) {
+    // Edge cells hold fewer pixels.
+    const rows = Math.min(f, height - y * f);
+    for (let x = 0; x < w; x++) {
+      const k = rows * Math.min(f, width - x * f) === f * f ? share : 1 / (rows * Math.min(f, width - x * f));
+      for (const plane of planes) plane[y * w + x] *= k;
+    }
+  }
   const r = radius / f;
-  const blurred = planes.map((plane) => (bokeh ? discBlur(plane, w, h, r) : blurPlane(plane, w, h, r / 2)));
+  const [br, bg, bb, bw, pr, pg, pb] = planes.map((plane) => (bokeh ? discBlur(plane, w, h, r) : blurPlane(plane, w, h, r / 2)));
   const out = Buffer.allocUnsafe(width * height * 3);
-  const inv = (v: number) => Math.round(255 * Math.min(1, Math.max(0, bokeh ? v ** (1 / 2.2) : v)));
+  const gamma = new Float32Array(4097);
+  for (let i = 0; i <= 4096; i++) gamma[i] = Math.round(255 * (bokeh ? (i / 4096) ** (1 / 2.2) : i / 4096));
+  const enc = (v: number) => gamma[v <= 0 ? 0 : v >= 1 ? 4096 : (v * 4096 + 0.5) | 0];
   for (let y = 0; y < height; y++) {
     // Bilinear upsampling of the pooled planes (pixel centres aligned).
     const fy = Math.min(h - 1, Math.max(0, (y + 0.5) / f - 0.5));
-    const y0 = Math.floor(fy), y1 = Math.min(h - 1, y0 + 1), ty = fy - y0;
+    const ya = Math.floor(fy), yb = Math.min(h - 1, ya + 1), ty = fy - ya;
     for (let x = 0; x < width; x++) {
       const fx = Math.min(w - 1, Math.max(0, (x + 0.5) / f - 0.5));
-      const x0 = Math.floor(fx), x1 = Math.min(w - 1, x0 + 1), tx = fx - x0;
-      const at = (plane: Float32Array) =>
-        (plane[y0 * w + x0] * (1 - tx) + plane[y0 * w + x1] * tx) * (1 - ty) + (plane[y1 * w + x0] * (1 - tx) + plane[y1 * w + x1] * tx) * ty;
-      const wt = at(blurred[3]);
+      const xa = fx | 0, xb = Math.min(w - 1, xa + 1), tx = fx - xa;
+      const i00 = ya * w + xa, i01 = ya * w + xb, i10 = yb * w + xa, i11 = yb * w + xb;
+      const c00 = (1 - tx) * (1 - ty), c01 = tx * (1 - ty), c10 = (1 - tx) * ty, c11 = tx * ty;
+      const wt = bw[i00] * c00 + bw[i01] * c01 + bw[i10] * c10 + bw[i11] * c11;
       const o = (y * width + x) * 3;
-      for (let c = 0; c < 3; c++) out[o + c] = inv(wt > 0.02 ? at(blurred[c]) / wt : at(blurred[4 + c]));
+      if (wt > 0.02) {
+        out[o] = enc((br[i00] * c00 + br[i01] * c01 + br[i10] * c10 + br[i11] * c11) / wt);
+        out[o + 1] = enc((bg[i00] * c00 + bg[i01] * c01 + bg[i10] * c10 + bg[i11] * c11) / wt);
+        out[o + 2] = enc((bb[i00] * c00 + bb[i01] * c01 + bb[i10] * c10 + bb[i11] * c11) / wt);
+      } else {
+        out[o] = enc(pr[i00] * c00 + pr[i01] * c01 + pr[i10] * c10 + pr[i11] * c11);
+        out[o + 1] = enc(pg[i00] * c00 + pg[i01] * c01 + pg[i10] * c10 + pg[i11] * c11);
+        out[o + 2] = enc(pb[i00] * c00 + pb[i01] * c01 + pb[i10] * c10 + pb[i11] * c11);
+      }
     }
   }
   return out;
