@@ -156,6 +156,23 @@ t.test('sizes: preview is 0.25 MP by area; unknown sizes are invalid_size', asyn
   t.match(await removeBgError(await post(multipart(cat, { size: 'huge' }))), { status: 400, code: 'invalid_size', cors: '*' });
 });
 
+t.test("add_shadow=true draws cutout's float shadow under the subject (issue 54); false and absent draw none", async (t) => {
+  /** Pixels of the cutout with some opacity: a shadow adds them below the subject. */
+  const visible = async (fields: Record<string, string>) => {
+    const res = await post(multipart(cup, { size: 'preview', format: 'png', ...fields }));
+    t.equal(res.status, 200, JSON.stringify(fields));
+    const { data, info } = await sharp(Buffer.from(await res.arrayBuffer())).ensureAlpha().extractChannel(3).raw().toBuffer({ resolveWithObject: true });
+    let n = 0;
+    for (let i = 0; i < data.length; i++) if (data[i] > 0) n++;
+    return n / (info.width * info.height);
+  };
+  const none = await visible({});
+  const off = await visible({ add_shadow: 'false' });
+  const shadow = await visible({ add_shadow: 'true', shadow_method: 'latest' });
+  t.equal(off, none, 'add_shadow=false draws nothing');
+  t.ok(shadow > none, `add_shadow=true adds a shadow (${(none * 100).toFixed(1)} % of the pixels visible without, ${(shadow * 100).toFixed(1)} % with)`);
+});
+
 t.test('every 400 code cutout can meet, each charging nothing', async (t) => {
   const before = await total();
   const blank = await sharp({ create: { width: 200, height: 200, channels: 3, background: '#ffffff' } }).jpeg().toBuffer();

@@ -113,9 +113,8 @@ export function parseRemoveBgParams(params: Params, files: { image?: Buffer; bac
   const format: RequestFormat = parseEnum('format', REMOVEBG_FORMATS, formatName, 'api');
   const channels = given('channels') ? parseEnum('channels', ['rgba', 'alpha'] as const, params.channels, 'api') : 'rgba';
   // Accepted and checked, but without effect (docs/removebg.md): cutout's mattes are always soft
-  // where the photo is, and it draws no shadows.
+  // where the photo is, and its one shadow for remove.bg is the same whatever the method.
   if (given('semitransparency')) parseBoolean('semitransparency', params.semitransparency, 'api');
-  if (given('add_shadow')) parseBoolean('add_shadow', params.add_shadow, 'api');
   if (given('shadow_method')) parseEnum('shadow_method', ['latest', 'legacy'] as const, params.shadow_method, 'api');
   const crop = given('crop') ? parseBoolean('crop', params.crop, 'api') : false;
   const request: RemoveRequest = {
@@ -129,6 +128,8 @@ export function parseRemoveBgParams(params: Params, files: { image?: Buffer; bac
     roi: given('roi') ? parseRoi(params.roi, 'api') : undefined,
     scale: given('scale') ? parseScale(params.scale, 'api') : undefined,
     position: given('position') ? parsePosition(params.position, 'api') : undefined,
+    // remove.bg draws car shadows only; cutout draws its `float` shadow under every subject.
+    addShadow: given('add_shadow') ? parseBoolean('add_shadow', params.add_shadow, 'api') : undefined,
     // cutout's own additions, for callers that know them.
     quality: given('quality') ? parseEnum('quality', QUALITIES, params.quality, 'api') : undefined,
     precision: given('precision') ? parseEnum('precision', PRECISIONS, params.precision, 'api') : undefined,
