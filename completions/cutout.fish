@@ -71,7 +71,7 @@ complete -c cutout -n __cutout_no_command -a help -d 'Show help for a command'
 # remove (also without the word `remove`): inputs are files, so file completion stays on
 # >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
 # The image flags that take a value, skipped by __cutout_command
-set -g __cutout_image_value_opts --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --canvas --max-width --max-height --padding --margin --align --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi
+set -g __cutout_image_value_opts --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi
 complete -c cutout -n __cutout_removing -l size -x -a 'preview full auto' -d 'Output size'
 complete -c cutout -n __cutout_removing -l format -x -a 'png webp jpg auto zip' -d 'Output encoding'
 complete -c cutout -n __cutout_removing -l bg-color -x -a 'transparent' -d 'Background: transparent, a hex colour or a CSS name'
@@ -87,6 +87,7 @@ complete -c cutout -n __cutout_removing -l roi -x -d 'Only this rectangle may ho
 complete -c cutout -n __cutout_removing -l scale -x -a 'original' -d 'Share of the canvas the subject fills'
 complete -c cutout -n __cutout_removing -l position -x -a 'original center' -d 'Where the subject goes'
 complete -c cutout -n __cutout_removing -l bg-image -r -F -d 'Background picture: a file or URL'
+complete -c cutout -n __cutout_removing -l keep-alpha -x -a 'never auto' -d 'Keep an input\'s own transparency'
 complete -c cutout -n __cutout_removing -l canvas -x -a '1000x1000 original subject' -d 'Output canvas: WxH, original or subject'
 complete -c cutout -n __cutout_removing -l max-width -x -d 'Largest width of an original or subject canvas'
 complete -c cutout -n __cutout_removing -l max-height -x -d 'Largest height of an original or subject canvas'

@@ -26,6 +26,7 @@ _cutout_image_opts=(
   '--scale=[share of the canvas the subject fills]:percent:(original)'
   '--position=[where the subject goes]:where:(original center)'
   '--bg-image=[background picture: a file or URL]:file or url:_files'
+  '--keep-alpha=[keep an input'"'"'s own transparency]:mode:(never auto)'
   '--canvas=[output canvas: WxH, original or subject]:size:(1000x1000 original subject)'
   '--max-width=[largest width of an original or subject canvas]:px: '
   '--max-height=[largest height of an original or subject canvas]:px: '

@@ -38,6 +38,8 @@ export const ALPHAS = ['soft', 'hard'] as const;
 export const SHADOWS = ['none', 'drop', 'float', 'cast'] as const;
 /** How `bg_blur` blurs the photo's own background. */
 export const BLUR_MODES = ['gaussian', 'bokeh'] as const;
+/** `auto`: an input with transparency keeps its own alpha as the matte (no model run); `never`: the model always runs. */
+export const KEEP_ALPHA = ['never', 'auto'] as const;
 /** Parameters of remove.bg that api-spec 2.1 rule 3 names as unsupported. */
 export const UNSUPPORTED_PARAMS = ['channels'] as const;
 
@@ -50,6 +52,7 @@ export type Precision = (typeof PRECISIONS)[number];
 export type Alpha = (typeof ALPHAS)[number];
 export type ShadowMode = (typeof SHADOWS)[number];
 export type BlurMode = (typeof BLUR_MODES)[number];
+export type KeepAlpha = (typeof KEEP_ALPHA)[number];
 
 /**
  * Refuses a precision the model call cannot give. int8 is the local model's alone: an upstream
@@ -100,6 +103,8 @@ export interface ImageOptions {
    */
   bgImage?: string;
   // Product photos (docs/product-photos.md): absent, each leaves the result as it was before.
+  /** `auto`: an input with transparency keeps its own alpha as the matte, and the model does not run; absent: `never`. */
+  keepAlpha?: KeepAlpha;
   /** The output's canvas: WxH, the photo's size (`original`) or the subject's box (`subject`). */
   canvas?: CanvasSpec;
   /** Bound the width / height of an `original` or `subject` canvas (pixels). */
@@ -411,7 +416,13 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     library: false, parse: booleanOf, defaults: {}, changesOutput: true,
     openapi: { name: 'AddShadow', schema: { type: 'boolean', default: false, description: 'remove.bg\'s spelling: `true` draws the `float` shadow (under every kind of subject; remove.bg draws car shadows only), unless `shadow` is given, which decides.' } },
   }),
-  // Product photos (docs/product-photos.md): the canvas, placement, outline, shadow, background blur and density.
+  // Product photos (docs/product-photos.md): the input's alpha, the canvas, placement, outline, shadow, background blur and density.
+  row({
+    key: 'keepAlpha', api: 'keep_alpha', flag: '--keep-alpha <mode>', help: 'never (default) | auto: an input with transparency keeps its own alpha as the matte, without the model',
+    completion: { summary: 'keep an input\'s own transparency', values: KEEP_ALPHA },
+    library: {}, parse: enumOf(KEEP_ALPHA), defaults: {}, changesOutput: true,
+    openapi: { name: 'KeepAlpha', schema: { type: 'string', enum: [...KEEP_ALPHA], default: 'never', description: '`auto`: an input that already has transparency (some pixel of its alpha below opaque) keeps its own alpha as the matte, and the model does not run (the result\'s confidence is 1); an opaque input goes to the model. `never`: the model always runs.' } },
+  }),
   row({
     key: 'canvas', api: 'canvas', flag: '--canvas <size>', help: 'WxH (exact output size, e.g. 1000x1000), original (the photo\'s size) or subject (the subject\'s box with its padding)',
     completion: { summary: 'output canvas: WxH, original or subject', values: ['1000x1000', 'original', 'subject'] },

@@ -102,3 +102,28 @@ t.test('invalid values and combinations: 400 naming the parameter, nothing charg
   t.same([job.status, job.code], [400, 'invalid_request'], 'a job is refused at submission');
   t.equal(await balanceOf(srv.url, key.key), before, 'nothing charged');
 });
+
+t.test('keep_alpha=auto: an input with transparency keeps its alpha and the model does not run', async (t) => {
+  // A 200x100 PNG: a red disc on transparency, and the same flattened (opaque).
+  const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="200" height="100"><circle cx="100" cy="50" r="40" fill="#c02020"/></svg>');
+  const translucent = await sharp(svg).png().toBuffer();
+  const opaque = await sharp(svg).flatten({ background: '#ffffff' }).png().toBuffer();
+  const send = (image: Buffer, fields: Record<string, string>) => fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key.key), body: upload(image, { size: 'preview', format: 'png', ...fields }) });
+  const calls = srv.model!.calls;
+  const res = await send(translucent, { keep_alpha: 'auto' });
+  t.equal(res.status, 200);
+  t.match(res.headers.get('x-cutout-confidence'), /^1(\.0+)?$/, 'its own matte: sure');
+  const got = await sharp(Buffer.from(await res.arrayBuffer())).extractChannel(3).raw().toBuffer();
+  const want = await sharp(translucent).extractChannel(3).raw().toBuffer();
+  t.ok(got.equals(want), 'the alpha is the input\'s');
+  t.equal(srv.model!.calls, calls, 'the model did not run');
+  const withShadow = await send(translucent, { keep_alpha: 'auto', canvas: '300x300', shadow: 'drop' });
+  t.equal(withShadow.status, 200, 'and the product options apply to it');
+  t.equal(srv.model!.calls, calls);
+  const op = await send(opaque, { keep_alpha: 'auto' }); t.equal(op.status, 200, op.status === 200 ? '' : await op.text());
+  t.equal(srv.model!.calls, calls + 1, 'an opaque input goes to the model');
+  t.equal((await send(translucent, {})).status, 200);
+  t.equal(srv.model!.calls, calls + 2, 'never (the default): the model runs');
+  const bad = await errorCode(await send(translucent, { keep_alpha: 'sometimes' }));
+  t.match([bad.status, bad.message], [400, /keep_alpha/]);
+});

@@ -63,6 +63,8 @@ export interface RemoveOptions {
   /** A background picture: a file path or an http(s) URL, centred and resized to cover the result. */
   bgImage?: string;
   // Product photos (docs/product-photos.md).
+  /** `'auto'`: an input with transparency keeps its own alpha as the matte, without the model; `'never'` (default): the model always runs. */
+  keepAlpha?: 'never' | 'auto';
   /** The canvas: `'1000x1000'` (exact size), `'original'` (the photo's size) or `'subject'` (the subject's box with its padding). */
   canvas?: string;
   /** Bound the width of an `original` or `subject` canvas, in pixels. */

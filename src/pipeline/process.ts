@@ -13,6 +13,7 @@ import { decodeError, decodeRgb, fitArea, openImage, openRawPixels, orientedRgb,
 import { resolveRoi } from './layout.js';
 import type { ModelManifest } from '../toolchain/manifest.js';
 import { cropRaw, rgbToTensor, type Box } from './matte.js';
+import { keptAlpha } from './kept-alpha.js';
 import { cleanGridMatte, decontaminateEdges, edgeParamsOf, matteAtSize } from './edges.js';
 import type { Precision } from '../options.js';
 import { COLLECT_BEFORE_PIXELS, collectGarbage } from './memory.js';
@@ -159,6 +160,20 @@ export async function removeOne(
   checkAborted(opts.signal);
   if (out.width * out.height >= COLLECT_BEFORE_PIXELS) collectGarbage();
 
+  if (req.keepAlpha === 'auto') {
+    const kept = await keptAlpha(src, out.width, out.height);
+    if (kept) {
+      // The input's own matte: no model run, nothing to estimate at its edges.
+      timings.decode = performance.now() - t;
+      opts.afterModel?.();
+      checkAborted(opts.signal);
+      t = performance.now();
+      const composed = await compose(kept.rgb, kept.alpha, out.width, out.height, { ...req, roiBox });
+      timings.encode = performance.now() - t;
+      return resultOf(composed, resolvedSize, src.probe, 1, started, timings);
+    }
+  }
+
   // The full-size decode runs on libuv's threads while the model runs in its worker, up to the
   // size where its pixels and the session's working memory together would be too much.
   const plan = inputPlan(manifest, req.quality, src.probe.width, src.probe.height);
@@ -209,6 +224,13 @@ export async function removeOne(
   const composed = await compose(rgb, alpha, out.width, out.height, { ...req, roiBox });
   timings.encode = performance.now() - t;
 
+  return resultOf(composed, resolvedSize, src.probe, confidence, started, timings);
+}
+
+function resultOf(
+  composed: Awaited<ReturnType<typeof compose>>, resolvedSize: 'preview' | 'full', input: RemoveResult['input'],
+  confidence: number, started: number, timings: StageTimings,
+): RemoveResult {
   return {
     data: composed.data,
     format: composed.format,
@@ -218,7 +240,7 @@ export async function removeOne(
     height: composed.height,
     resolvedSize,
     foreground: composed.foreground,
-    input: src.probe,
+    input,
     confidence,
     ms: Math.round(performance.now() - started),
     timings,
