@@ -18,6 +18,7 @@ import { dialectCors, dialectDeadlineMs, fieldOf, keyCaller, readUpload, statusO
 import { sendBytes, sendJson } from '../http.js';
 import type { ApiPlugin } from '../plugin.js';
 import { runSyncRemoval } from '../sync-removal.js';
+import { handleEdit } from './photoroom-edit.js';
 
 export const PHOTOROOM_PREFIX = '/v1';
 export const PHOTOROOM_V2_PREFIX = '/v2';
@@ -118,10 +119,10 @@ async function handleAccount(ctx: Pick<ServerContext, 'store'>, res: ServerRespo
 const CORS = dialectCors('photoroom');
 
 function notFound(req: { method?: string; path: string }): CutoutError {
-  return new CutoutError('not_found', `No route ${req.method} ${req.path}. This server answers Photoroom's POST /v1/segment, GET /v1/account and GET /v2/account.`);
+  return new CutoutError('not_found', `No route ${req.method} ${req.path}. This server answers Photoroom's POST /v1/segment, GET /v1/account, GET /v2/account and POST or GET /v2/edit.`);
 }
 
-/** The two plugins of Photoroom's API: `/v1` (segment, account) and `/v2` (account). */
+/** The two plugins of Photoroom's API: `/v1` (segment, account) and `/v2` (account, edit: photoroom-edit.ts). */
 export function photoroomApis(ctx: PhotoroomContext): ApiPlugin[] {
   const common = { cors: CORS, authenticate: (req: IncomingMessage) => keyCaller(ctx.store, req, KEY_RULE), renderError, notFound };
   return [
@@ -140,6 +141,8 @@ export function photoroomApis(ctx: PhotoroomContext): ApiPlugin[] {
       prefix: PHOTOROOM_V2_PREFIX,
       routes(api) {
         api.forCaller('get', '/account', (_req, res, caller) => handleAccount(ctx, res, caller, 2));
+        api.forCaller('post', '/edit', (req, res, caller) => handleEdit(ctx, req, res, caller));
+        api.forCaller('get', '/edit', (req, res, caller) => handleEdit(ctx, req, res, caller));
       },
     },
   ];
