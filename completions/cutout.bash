@@ -13,7 +13,7 @@ _cutout_compgen_files() {
 
 # >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
 # The image flags, and those of them that take a value (the word after them is neither a command nor an input)
-_cutout_image_opts='--size --format --bg-color --crop --quality --precision --mask --alpha --no-refine --no-decontaminate --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi'
+_cutout_image_opts='--size --format --bg-color --crop --quality --precision --mask --alpha --no-refine --no-decontaminate --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi --keep-metadata'
 _cutout_image_value_opts=' --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi '
 
 # Completes the value of the image flag $1 (uses $cur); returns 1 when $1 is not an image flag that takes a value

@@ -144,6 +144,8 @@ export interface ImageOptions {
   bgBlurMode?: BlurMode;
   /** Pixel density written into the file (PNG pHYs, JPEG JFIF; WebP has none). */
   dpi?: number;
+  /** Keep the input's EXIF (orientation reset) and XMP, and tag the output sRGB; absent: stripped. */
+  keepMetadata?: boolean;
 }
 
 /** The product layout's parameters, for messages about combinations. */
@@ -546,6 +548,12 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     completion: { summary: 'pixel density 72-1200', values: ['72', '300'] },
     library: {}, parse: numberIn(72, 1200, true), defaults: {}, changesOutput: true,
     openapi: { name: 'Dpi', schema: { type: 'integer', minimum: 72, maximum: 1200, description: 'Pixel density written into the file: PNG\'s pHYs, JPEG\'s JFIF density; WebP has no field for it. Absent: none written.' } },
+  }),
+  row({
+    key: 'keepMetadata', api: 'keep_metadata', flag: '--keep-metadata', help: 'keep the input\'s EXIF (orientation reset to upright) and XMP in the output, tagged sRGB (default: stripped)',
+    completion: { summary: 'keep the input\'s EXIF and XMP' },
+    library: {}, parse: booleanOf, defaults: {}, changesOutput: true,
+    openapi: { name: 'KeepMetadata', schema: { type: 'boolean', default: false, description: 'Keep the input\'s EXIF (its orientation set to 1: the pixels are upright) and XMP in the output (EXIF in PNG and JPEG, XMP in each format), tagged with an sRGB profile, which is what its pixels are. Absent: metadata is stripped.' } },
   }),
 ]);
 

@@ -127,3 +127,22 @@ t.test('keep_alpha=auto: an input with transparency keeps its alpha and the mode
   const bad = await errorCode(await send(translucent, { keep_alpha: 'sometimes' }));
   t.match([bad.status, bad.message], [400, /keep_alpha/]);
 });
+
+t.test('keep_metadata: the input\'s EXIF (orientation upright) and XMP kept in PNG and JPEG, tagged sRGB; stripped by default', async (t) => {
+  const xmp = '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:creator>cutout-test</dc:creator></rdf:Description></rdf:RDF></x:xmpmeta>';
+  const photo = await sharp(coffee).resize(300, 200).withMetadata({ orientation: 6 }).withExifMerge({ IFD0: { Make: 'CutoutCam' } }).withXmp(xmp).jpeg().toBuffer();
+  t.equal((await sharp(photo).metadata()).orientation, 6, 'the input is rotated by EXIF');
+  for (const format of ['png', 'jpg']) {
+    const res = await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key.key), body: upload(photo, { size: 'preview', format, keep_metadata: 'true', bg_color: 'white' }) });
+    t.equal(res.status, 200, format);
+    const meta = await sharp(Buffer.from(await res.arrayBuffer())).metadata();
+    t.ok(meta.exif?.includes('CutoutCam'), `${format}: EXIF kept`);
+    t.equal(meta.orientation, 1, `${format}: upright, as the pixels are`);
+    t.same([meta.width, meta.height], [200, 300], `${format}: the pixels were rotated`);
+    t.ok(meta.xmp?.toString().includes('cutout-test'), `${format}: XMP kept`);
+    t.ok(meta.icc, `${format}: tagged with a colour profile`);
+    const plain = await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key.key), body: upload(photo, { size: 'preview', format, bg_color: 'white' }) });
+    const stripped = await sharp(Buffer.from(await plain.arrayBuffer())).metadata();
+    t.same([stripped.exif, stripped.xmp], [undefined, undefined], `${format}: stripped without it`);
+  }
+});

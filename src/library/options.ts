@@ -103,6 +103,8 @@ export interface RemoveOptions {
   bgBlurMode?: 'gaussian' | 'bokeh';
   /** Pixel density written into a PNG or JPEG, 72 to 1200. */
   dpi?: number;
+  /** Keep the input's EXIF (orientation reset to upright) and XMP, the output tagged sRGB (default: stripped). */
+  keepMetadata?: boolean;
   /** Aborts the call: it rejects with an AbortError; a model run in flight finishes and its result is dropped. */
   signal?: AbortSignal;
 }

@@ -18,6 +18,7 @@ import { boundingBox, clearTransparent, cropRaw, flattenOnto, type Box } from '.
 import { blurredBackground, changesCanvas, spaceAlong, outlineRing, placePicture, planPlacement, placesSubject, regionDest, shadowMask, SUBJECT_ALPHA } from './product.js';
 import type { OutputFormat, RequestFormat, ResultFormat } from './types.js';
 import { storedZip } from './zip.js';
+import { jpegWithExif, pngWithExif, type KeptMetadata } from './metadata.js';
 
 const sharp: typeof sharpModule = requireCjs('sharp');
 
@@ -37,6 +38,8 @@ type ProductOptions = Pick<ImageOptions,
   | 'shadow' | 'addShadow' | 'shadowOpacity' | 'shadowSoftness' | 'shadowDirection' | 'shadowElevation' | 'shadowColor' | 'bgBlur' | 'bgBlurMode' | 'dpi'>;
 
 export interface ComposeOptions extends ProductOptions {
+  /** With keep_metadata: the input's EXIF and XMP (metadata.ts). */
+  metadata?: KeptMetadata;
   format: RequestFormat;
   bgColor: Rgb | null;
   crop: boolean;
@@ -65,13 +68,18 @@ export interface Composed {
   foreground: Box;
 }
 
-function encode(img: Sharp, format: OutputFormat, dpi?: number): Promise<Buffer> {
+async function encode(img: Sharp, format: OutputFormat, dpi?: number, metadata?: KeptMetadata): Promise<Buffer> {
   if (format === 'raw') return img.raw().toBuffer();
   // PNG's pHYs and JPEG's JFIF density; WebP has no field for it.
   if (dpi !== undefined && (format === 'png' || format === 'jpg')) img = img.withDensity(dpi);
-  if (format === 'png') return img.png(ENCODE.png).toBuffer();
+  if (metadata) {
+    img = img.withIccProfile('srgb');
+    if (metadata.xmp) img = img.withXmp(metadata.xmp);
+  }
   if (format === 'webp') return img.webp(ENCODE.webp).toBuffer();
-  return img.jpeg(ENCODE.jpg).toBuffer();
+  const data = format === 'png' ? await img.png(ENCODE.png).toBuffer() : await img.jpeg(ENCODE.jpg).toBuffer();
+  if (!metadata?.exif) return data;
+  return format === 'png' ? pngWithExif(data, metadata.exif) : jpegWithExif(data, metadata.exif);
 }
 
 /** Pixels of one size: interleaved RGB and the matte. */
@@ -310,6 +318,6 @@ export async function compose(rgb: Uint8Array, alpha: Uint8Array, width: number,
     : sharp(layer.rgb, raw3);
   // Raw is always RGBA, so that a caller's chain sees one layout whatever the background.
   if (!layer.alpha && format === 'raw') img = img.ensureAlpha(1);
-  const data = await encode(img, format, opts.dpi);
+  const data = await encode(img, format, opts.dpi, opts.metadata);
   return { data, width: c.width, height: c.height, channels: layer.alpha || format === 'raw' ? 4 : 3, format, foreground };
 }

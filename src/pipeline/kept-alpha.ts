@@ -7,6 +7,7 @@
 import type sharpModule from 'sharp';
 import { requireCjs } from '../cjs.js';
 import { decodeError, type SourceImage } from './decode.js';
+import { exifForOutput, type KeptMetadata } from './metadata.js';
 
 const sharp: typeof sharpModule = requireCjs('sharp');
 
@@ -39,4 +40,11 @@ export async function keptAlpha(src: SourceImage, width: number, height: number)
     rgb[i * 3 + 2] = rgba[i * 4 + 2];
   }
   return { rgb, alpha };
+}
+
+/** `keep_metadata`: the input's EXIF (orientation reset) and XMP, as compose writes them (metadata.ts). */
+export async function readMetadata(src: SourceImage): Promise<KeptMetadata> {
+  if (src.format === 'raw' || src.format === 'bmp') return {};
+  const meta = await sharp(src.sharpInput, src.sharpOptions).metadata();
+  return { exif: exifForOutput(meta.exif), xmp: meta.xmp?.toString('utf8') };
 }

@@ -13,7 +13,7 @@ import { decodeError, decodeRgb, fitArea, openImage, openRawPixels, orientedRgb,
 import { resolveRoi } from './layout.js';
 import type { ModelManifest } from '../toolchain/manifest.js';
 import { cropRaw, rgbToTensor, type Box } from './matte.js';
-import { keptAlpha } from './kept-alpha.js';
+import { keptAlpha, readMetadata } from './kept-alpha.js';
 import { cleanGridMatte, decontaminateEdges, edgeParamsOf, matteAtSize } from './edges.js';
 import type { Precision } from '../options.js';
 import { COLLECT_BEFORE_PIXELS, collectGarbage } from './memory.js';
@@ -168,7 +168,7 @@ export async function removeOne(
       opts.afterModel?.();
       checkAborted(opts.signal);
       t = performance.now();
-      const composed = await compose(kept.rgb, kept.alpha, out.width, out.height, { ...req, roiBox });
+      const composed = await compose(kept.rgb, kept.alpha, out.width, out.height, { ...req, roiBox, metadata: req.keepMetadata ? await readMetadata(src) : undefined });
       timings.encode = performance.now() - t;
       return resultOf(composed, resolvedSize, src.probe, 1, started, timings);
     }
@@ -221,7 +221,7 @@ export async function removeOne(
   checkAborted(opts.signal);
 
   t = performance.now();
-  const composed = await compose(rgb, alpha, out.width, out.height, { ...req, roiBox });
+  const composed = await compose(rgb, alpha, out.width, out.height, { ...req, roiBox, metadata: req.keepMetadata ? await readMetadata(src) : undefined });
   timings.encode = performance.now() - t;
 
   return resultOf(composed, resolvedSize, src.probe, confidence, started, timings);
