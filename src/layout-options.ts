@@ -119,6 +119,11 @@ export function lengthsToText(lengths: readonly Length[]): string {
 
 /** The largest side of a `canvas=WxH` or a `max_width`/`max_height` (pixels). */
 export const CANVAS_MAX_SIDE = 10_000;
+/**
+ * The largest `canvas=WxH` area: 25 MP, half the input bound, since a canvas with an outline and
+ * a shadow holds several float planes of its size at once.
+ */
+export const CANVAS_MAX_PIXELS = 25_000_000;
 
 /**
  * `canvas`: an exact size in pixels, the photo's size (`original`), or the subject's box with its
@@ -138,7 +143,7 @@ export interface Spacing { top: Space; right: Space; bottom: Space; left: Space 
 export interface Align { x: 0 | 0.5 | 1; y: 0 | 0.5 | 1 }
 
 export function parseCanvas(value: unknown, param: string, source: OptionSource): CanvasSpec {
-  const what = `WxH (such as 1000x1000, each side 1 to ${CANVAS_MAX_SIDE}), original or subject`;
+  const what = `WxH (such as 1000x1000, each side 1 to ${CANVAS_MAX_SIDE}, at most ${CANVAS_MAX_PIXELS / 1e6} MP), original or subject`;
   const list = words(value);
   if (list?.length === 1) {
     const w = list[0].toLowerCase();
@@ -147,7 +152,7 @@ export function parseCanvas(value: unknown, param: string, source: OptionSource)
     const m = /^(\d{1,5})x(\d{1,5})$/.exec(w);
     if (m) {
       const width = Number(m[1]), height = Number(m[2]);
-      if (width >= 1 && height >= 1 && width <= CANVAS_MAX_SIDE && height <= CANVAS_MAX_SIDE && width * height <= LIMITS.maxInputPixels) return { width, height };
+      if (width >= 1 && height >= 1 && width <= CANVAS_MAX_SIDE && height <= CANVAS_MAX_SIDE && width * height <= CANVAS_MAX_PIXELS) return { width, height };
     }
   }
   throw refuse(param, source, what, value);

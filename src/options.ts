@@ -430,7 +430,7 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     completion: { summary: 'output canvas: WxH, original or subject', values: ['1000x1000', 'original', 'subject'] },
     library: {}, parse: (value, param, source) => parseCanvas(value, param, source), defaults: {}, changesOutput: true,
     record: { text: (c) => canvasToText(c) },
-    openapi: { name: 'Canvas', schema: { type: 'string', examples: ['1000x1000', 'original', 'subject'], description: 'The output\'s canvas: `WxH` (exact size in pixels, each side up to 10000), `original` (the photo\'s size) or `subject` (the subject\'s box plus its padding). With a `WxH` or `subject` canvas the subject is scaled to fit (aspect kept) inside the canvas less margin and padding, then aligned. Not with `crop`, `crop_margin`, `scale` or `position` (remove.bg\'s layout).' } },
+    openapi: { name: 'Canvas', schema: { type: 'string', examples: ['1000x1000', 'original', 'subject'], description: 'The output\'s canvas: `WxH` (exact size in pixels, each side up to 10000, at most 25 MP), `original` (the photo\'s size) or `subject` (the subject\'s box plus its padding). With a `WxH` or `subject` canvas the subject is scaled to fit (aspect kept) inside the canvas less margin and padding, then aligned. Not with `crop`, `crop_margin`, `scale` or `position` (remove.bg\'s layout).' } },
   }),
   row({
     key: 'maxWidth', api: 'max_width', flag: '--max-width <px>', help: 'bound the width of an original or subject canvas (pixels)',

@@ -47,7 +47,7 @@ t.test('parsers: canvas, padding and margin, align, outline width, shadow, bound
   t.same(parseCanvas('1000x1000', 'canvas', 'api'), { width: 1000, height: 1000 });
   t.equal(parseCanvas('Original', 'canvas', 'api'), 'original');
   t.equal(parseCanvas('subject', 'canvas', 'api'), 'subject');
-  for (const bad of ['0x10', '10x', '20000x10', 'big', '']) t.throws(() => parseCanvas(bad, 'canvas', 'cli'), /--canvas/, `canvas ${bad}`);
+  for (const bad of ['0x10', '10x', '20000x10', '6000x6000', 'big', '']) t.throws(() => parseCanvas(bad, 'canvas', 'cli'), /--canvas/, `canvas ${bad}`);
   t.same(parseSpacing('10%', 'padding', 'api'), all(pct(10)));
   t.same(parseSpacing('0.1 40px', 'padding', 'api'), { top: { value: 0.1, unit: 'ratio' }, right: px(40), bottom: { value: 0.1, unit: 'ratio' }, left: px(40) });
   t.same(parseSpacing('1px 2px 3px', 'margin', 'api'), { top: px(1), right: px(2), bottom: px(3), left: px(2) });
