@@ -13,8 +13,8 @@ _cutout_compgen_files() {
 
 # >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
 # The image flags, and those of them that take a value (the word after them is neither a command nor an input)
-_cutout_image_opts='--size --format --bg-color --crop --quality --precision --mask --alpha --no-refine --no-decontaminate --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi --keep-metadata'
-_cutout_image_value_opts=' --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi '
+_cutout_image_opts='--size --format --bg-color --crop --quality --precision --mask --alpha --no-refine --no-decontaminate --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --scaling --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi --keep-metadata'
+_cutout_image_value_opts=' --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --scaling --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi '
 
 # Completes the value of the image flag $1 (uses $cur); returns 1 when $1 is not an image flag that takes a value
 _cutout_image_value() {
@@ -37,6 +37,7 @@ _cutout_image_value() {
         --padding) COMPREPLY=($(compgen -W '10% 0.1 40px' -- "$cur")) ;;
         --margin) COMPREPLY=($(compgen -W '5% 20px' -- "$cur")) ;;
         --align) COMPREPLY=($(compgen -W 'center top bottom left right' -- "$cur")) ;;
+        --scaling) COMPREPLY=($(compgen -W 'fit fill' -- "$cur")) ;;
         --snap-cropped) COMPREPLY=($(compgen -W 'true false' -- "$cur")) ;;
         --outline-width) COMPREPLY=($(compgen -W '8px 0.01' -- "$cur")) ;;
         --outline-color) ;;

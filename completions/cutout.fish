@@ -71,7 +71,7 @@ complete -c cutout -n __cutout_no_command -a help -d 'Show help for a command'
 # remove (also without the word `remove`): inputs are files, so file completion stays on
 # >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
 # The image flags that take a value, skipped by __cutout_command
-set -g __cutout_image_value_opts --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi
+set -g __cutout_image_value_opts --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --scaling --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi
 complete -c cutout -n __cutout_removing -l size -x -a 'preview full auto' -d 'Output size'
 complete -c cutout -n __cutout_removing -l format -x -a 'png webp jpg auto zip' -d 'Output encoding'
 complete -c cutout -n __cutout_removing -l bg-color -x -a 'transparent' -d 'Background: transparent, a hex colour or a CSS name'
@@ -94,6 +94,7 @@ complete -c cutout -n __cutout_removing -l max-height -x -d 'Largest height of a
 complete -c cutout -n __cutout_removing -l padding -x -a '10% 0.1 40px' -d 'Space around the subject: 1-4 of NNpx, NN% or 0-0.49'
 complete -c cutout -n __cutout_removing -l margin -x -a '5% 20px' -d 'Space inside the canvas edge, never ignored'
 complete -c cutout -n __cutout_removing -l align -x -a 'center top bottom left right' -d 'Where the subject goes on the canvas'
+complete -c cutout -n __cutout_removing -l scaling -x -a 'fit fill' -d 'Fit the subject inside, or fill the room'
 complete -c cutout -n __cutout_removing -l snap-cropped -x -a 'true false' -d 'Cropped sides snap to the canvas edge'
 complete -c cutout -n __cutout_removing -l outline-width -x -a '8px 0.01' -d 'Outline around the subject: NNpx or 0-0.1'
 complete -c cutout -n __cutout_removing -l outline-color -x -d 'Outline colour'

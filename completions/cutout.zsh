@@ -33,6 +33,7 @@ _cutout_image_opts=(
   '--padding=[space around the subject: 1-4 of NNpx, NN% or 0-0.49]:space:(10% 0.1 40px)'
   '--margin=[space inside the canvas edge, never ignored]:space:(5% 20px)'
   '--align=[where the subject goes on the canvas]:where:(center top bottom left right)'
+  '--scaling=[fit the subject inside, or fill the room]:mode:(fit fill)'
   '--snap-cropped=[cropped sides snap to the canvas edge]:bool:(true false)'
   '--outline-width=[outline around the subject: NNpx or 0-0.1]:width:(8px 0.01)'
   '--outline-color=[outline colour]:color: '

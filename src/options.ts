@@ -40,6 +40,8 @@ export const SHADOWS = ['none', 'drop', 'float', 'cast'] as const;
 export const BLUR_MODES = ['gaussian', 'bokeh'] as const;
 /** `auto`: an input with transparency keeps its own alpha as the matte (no model run); `never`: the model always runs. */
 export const KEEP_ALPHA = ['never', 'auto'] as const;
+/** How the subject is scaled into its room on the canvas: `fit` (whole, touching one pair of sides) or `fill` (covering it, cut where it overflows). */
+export const SCALINGS = ['fit', 'fill'] as const;
 /** Parameters of remove.bg that api-spec 2.1 rule 3 names as unsupported. */
 export const UNSUPPORTED_PARAMS = ['channels'] as const;
 
@@ -53,6 +55,7 @@ export type Alpha = (typeof ALPHAS)[number];
 export type ShadowMode = (typeof SHADOWS)[number];
 export type BlurMode = (typeof BLUR_MODES)[number];
 export type KeepAlpha = (typeof KEEP_ALPHA)[number];
+export type Scaling = (typeof SCALINGS)[number];
 
 /**
  * Refuses a precision the model call cannot give. int8 is the local model's alone: an upstream
@@ -116,6 +119,8 @@ export interface ImageOptions {
   margin?: Spacing;
   /** Where the subject goes in its free space; absent: centre. */
   align?: Align;
+  /** `fit` (absent: the whole subject inside its room) or `fill` (it covers the room, cut where it overflows). */
+  scaling?: Scaling;
   /** A side of the subject cut by the photo's edge ignores padding; absent means true (only false is stored). */
   snapCropped?: false;
   /** A ring outside the subject's edge: pixels or a ratio of the canvas's long side. */
@@ -148,8 +153,6 @@ export interface ImageOptions {
   keepMetadata?: boolean;
 }
 
-/** The product layout's parameters, for messages about combinations. */
-export const PRODUCT_LAYOUT_PARAMS = ['canvas', 'padding', 'margin', 'align', 'max_width', 'max_height'] as const;
 
 export { OptionError, type OptionSource } from './option-error.js';
 
@@ -466,6 +469,12 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     openapi: { name: 'Align', schema: { type: 'string', examples: ['center', 'bottom', 'bottom left'], description: 'Where the subject goes in the canvas\'s free space: `center` (default), `top`, `bottom`, `left`, `right`, or one vertical and one horizontal word (`bottom left`).' } },
   }),
   row({
+    key: 'scaling', api: 'scaling', flag: '--scaling <mode>', help: 'fit (default: the whole subject inside the canvas less padding) or fill (it covers that room and is cut where it overflows)',
+    completion: { summary: 'fit the subject inside, or fill the room', values: SCALINGS },
+    library: {}, parse: enumOf(SCALINGS), defaults: {}, changesOutput: true,
+    openapi: { name: 'Scaling', schema: { type: 'string', enum: [...SCALINGS], default: 'fit', description: 'How the subject is scaled into the canvas less margin and padding: `fit` keeps it whole and touching one pair of sides; `fill` covers the room, cutting what overflows.' } },
+  }),
+  row({
     key: 'snapCropped', api: 'snap_cropped', flag: '--snap-cropped <bool>', help: 'true (default): a side of the subject cut by the photo\'s edge ignores padding and touches the canvas; false keeps its padding',
     completion: { summary: 'cropped sides snap to the canvas edge', values: ['true', 'false'] },
     // Only false is kept: true is what absent means, so a manifest of a plain run stays as before.
@@ -646,11 +655,11 @@ export function parseImageOptions(raw: Readonly<Record<string, unknown>>, source
  */
 export function checkImageOptions<T extends Partial<Omit<ImageOptions, 'format'>>>(options: T, source: OptionSource | 'library'): T {
   const name = (api: string, key: string) => (source === 'library' ? key : source === 'cli' ? `--${api.replace(/_/g, '-')}` : api);
-  const layout = options.canvas !== undefined || options.padding !== undefined || options.margin !== undefined || options.align !== undefined;
+  const layout = options.canvas !== undefined || options.padding !== undefined || options.margin !== undefined || options.align !== undefined || options.scaling !== undefined;
   if (layout) {
     const removebg = options.crop ? ['crop', 'crop'] : options.cropMargin ? ['crop_margin', 'cropMargin'] : options.scale !== undefined ? ['scale', 'scale'] : options.position !== undefined ? ['position', 'position'] : null;
     if (removebg) {
-      throw new OptionError(removebg[0], `${name(removebg[0], removebg[1])} is remove.bg's layout and cannot be combined with ${name('canvas', 'canvas')}, ${name('padding', 'padding')}, ${name('margin', 'margin')} or ${name('align', 'align')}; use canvas=subject for a crop and align for a position (docs/product-photos.md)`);
+      throw new OptionError(removebg[0], `${name(removebg[0], removebg[1])} is remove.bg's layout and cannot be combined with ${name('canvas', 'canvas')}, ${name('padding', 'padding')}, ${name('margin', 'margin')}, ${name('align', 'align')} or ${name('scaling', 'scaling')}; use canvas=subject for a crop and align for a position (docs/product-photos.md)`);
     }
   }
   if (options.canvas !== undefined && typeof options.canvas !== 'string') {

@@ -114,6 +114,8 @@ t.test('placement arithmetic: fit, padding, margin, alignment, cropped sides', a
   t.equal(p.dest.top + p.dest.height, 196, 'snapped to the margin, never into it');
   p = planPlacement(cut, 100, 100, { canvas: { width: 200, height: 200 }, padding: all(pct(10)), snapCropped: false });
   t.same(p.dest, { left: 60, top: 20, width: 80, height: 160 }, 'snap_cropped=false keeps the padding');
+  p = planPlacement(s, 100, 100, { canvas: { width: 100, height: 100 }, padding: all(pct(10)), scaling: 'fill' });
+  t.same(p.dest, { left: -30, top: 10, width: 160, height: 80 }, 'fill: covers the room (80 px tall), centred, cut at the sides');
   p = planPlacement(s, 100, 100, { canvas: 'subject', padding: all(px(5)) });
   t.same([p.width, p.height, p.dest], [30, 20, { left: 5, top: 5, width: 20, height: 10 }], 'subject canvas: the box plus padding');
   p = planPlacement(s, 100, 100, { canvas: 'subject', padding: all(px(5)), maxWidth: 15 });
@@ -232,4 +234,10 @@ t.test('compose: dpi is written into PNG and JPEG', async (t) => {
 t.test('a scaled subject\'s matte is resized with its colours (remove.bg\'s scale)', async (t) => {
   const r = await run(100, 100, { left: 40, top: 40, width: 10, height: 10 }, { scale: 0.5 });
   t.same(boundingBox(r.a, 100, 100, 128), { left: 25, top: 25, width: 50, height: 50 }, 'the matte grew with the colours');
+});
+
+t.test('compose: scaling=fill covers the room, the overflow cut at the canvas', async (t) => {
+  const r = await run(120, 80, { left: 30, top: 30, width: 40, height: 20 }, { canvas: { width: 100, height: 100 }, scaling: 'fill' });
+  t.same([r.width, r.height], [100, 100]);
+  t.same(boundingBox(r.a, 100, 100, 128), { left: 0, top: 0, width: 100, height: 100 }, 'the subject covers the whole canvas');
 });

@@ -77,6 +77,8 @@ export interface RemoveOptions {
   margin?: string;
   /** `center` (default), `top`, `bottom`, `left`, `right`, or two words such as `'bottom left'`. */
   align?: string;
+  /** `fit` (default: the whole subject inside the canvas less padding) or `fill` (it covers that room, cut where it overflows). */
+  scaling?: 'fit' | 'fill';
   /** `true` (default): a side of the subject cut by the photo's edge ignores padding and touches the canvas. */
   snapCropped?: boolean;
   /** A sticker outline: `'8px'` or a ratio of the canvas's long side up to 0.1. */

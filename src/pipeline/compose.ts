@@ -34,7 +34,7 @@ const BLACK: Rgb = { r: 0, g: 0, b: 0 };
 
 /** The product-photo options (docs/product-photos.md) compose acts on. */
 type ProductOptions = Pick<ImageOptions,
-  'canvas' | 'maxWidth' | 'maxHeight' | 'padding' | 'margin' | 'align' | 'snapCropped' | 'outlineWidth' | 'outlineColor' | 'outlineBlur'
+  'canvas' | 'maxWidth' | 'maxHeight' | 'padding' | 'margin' | 'align' | 'scaling' | 'snapCropped' | 'outlineWidth' | 'outlineColor' | 'outlineBlur'
   | 'shadow' | 'addShadow' | 'shadowOpacity' | 'shadowSoftness' | 'shadowDirection' | 'shadowElevation' | 'shadowColor' | 'bgBlur' | 'bgBlurMode' | 'dpi'>;
 
 export interface ComposeOptions extends ProductOptions {

@@ -50,6 +50,8 @@ export interface LayoutRequest {
   padding?: Spacing;
   margin?: Spacing;
   align?: Align;
+  /** `fill`: cover the room (the subject cut where it overflows); absent: fit. */
+  scaling?: 'fit' | 'fill';
   /** False: cropped sides keep their padding. */
   snapCropped?: boolean;
   outlineWidth?: Space;
@@ -57,7 +59,7 @@ export interface LayoutRequest {
 
 /** Does the request lay the subject out on a canvas of its own (not the photo as it is)? */
 export function placesSubject(r: LayoutRequest): boolean {
-  return (r.canvas !== undefined && r.canvas !== 'original') || r.padding !== undefined || r.margin !== undefined || r.align !== undefined;
+  return (r.canvas !== undefined && r.canvas !== 'original') || r.padding !== undefined || r.margin !== undefined || r.align !== undefined || r.scaling !== undefined;
 }
 
 /** Does the request change the canvas or the subject's place at all (`max_*` only scales)? */
@@ -122,7 +124,7 @@ export function planPlacement(subject: Box, photoW: number, photoH: number, r: L
     width: Math.max(1, width - side('left') - side('right')),
     height: Math.max(1, height - side('top') - side('bottom')),
   };
-  const k = Math.min(room.width / subject.width, room.height / subject.height);
+  const k = (r.scaling === 'fill' ? Math.max : Math.min)(room.width / subject.width, room.height / subject.height);
   const w = Math.max(1, Math.round(subject.width * k)), h = Math.max(1, Math.round(subject.height * k));
   const align = r.align ?? { x: 0.5, y: 0.5 };
   // A cropped side pulls the subject towards it (both cropped: centred between them).
