@@ -13,11 +13,12 @@ if (startsModelEarly(process.argv.slice(2))) {
   await import('./pipeline/inference-thread.js').then((thread) => thread.startInferenceThread(), () => undefined);
 }
 
-const [{ requireCjs }, { CutoutError, oneLine }, { buildProgram }, { UsageError }] = await Promise.all([
+const [{ requireCjs }, { CutoutError, oneLine }, { buildProgram }, { UsageError }, { shadowAsSwitch }] = await Promise.all([
   import('./cjs.js'),
   import('./errors.js'),
   import('./program.js'),
   import('./commands/usage-error.js'),
+  import('./commands/image-flags.js'),
 ]);
 const { CommanderError } = requireCjs('commander') as typeof import('commander');
 
@@ -42,7 +43,7 @@ export async function main(argv = process.argv): Promise<void> {
   stopQuietlyOnClosedStdout();
   const program = buildProgram();
   try {
-    await program.parseAsync(argv);
+    await program.parseAsync(shadowAsSwitch(argv));
   } catch (err) {
     if (err instanceof CommanderError) {
       // --help and --version "fail" with exit code 0.

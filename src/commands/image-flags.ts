@@ -3,8 +3,9 @@
  * command and their parsing into the one request type, with the CLI's defaults. A bad value is a
  * usage error naming the flag (`--bg-color`), never the config key.
  */
+import fs from 'node:fs';
 import type { Command } from 'commander';
-import { CLI_DEFAULTS, OPTION_TABLE, type Format, type ImageOptions, type OptionRow } from '../options.js';
+import { checkImageOptions, CLI_DEFAULTS, OPTION_TABLE, SHADOWS, type Format, type ImageOptions, type OptionRow } from '../options.js';
 
 /** The table's rows that have a CLI flag, in table order. */
 const FLAG_ROWS: readonly OptionRow[] = OPTION_TABLE.filter((r) => r.flag !== null);
@@ -41,5 +42,25 @@ export function imageOptionsFromFlags(
     const value = r.cliConfig ? base[r.cliConfig] : flags[r.key];
     if (value !== undefined) out[r.key] = r.parse(value, paramOf(r), 'cli');
   }
-  return out as unknown as ImageOptions;
+  // Combinations (a canvas with remove.bg's crop, ...) are usage errors before any photo is read.
+  return checkImageOptions(out as unknown as ImageOptions, 'cli');
+}
+
+/**
+ * `--shadow` was a switch before it took a mode (issue 54), and a switch is what remove.bg's users
+ * type: `cutout --shadow photo.jpg` must still cut out photo.jpg (now with the float shadow a bare
+ * `--shadow` draws), where commander would take `photo.jpg` for the mode. So the word after
+ * `--shadow` is left to be an input when it is no mode and looks like one: a file or folder that
+ * is there, a path or glob (`.`, `/`, `*`, `?`), or `-` (stdin). A mistyped mode (`--shadow soft`)
+ * stays the flag's value, a usage error naming it. After `--`, nothing is rewritten.
+ */
+export function shadowAsSwitch(argv: readonly string[], exists: (p: string) => boolean = fs.existsSync): string[] {
+  const modes = new Set<string>([...SHADOWS, 'true', 'false']);
+  const end = argv.indexOf('--');
+  const looksLikeInput = (word: string) => word === '-' || (!word.startsWith('-') && !modes.has(word.trim().toLowerCase()) && (/[./\\*?]/.test(word) || exists(word)));
+  return argv.map((arg, i) => {
+    const next = argv[i + 1];
+    const asSwitch = arg === '--shadow' && (end === -1 || i < end) && next !== undefined && looksLikeInput(next);
+    return asSwitch ? '--shadow=float' : arg;
+  });
 }

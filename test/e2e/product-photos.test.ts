@@ -86,3 +86,22 @@ t.test('a manifest rerun redoes a photo whose shadow changed, and skips it other
   t.equal(after.length, 2, 'another shadow: redone');
   t.match(after[1], { input: 'in/cup.jpg', error: null, options: { shadow: 'cast' } });
 });
+
+t.test('cutout --shadow photo.jpg, the switch remove.bg users type, still cuts out photo.jpg (issue 54)', async (t) => {
+  const dir = await tempDataDir(t);
+  const photo = path.join(dir, 'photo.jpg');
+  await fs.copyFile(path.join(FIXTURES, 'coffee.jpg'), photo);
+  const r = await runCli(['--shadow', photo, '--data', dir, ...FAST]);
+  t.equal(r.code, 0, `exit 0 (${r.stderr.trim()})`);
+  t.ok(await fs.stat(path.join(dir, 'photo.cutout.png')).catch(() => null), 'photo.cutout.png written');
+});
+
+t.test('a canvas with remove.bg\'s crop is a usage error before any photo is read (exit 2, nothing written)', async (t) => {
+  const dir = await tempDataDir(t);
+  const photo = path.join(dir, 'photo.jpg');
+  await fs.copyFile(path.join(FIXTURES, 'coffee.jpg'), photo);
+  const r = await runCli([photo, '--canvas', '300x300', '--crop', '--data', dir, ...FAST]);
+  t.equal(r.code, 2, `exit 2 (${r.stderr.trim()})`);
+  t.match(r.stderr, /crop|canvas/, 'the flags are named');
+  t.notOk(await fs.stat(path.join(dir, 'photo.cutout.png')).catch(() => null), 'nothing written');
+});

@@ -27,7 +27,7 @@ const SAME_VALUE: Readonly<Record<string, string>> = Object.freeze({
   maxWidth: 'max_width', maxHeight: 'max_height', ignorePaddingAndSnapOnCroppedSides: 'snap_cropped',
   'background.color': 'bg_color', 'background.imageUrl': 'bg_image_url', 'background.blur.mode': 'bg_blur_mode',
   'background.blur.radius': 'bg_blur', 'outline.color': 'outline_color', 'outline.width': 'outline_width',
-  'outline.blurRadius': 'outline_blur', 'export.dpi': 'dpi', keepExistingAlphaChannel: 'keep_alpha',
+  'outline.blurRadius': 'outline_blur', 'export.dpi': 'dpi', keepExistingAlphaChannel: 'keep_alpha', scaling: 'scaling',
 });
 
 /** Parameters Photoroom answers with a generative model (or a template): refused, never ignored. */
@@ -37,7 +37,7 @@ const GENERATIVE = ['background.prompt', 'background.negativePrompt', 'backgroun
 
 /** Values cutout does not draw, by parameter: what it does instead is the error's text. */
 const ONLY: Readonly<Record<string, readonly string[]>> = Object.freeze({
-  removeBackground: ['true'], scaling: ['fit'], referenceBox: ['subjectBox'], 'background.scaling': ['fill'], preserveMetadata: ['never'],
+  removeBackground: ['true'], referenceBox: ['subjectBox'], 'background.scaling': ['fill'], preserveMetadata: ['never', 'xmp'],
 });
 
 /** `shadow.mode`'s classical stand-ins: Photoroom's soft and hard AI shadows as a drop shadow, its floating one as `float`. */
@@ -79,6 +79,8 @@ function translate(params: Map<string, string>): [v1: string, value: string, sen
     if (!SHADOWS[shadow]) throw refuse('shadow.mode', `must be one of ${Object.keys(SHADOWS).join(', ')}, not ${JSON.stringify(shadow)}`);
     for (const [v1, value] of Object.entries(SHADOWS[shadow])) out.push([v1, value, 'shadow.mode']);
   }
+  // `xmp` keeps the input's XMP (and its EXIF, upright: keep_metadata keeps both).
+  if (params.get('preserveMetadata') === 'xmp') out.push(['keep_metadata', 'true', 'preserveMetadata']);
   const format = params.get('export.format');
   out.push(['format', format === undefined ? 'png' : format.toLowerCase() === 'jpeg' ? 'jpg' : format, 'export.format']);
   return out;
