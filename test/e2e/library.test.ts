@@ -210,3 +210,19 @@ t.test('a remover on an upstream: the model runs there', async (t) => {
   const bad = await rejection(createRemover({ upstream: 'http://127.0.0.1:9' }));
   t.ok(bad.isCutout, `an unreachable upstream: a CutoutError (${bad.code}: ${bad.message})`);
 });
+
+t.test('product photos in the library (issue 54): the same options as the CLI and v1, camelCase', async (t) => {
+  const r = await remover(t);
+  const listing = await r.remove(coffee, { canvas: '400x300', padding: '10%', shadow: 'float', outlineWidth: '6px', bgColor: 'white', format: 'jpg', dpi: 300 });
+  t.same([listing.width, listing.height, listing.format], [400, 300, 'jpg'], 'exactly the canvas');
+  t.equal((await sharp(listing.data).metadata()).density, 300, 'its dpi in the file');
+  const cli = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'cutout-lib-product-')), 'listing.jpg');
+  const run = await runCli([COFFEE, '--canvas', '400x300', '--padding', '10%', '--shadow', 'float', '--outline-width', '6px', '--bg-color', 'white', '--dpi', '300', '-o', cli]);
+  t.equal(run.code, 0, run.stderr);
+  const [a, b] = await Promise.all([sharp(listing.data).raw().toBuffer(), sharp(cli).raw().toBuffer()]);
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff += Math.abs(a[i] - b[i]);
+  t.ok(a.length === b.length && diff / a.length < 2, `the library's listing is the CLI's (mean difference ${(diff / a.length).toFixed(2)} of 255)`);
+  const bad = await rejection(r.remove(coffee, { canvas: '400x300', crop: true }));
+  t.match(bad, { code: 'invalid_request', isCutout: true }, 'a canvas with crop is refused as at the other doors');
+});
