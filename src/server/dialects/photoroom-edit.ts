@@ -124,6 +124,7 @@ export async function handleEdit(ctx: EditContext, req: IncomingMessage, res: Se
     id: crypto.randomUUID(),
     caller,
     request: { ...request, quality: ctx.config.quality },
+    // A test key's preview: Photoroom's preview area (api-photoroom.ts PHOTOROOM_SIZES.preview), as on /v1/segment.
     testPreview: { maxArea: 250_000 },
     deadlineMs: dialectDeadlineMs(ctx.config),
     input: async (signal) => {
