@@ -13,8 +13,9 @@
  * - Percentages and ratios of a `WxH` or `original` canvas are of its width (left, right) or
  *   height (top, bottom); of a `subject` canvas, of the subject's box.
  */
-import type { Align, CanvasSpec, Space, Spacing } from '../layout-options.js';
-import type { Box } from './matte.js';
+import type { Space, Spacing } from '../layout-options.js';
+import type { ImageOptions } from '../options.js';
+import { boundingBox, type Box } from './matte.js';
 
 /** Alpha at or above this is the subject for placement (50 %). */
 export const SUBJECT_ALPHA = 128;
@@ -43,19 +44,10 @@ function edgesOf(s: Spacing | undefined, width: number, height: number): Edges {
   return { top: spaceAlong(s.top, height), right: spaceAlong(s.right, width), bottom: spaceAlong(s.bottom, height), left: spaceAlong(s.left, width) };
 }
 
-export interface LayoutRequest {
-  canvas?: CanvasSpec;
-  maxWidth?: number;
-  maxHeight?: number;
-  padding?: Spacing;
-  margin?: Spacing;
-  align?: Align;
-  /** `fill`: cover the room (the subject cut where it overflows); absent: fit. */
-  scaling?: 'fit' | 'fill';
-  /** False: cropped sides keep their padding. */
+/** The layout's part of a request: the options' own fields (options.ts); `snapCropped` false keeps cropped sides' padding. */
+export type LayoutRequest = Pick<ImageOptions, 'canvas' | 'maxWidth' | 'maxHeight' | 'padding' | 'margin' | 'align' | 'scaling' | 'outlineWidth'> & {
   snapCropped?: boolean;
-  outlineWidth?: Space;
-}
+};
 
 /** Does the request lay the subject out on a canvas of its own (not the photo as it is)? */
 export function placesSubject(r: LayoutRequest): boolean {
@@ -307,7 +299,7 @@ export interface ShadowRequest {
  * canvas's edge. Null when there is no subject.
  */
 export function shadowMask(alpha: Uint8Array, width: number, height: number, s: ShadowRequest): Float32Array | null {
-  const box = boxOf(alpha, width, height);
+  const box = boundingBox(alpha, width, height, SUBJECT_ALPHA);
   if (!box) return null;
   const long = Math.max(box.width, box.height);
   let mask: Float32Array;
@@ -317,22 +309,6 @@ export function shadowMask(alpha: Uint8Array, width: number, height: number, s: 
   const o = Math.min(1, Math.max(0, s.opacity));
   for (let i = 0; i < mask.length; i++) mask[i] = Math.min(1, Math.max(0, mask[i])) * o;
   return mask;
-}
-
-function boxOf(alpha: Uint8Array, width: number, height: number): Box | null {
-  let top = -1, bottom = -1, left = width, right = -1;
-  for (let y = 0; y < height; y++) {
-    const row = y * width;
-    for (let x = 0; x < width; x++) {
-      if (alpha[row + x] >= SUBJECT_ALPHA) {
-        if (top < 0) top = y;
-        bottom = y;
-        if (x < left) left = x;
-        if (x > right) right = x;
-      }
-    }
-  }
-  return top < 0 ? null : { left, top, width: right - left + 1, height: bottom - top + 1 };
 }
 
 /** The light's direction as the shadow's unit vector on the picture: 0 degrees is (0, 1), straight down. */
