@@ -2,6 +2,8 @@
  * What the benchmarks share: where the package and its launcher are, their one way of reading a
  * `--name value` argument, the median, and running the CLI as a child process.
  */
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -40,4 +42,12 @@ export function runCutout(args: string[], env: NodeJS.ProcessEnv): Promise<strin
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`cutout ${args[0]}: ${err}`))));
   });
+}
+
+/** The machine a figure was measured on: CPU model, cores, AVX-512 VNNI or not, memory, Node. */
+export function machine(): string {
+  const cpuinfo = fs.existsSync('/proc/cpuinfo') ? fs.readFileSync('/proc/cpuinfo', 'utf8') : '';
+  const model = /model name\s*:\s*(.*)/.exec(cpuinfo)?.[1] ?? os.cpus()[0]?.model ?? 'unknown CPU';
+  const vnni = /\bavx512_vnni\b/.test(cpuinfo) ? 'AVX-512 VNNI' : 'no AVX-512 VNNI';
+  return `${model}, ${os.availableParallelism()} cores, ${vnni}, ${Math.round(os.totalmem() / 2 ** 30)} GB, Node ${process.version}`;
 }

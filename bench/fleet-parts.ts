@@ -225,9 +225,3 @@ export async function startHeldImageServer(): Promise<{ url: string; close(): vo
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/held.jpg`, close: () => { server.closeAllConnections(); server.close(); } };
 }
 
-export function machine(): string {
-  const cpuinfo = fs.existsSync('/proc/cpuinfo') ? fs.readFileSync('/proc/cpuinfo', 'utf8') : '';
-  const model = /model name\s*:\s*(.*)/.exec(cpuinfo)?.[1] ?? os.cpus()[0]?.model ?? 'unknown CPU';
-  const vnni = /\bavx512_vnni\b/.test(cpuinfo) ? 'AVX-512 VNNI' : 'no AVX-512 VNNI';
-  return `${model}, ${os.availableParallelism()} cores, ${vnni}, ${Math.round(os.totalmem() / 2 ** 30)} GB, Node ${process.version}`;
-}

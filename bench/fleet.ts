@@ -34,10 +34,10 @@ import { openStore } from '../dist/store/db.js';
 import { formatRateLimitCost, measureRateLimitCost, type RateLimitCost } from './rate-limit-cost.js';
 import { formatJobGrowth, measureJobGrowth } from './job-growth.js';
 import {
-  closedLoop, folderBytes, machine, ROOT, serveHasStoreFlag, sleep, startCallbackReceiver, startHeldImageServer,
+  closedLoop, folderBytes, ROOT, serveHasStoreFlag, sleep, startCallbackReceiver, startHeldImageServer,
   startPostgres, startServer, type LoadResult, type Postgres, type ProbeTotals, type Server,
 } from './fleet-parts.js';
-import { option } from './common.js';
+import { machine, option } from './common.js';
 
 const args = process.argv.slice(2);
 const serverCounts = option(args, '--servers', '1,3').split(',').map(Number);

@@ -18,7 +18,8 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { openStore } from '../dist/store/db.js';
-import { machine, ROOT, sleep, startServer, type Server } from './fleet-parts.js';
+import { machine } from './common.js';
+import { ROOT, sleep, startServer, type Server } from './fleet-parts.js';
 import { option } from './common.js';
 
 const args = process.argv.slice(2);

@@ -25,7 +25,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { openStore, type Store } from '../dist/store/db.js';
 import { sendStoredResult } from '../dist/server/v1/routes-results.js';
-import { folderBytes, machine, startPostgres } from './fleet-parts.js';
+import { machine } from './common.js';
+import { folderBytes, startPostgres } from './fleet-parts.js';
 import { median, option } from './common.js';
 import { BUCKET, queueJobs, startS3 } from './job-growth.js';
 

@@ -19,17 +19,11 @@ import { sendBytes, sendJson } from '../http.js';
 import type { ApiPlugin } from '../plugin.js';
 import { runSyncRemoval } from '../sync-removal.js';
 import { handleEdit } from './photoroom-edit.js';
+import { PHOTOROOM_SIZES } from './photoroom-sizes.js';
 
 export const PHOTOROOM_PREFIX = '/v1';
 export const PHOTOROOM_V2_PREFIX = '/v2';
 
-/** Photoroom's sizes: the cutout size each is priced as, and the output's largest area. */
-export const PHOTOROOM_SIZES: Readonly<Record<string, { size: 'preview' | 'full'; maxArea: number }>> = Object.freeze({
-  preview: { size: 'preview', maxArea: 250_000 },
-  medium: { size: 'full', maxArea: 1_500_000 },
-  hd: { size: 'full', maxArea: 4_000_000 },
-  full: { size: 'full', maxArea: 36_000_000 },
-});
 const FORMATS = ['png', 'jpg', 'webp'] as const;
 
 type PhotoroomContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'store'>;

@@ -19,6 +19,7 @@ import type { Caller } from '../guards.js';
 import { mediaType, readMultipart, sendBytes } from '../http.js';
 import { runSyncRemoval } from '../sync-removal.js';
 import { dialectDeadlineMs } from './dialect-kit.js';
+import { PHOTOROOM_SIZES } from './photoroom-sizes.js';
 
 type EditContext = Pick<ServerContext, 'config' | 'pool' | 'removals' | 'store'>;
 
@@ -124,8 +125,7 @@ export async function handleEdit(ctx: EditContext, req: IncomingMessage, res: Se
     id: crypto.randomUUID(),
     caller,
     request: { ...request, quality: ctx.config.quality },
-    // A test key's preview: Photoroom's preview area (api-photoroom.ts PHOTOROOM_SIZES.preview), as on /v1/segment.
-    testPreview: { maxArea: 250_000 },
+    testPreview: { maxArea: PHOTOROOM_SIZES.preview.maxArea },
     deadlineMs: dialectDeadlineMs(ctx.config),
     input: async (signal) => {
       const [image, background] = await Promise.all([
