@@ -9,7 +9,7 @@
  *   start, jobs a crash left `processing` go back to `queued` (after `maxAttempts` claims they
  *   fail instead: a job that keeps killing the server is not retried forever).
  * - Done: the result file is written, then the charge, the run, the stored result, the job's
- *   `done` state and its callback delivery commit in ONE transaction (store.recordRun with the
+ *   `done` state and its callback delivery commit in ONE transaction (store.ledger.recordRun with the
  *   job id and channel `job`). Failed: the `failed` state, its error and the callback commit
  *   together; nothing is charged. A lost claim commits nothing.
  * - Stop: no new claims; running jobs get `graceMs` to finish; those still running then go back

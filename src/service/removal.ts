@@ -1,6 +1,6 @@
 /**
  * Remove and record: the one service below the doors. Given a request, a payer and an input, it
- * runs the pipeline, then charges and records the run in ONE transaction (store.recordRun: the
+ * runs the pipeline, then charges and records the run in ONE transaction (store.ledger.recordRun: the
  * charge, the run, the stored result, and the door's own writes in `within`, the transactional
  * outbox of a job's final state and its callback), and answers the result with what was charged.
  *
