@@ -193,6 +193,11 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE results ADD COLUMN result_fields TEXT;
   `,
+  // 8: the traceparent of a job's request and of its run on the callback (SQLite's migration 10).
+  `
+  ALTER TABLE jobs ADD COLUMN traceparent TEXT;
+  ALTER TABLE callback_deliveries ADD COLUMN traceparent TEXT;
+  `,
 ];
 
 /** Brings the schema up to date under the advisory lock. Returns the version. */

@@ -191,6 +191,13 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE results ADD COLUMN result_fields TEXT;
   `,
+  // 10: the W3C traceparent of the request that created a job, and of the job's run on its
+  // callback, so that the work done later (on any server) joins that request's trace
+  // (src/telemetry/); NULL when tracing was off.
+  `
+  ALTER TABLE jobs ADD COLUMN traceparent TEXT;
+  ALTER TABLE callback_deliveries ADD COLUMN traceparent TEXT;
+  `,
 ];
 
 /** Runs the migrations not yet applied; a no-op on an up-to-date database. Returns the version. */
