@@ -42,6 +42,7 @@ t.test('/metrics: request durations by route pattern, job gauges, inference, cal
   for (const outcome of ['delivered', 'retry', 'gave_up']) {
     t.equal(sample(before, 'cutout_callback_deliveries_total', { outcome }), 0, `callbacks ${outcome} start at 0`);
   }
+  for (const channel of ['api', 'job']) t.equal(sample(before, 'cutout_credits_charged_total', { channel }), 0, `credits charged (${channel}) start at 0`);
   const accountOk = { method: 'GET', route: '/api/v1/account', status: '200' };
   t.equal(sample(before, 'cutout_http_request_duration_seconds_count', accountOk), null, 'no account request yet');
 
@@ -95,6 +96,11 @@ t.test('/metrics: request durations by route pattern, job gauges, inference, cal
   t.ok((sample(done, 'cutout_pipeline_seconds_sum', { quality: 'fast' }) ?? 0) >= (sample(done, 'cutout_inference_seconds_sum', { quality: 'fast' }) ?? Infinity), 'the pipeline time covers the inference');
   t.equal(sample(done, 'cutout_callback_deliveries_total', { outcome: 'retry' }), 0, 'no retry');
   t.equal(sample(done, 'cutout_http_request_duration_seconds_count', { method: 'POST', route: '/api/v1/jobs', status: '202' }), 3, 'three job creations');
+  let charged = 0;
+  for (const id of ids) charged += ((await (await fetch(`${srv.url}/api/v1/jobs/${id}`, { headers: bearer(key) })).json()) as any).credits_charged;
+  t.ok(charged > 0, `the jobs were charged (${charged} credits)`);
+  t.equal(sample(done, 'cutout_credits_charged_total', { channel: 'job' }), charged, 'credits charged: what the jobs say they were charged');
+  t.equal(sample(done, 'cutout_credits_charged_total', { channel: 'api' }), 0, 'no sync removal');
 });
 
 t.test('--no-metrics: /metrics is a 404 with the error body; the API still serves', async (t) => {

@@ -203,7 +203,7 @@ function buildContext(config: Readonly<CutoutConfig>, store: Store, callbackSecr
     store, secret: callbackSecret, firstDelayMs: config.callbackBackoffMs, allowPrivateNetwork: config.allowPrivateNetwork,
     onAttempt: (outcome) => metrics?.countCallbackAttempt(outcome),
   });
-  const removals = new RemovalService({ pipeline, store });
+  const removals = new RemovalService({ pipeline, store, onCharged: (channel, charged) => metrics?.countCredits(channel, charged.creditsCharged) });
   const jobs = new JobRunner({
     store, pool, removals, config,
     resultUrl: (id) => `${context.baseUrl}/api/v1/results/${id}`,

@@ -176,6 +176,11 @@ export const EVENT_METRICS = Object.freeze({
     help: 'Callback delivery attempts made by this server, by outcome: delivered (2xx), retry (network error or 5xx, another attempt is scheduled), gave_up (4xx, or retries exhausted).',
     labelNames: ['outcome'], zeros: [{ outcome: 'delivered' }, { outcome: 'retry' }, { outcome: 'gave_up' }],
   },
+  credits: {
+    type: 'counter', name: 'cutout_credits_charged_total',
+    help: 'Credits charged by this server\'s recorded removals, by channel: api (a sync request of any door) or job.',
+    labelNames: ['channel'], zeros: [{ channel: 'api' }, { channel: 'job' }],
+  },
   heartbeatFailures: {
     type: 'counter', name: 'cutout_store_heartbeat_failures_total',
     help: 'Heartbeats of this server that the store did not take (unreachable or too slow). Past a lease of them in a row, the fleet takes this server\'s jobs and claims over.',
@@ -214,6 +219,7 @@ export class ServerMetrics {
   private readonly inference: Histogram<'quality'>;
   private readonly pipelineTime: Histogram<'quality'>;
   private readonly callbacks: Counter<'outcome'>;
+  private readonly credits: Counter<'channel'>;
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
@@ -222,6 +228,7 @@ export class ServerMetrics {
     this.inference = histogramOf(EVENT_METRICS.inference, registers);
     this.pipelineTime = histogramOf(EVENT_METRICS.pipelineTime, registers);
     this.callbacks = counterOf(EVENT_METRICS.callbacks, registers);
+    this.credits = counterOf(EVENT_METRICS.credits, registers);
     const heartbeatFailures = counterOf(EVENT_METRICS.heartbeatFailures, registers);
     sources.store.fleet.onHeartbeatFailure(() => heartbeatFailures.inc());
     this.registerGauges(sources, registers);
@@ -265,6 +272,11 @@ export class ServerMetrics {
 
   countCallbackAttempt(outcome: CallbackOutcome): void {
     this.callbacks.inc({ outcome });
+  }
+
+  /** A recorded removal's charge (the removal service reports each one it commits). */
+  countCredits(channel: string, credits: number): void {
+    if (credits > 0) this.credits.inc({ channel }, credits);
   }
 
   /** The pipeline with every image's timings observed; the sync route and the job workers both call it. */

@@ -74,7 +74,12 @@ export interface Removed {
 }
 
 export class RemovalService {
-  constructor(private readonly deps: { pipeline: Pipeline; store: RecordingStore }) {}
+  constructor(private readonly deps: {
+    pipeline: Pipeline;
+    store: RecordingStore;
+    /** Told each committed charge (the server's credits counter); never for a run that failed. */
+    onCharged?: (channel: Channel, charged: RunCharge) => void;
+  }) {}
 
   /** Runs one removal to its recorded end; throws a CutoutError (nothing charged) otherwise. */
   async removeAndRecord(removal: Removal): Promise<Removed> {
@@ -110,6 +115,7 @@ export class RemovalService {
       if (removal.beforeRecord) await removal.beforeRecord(result);
       const within = removal.within;
       const charged = await store.ledger.recordRun(record, within ? { within: (tx, outcome) => within(tx, outcome, result) } : {});
+      this.deps.onCharged?.(removal.channel, charged);
       return { result, charged };
     };
     return removal.commit ? removal.commit(commit) : commit();

@@ -148,3 +148,86 @@ t.test('the probe paths are answered by real servers', async (t) => {
   await serve.stop();
   await model.stop();
 });
+
+/**
+ * The optional KEDA overlay (deploy/keda/, issue 56). kubernetes-models has no KEDA types, so the
+ * ScaledObject is checked against a schema of the fields of KEDA 2's CRD (keda.sh/v1alpha1) that
+ * it uses, strict about unknown fields, and by what it must say.
+ */
+const SCALED_OBJECT_SCHEMA = {
+  type: 'object',
+  required: ['apiVersion', 'kind', 'metadata', 'spec'],
+  properties: {
+    apiVersion: { const: 'keda.sh/v1alpha1' },
+    kind: { const: 'ScaledObject' },
+    metadata: { type: 'object', required: ['name'], properties: { name: { type: 'string' }, labels: { type: 'object' } } },
+    spec: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['scaleTargetRef', 'triggers'],
+      properties: {
+        scaleTargetRef: { type: 'object', additionalProperties: false, required: ['name'], properties: { apiVersion: { type: 'string' }, kind: { type: 'string' }, name: { type: 'string' }, envSourceContainerName: { type: 'string' } } },
+        minReplicaCount: { type: 'integer', minimum: 0 },
+        maxReplicaCount: { type: 'integer', minimum: 1 },
+        pollingInterval: { type: 'integer', minimum: 1 },
+        cooldownPeriod: { type: 'integer', minimum: 0 },
+        advanced: { type: 'object', additionalProperties: false, properties: { restoreToOriginalReplicaCount: { type: 'boolean' }, horizontalPodAutoscalerConfig: { type: 'object', properties: { name: { type: 'string' }, behavior: { type: 'object' } } } } },
+        triggers: {
+          type: 'array', minItems: 1,
+          items: {
+            type: 'object', additionalProperties: false, required: ['type', 'metadata'],
+            properties: {
+              type: { type: 'string' }, name: { type: 'string' }, useCachedMetrics: { type: 'boolean' },
+              metricType: { enum: ['AverageValue', 'Value', 'Utilization'] },
+              // KEDA's metadata is a map of strings: a bare number would be refused by the API server.
+              metadata: { type: 'object', additionalProperties: { type: 'string' } },
+              authenticationRef: { type: 'object', required: ['name'] },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+t.test('the KEDA overlay: a ScaledObject on the queue depth and CPU in place of the API servers\' HPA', async (t) => {
+  const { default: Ajv } = await import('ajv');
+  const KEDA = path.resolve(DIR, '..', 'keda');
+  const overlay = parseAllDocuments(fs.readFileSync(path.join(KEDA, 'kustomization.yaml'), 'utf8'))[0].toJS();
+  t.ok(overlay.resources.includes('../kubernetes'), 'an overlay of deploy/kubernetes/');
+  const docs = (overlay.resources as string[]).filter((r) => r.endsWith('.yaml')).flatMap((f) => parseAllDocuments(fs.readFileSync(path.join(KEDA, f), 'utf8')).map((d) => d.toJS()));
+  const so = docs.find((d) => d.kind === 'ScaledObject');
+  const validate = new Ajv({ allErrors: true, strict: false }).compile(SCALED_OBJECT_SCHEMA);
+  t.ok(validate(so), `the ScaledObject has KEDA's shape: ${JSON.stringify(validate.errors ?? [])}`);
+  const broken = structuredClone(so);
+  broken.spec.triggers[0].metadata.threshold = 4;
+  t.notOk(validate(broken), 'the schema refuses a number where KEDA wants a string');
+
+  // The patch deletes exactly the API servers' HPA (KEDA's own HPA replaces it; two would fight).
+  const patches = (overlay.patches as { path: string }[]).map((p) => parseAllDocuments(fs.readFileSync(path.join(KEDA, p.path), 'utf8'))[0].toJS());
+  t.same(patches.map((p) => [p.$patch, p.kind, p.metadata.name]), [['delete', 'HorizontalPodAutoscaler', 'cutout-api']], 'the overlay deletes the API HPA');
+  const apiHpa = all.find((m) => m.doc.kind === 'HorizontalPodAutoscaler' && m.doc.metadata.name === 'cutout-api')!.doc;
+  t.same(so.spec.scaleTargetRef, apiHpa.spec.scaleTargetRef, 'the ScaledObject scales what the HPA scaled');
+  t.ok(deployments.some((d) => d.doc.metadata.name === so.spec.scaleTargetRef.name), 'a Deployment of the base');
+  t.equal(so.spec.minReplicaCount, apiHpa.spec.minReplicas, 'the same floor');
+  t.equal(so.spec.maxReplicaCount, apiHpa.spec.maxReplicas, 'the same ceiling');
+  const byType = Object.fromEntries(so.spec.triggers.map((tr: any) => [tr.type, tr]));
+  t.same(Object.keys(byType).sort(), ['cpu', 'prometheus'], 'a Prometheus trigger and the CPU rule');
+  t.equal(byType.prometheus.metadata.query, 'max(cutout_queue_depth{kind="job"})', 'the fleet-wide job queue (max: every server reports the same figure)');
+  t.ok(Number(byType.prometheus.metadata.threshold) > 0, 'a threshold per replica');
+  t.equal(byType.cpu.metricType, 'Utilization');
+  t.equal(Number(byType.cpu.metadata.value), apiHpa.spec.metrics[0].resource.target.averageUtilization, 'the removed HPA\'s CPU target');
+
+  // kustomize itself (kubectl's), where it is installed: what apply -k would send.
+  const kubectl = ['/usr/bin/kubectl', '/usr/local/bin/kubectl'].find((p) => fs.existsSync(p));
+  if (!kubectl) {
+    t.comment('kubectl is not installed: the overlay was not built by kustomize (the checks above stand)');
+    return;
+  }
+  const { execFileSync } = await import('node:child_process');
+  const built = parseAllDocuments(execFileSync(kubectl, ['kustomize', KEDA], { encoding: 'utf8' })).map((d) => d.toJS());
+  const hpas = built.filter((d) => d.kind === 'HorizontalPodAutoscaler').map((d) => d.spec.scaleTargetRef.name);
+  t.same(hpas, ['cutout-model'], 'built: the model servers keep their HPA, the API servers have none of their own');
+  t.same(built.filter((d) => d.kind === 'ScaledObject').map((d) => d.spec.scaleTargetRef.name), ['cutout-api'], 'built: one ScaledObject, for the API servers');
+  t.equal(built.filter((d) => d.kind === 'Deployment').length, 2, 'built: both Deployments of the base');
+});
