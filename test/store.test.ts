@@ -38,7 +38,7 @@ t.test('migrations run once and are a no-op on reopen; data survives', async (t)
   const again = await openStore(path.join(dir, 'nested', 'data'));
   t.teardown(() => again.close());
   t.equal((await again.db.get<{ user_version: number }>('PRAGMA user_version'))?.user_version, MIGRATIONS.length);
-  t.same(await again.keys.authenticate(key), { accountId: account, keyId: (await again.keys.list())[0].id, test: false });
+  t.same(await again.keys.authenticate(key), { accountId: account, keyId: (await again.keys.list())[0].id, test: false, rateLimit: null });
   t.equal(await again.ledger.balance(account), LIMITS.freeCredits);
 });
 
@@ -164,7 +164,7 @@ forEachEngine('keys: malformed, unknown and revoked keys do not authenticate', a
   const live = await store.keys.create({ name: 'live' });
   const test = await store.keys.create({ name: 'test', test: true });
   t.match(test.key, /^cut_test_/);
-  t.same(await store.keys.authenticate(test.key), { accountId: test.account, keyId: test.id, test: true });
+  t.same(await store.keys.authenticate(test.key), { accountId: test.account, keyId: test.id, test: true, rateLimit: null });
   t.equal(await store.keys.authenticate('cut_live_short'), null);
   t.equal(await store.keys.authenticate(live.key.slice(0, -1) + (live.key.endsWith('A') ? 'B' : 'A')), null);
   t.equal(await store.keys.authenticate(live.key.replace('cut_live_', 'cut_test_')), null);

@@ -25,6 +25,8 @@ export interface Caller {
   channel: 'key' | 'marketplace';
   /** What the rate limit counts against: the key, or the marketplace user. */
   rateKey: string;
+  /** The key's own requests per minute (its `rate_limit`), in place of the API's; absent or null: the API's. */
+  rateLimit?: number | null;
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {
@@ -64,14 +66,17 @@ export async function identify(req: IncomingMessage, store: Store, marketplaceSe
     throw new CutoutError('invalid_api_key', `Missing Authorization: Bearer <API_KEY> header${other}.`, { ...challenge, reason: 'missing_key' });
   }
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-  const auth = match ? await store.keys.authenticate(match[1]) : null;
+  // An expired key throws its own 401 (reason key_expired), with the challenge as every 401 here.
+  const auth = match ? await store.keys.authenticate(match[1]).catch((err: unknown) => {
+    throw err instanceof CutoutError && err.reason === 'key_expired' ? new CutoutError(err.code, err.message, { ...challenge, reason: err.reason }) : err;
+  }) : null;
   if (!auth && match) {
     // The first hour's 401: a key made by another user (another ~/.cutout) or for another store.
     // The store's kind, not its path or URL: a client is not told where the server keeps things.
     throw new CutoutError('invalid_api_key', `No key in this server's store (${store.kind}) matches: unknown or revoked. A key made by \`cutout keys create\` with another data directory or --store is not known here; the server prints its own at start.`, challenge);
   }
   if (!auth) throw new CutoutError('invalid_api_key', undefined, challenge);
-  return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
+  return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}`, rateLimit: auth.rateLimit };
 }
 
 /**
@@ -85,8 +90,9 @@ export class RateLimiter {
   /** `scope`: prefixed to every key, so that a limiter of another scope counts in windows of its own. */
   constructor(private readonly store: RateLimitStore, readonly limit: number, readonly windowMs = 60_000, private readonly scope = '') {}
 
-  hit(key: string): Promise<RateDecision> {
-    return this.store.rateLimits.hit(this.scope ? `${this.scope}/${key}` : key, this.limit, this.windowMs);
+  /** Counts one request of `key` against `limit` (a key's own `rate_limit`), default this limiter's. */
+  hit(key: string, limit: number = this.limit): Promise<RateDecision> {
+    return this.store.rateLimits.hit(this.scope ? `${this.scope}/${key}` : key, limit, this.windowMs);
   }
 
   /** A limiter on the same store with `limit` per window, counting each key in a window of `scope`'s own. */
@@ -112,7 +118,8 @@ export async function guard(
   req: IncomingMessage, res: ServerResponse, deps: { authenticate: (req: IncomingMessage) => Promise<Caller>; limiter: RateLimiter },
 ): Promise<Caller> {
   const caller = await deps.authenticate(req);
-  const decision = await deps.limiter.hit(caller.rateKey);
+  // A key's own rate_limit wins over the API's and the server's, on every door (the same window).
+  const decision = await deps.limiter.hit(caller.rateKey, caller.rateLimit ?? undefined);
   for (const [name, value] of Object.entries(rateLimitHeaders(decision))) res.setHeader(name, value);
   if (!decision.allowed) {
     throw new CutoutError('rate_limited', `Over ${decision.limit} requests per minute for this key; retry in ${decision.retryAfter} s.`, {

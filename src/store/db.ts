@@ -13,9 +13,11 @@
  * methods) and a module holds one concern:
  *
  *   const store = await openStore(dataDir, { url? })  // creates the dir / connects, migrates; `await store.close()` at the end
- *   store.keys (ledger.ts)         create({ name?, test?, accountId? }) -> { id, key, account, credits } (new account: 10 free credits),
- *                                  list(), revoke(id), authenticate(rawKey) -> { accountId, keyId, test } | null
- *   store.ledger (ledger.ts)       addCredits(accountOrKeyId, n), balance(accountId), resolveAccount(accountOrKeyId),
+ *   store.keys (ledger.ts)         create({ name?, test?, accountId?, expiresAt?, rateLimit?, labels? }, audit?) -> { id, key, account, credits }
+ *                                  (new account: 10 free credits), list(), page({ accountId?, after?, limit }), get(id),
+ *                                  update(id, patch, audit?), revoke(id, audit?),
+ *                                  authenticate(rawKey) -> { accountId, keyId, test, rateLimit } | null (throws key_expired)
+ *   store.ledger (ledger.ts)       addCredits(accountOrKeyId, n, { note?, audit? }) (n < 0: a correction), balance(accountId), resolveAccount(accountOrKeyId),
  *                                  recordRun(run, { within? }): charge + run + stored result (+ `within`) in ONE transaction,
  *                                  insufficient_credits at 0; account(accountId|null), usage(accountId|null), marketplaceAccount(user)
  *   store.results (results.ts)     find(id, ttlS), open(row), presign(row, ttlS), get(id, ttlS) (read whole), purge(ttlS),
@@ -25,6 +27,7 @@
  *   store.jobs (jobs.ts)           create, claimNext, renewLease, markDoneIn, fail, requeue, requeueAfterOutage, reclaimAbandoned,
  *                                  adoptAbandoned, readInput, removeInput, removeOrphanInputs, get, getById, counts, purge, onQueued
  *   store.deliveries (deliveries.ts)    claimDue, nextAt, recordAttempt, release, of
+ *   store.audit (audit.ts)         append(event, q?), list({ since?, action?, after?, limit }): append-only, also by the database
  *   store.fleet (servers.ts)       startHeartbeat(leaseMs), onHeartbeatFailure(fn), list(), sweepGone(), sharedSecret(name, generate)
  *   store.ping() -> one trivial round trip (readiness); a store that cannot serve throws StoreUnavailable (503)
  */
@@ -51,6 +54,7 @@ import { rateLimitsOf, type RateLimitStore } from './rate-limit.js';
 import { jobsOf, type JobStore } from './jobs.js';
 import { deliveriesStoreOf, type DeliveryStore } from './deliveries.js';
 import { fleetOf, type FleetStore } from './servers.js';
+import { auditOf, type AuditStore } from './audit.js';
 import type { Db, StoreKind } from './sql.js';
 
 export type { AccountInfo, AuthResult, Channel, KeyInfo, Plan, RunRecord, UsageDay } from './ledger.js';
@@ -63,6 +67,7 @@ export type { JobError, JobRow, JobSourceKind, JobStatus, NewJob } from './jobs.
 export type { Delivery, DeliveryInfo, DeliveryUpdate } from './deliveries.js';
 export type { RateDecision } from './rate-limit.js';
 export type { ServerInfo } from './servers.js';
+export type { AuditActor, AuditEvent, AuditOutcome, AuditQuery, NewAuditEvent } from './audit.js';
 export type { RecordRunOptions, RunCharge } from './ledger.js';
 export type { Queryable, StoreKind } from './sql.js';
 export { StoreUnavailable } from './sql.js';
@@ -87,6 +92,8 @@ export class Store {
   readonly deliveries: DeliveryStore;
   /** This server in its fleet: the heartbeat, the servers seen, the secrets they share. */
   readonly fleet: FleetStore;
+  /** The audit trail: append-only events of admin requests and key or credit changes. */
+  readonly audit: AuditStore;
 
   /**
    * `owner`: the server identity its claims are made under (another one in tests of a fleet).
@@ -111,6 +118,7 @@ export class Store {
     this.jobs = jobsOf(this.ctx);
     this.deliveries = deliveriesStoreOf(this.ctx);
     this.fleet = fleetOf(this.ctx);
+    this.audit = auditOf(this.ctx);
   }
 
   /** Which engine: `sqlite` or `postgres` (for health and metrics; nothing else may branch on it). */

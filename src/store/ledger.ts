@@ -8,6 +8,8 @@ import crypto from 'node:crypto';
 import { CutoutError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import type { ResultFields } from '../result-fields.js';
+import { auditIn, type AuditActor } from './audit.js';
+import { sqlNow } from './clock.js';
 import { boundTo, type StoreContext } from './context.js';
 import { insertResultIn } from './results-row.js';
 import type { Queryable } from './sql.js';
@@ -46,9 +48,59 @@ export interface KeyInfo {
   hint: string;
   createdAt: string;
   revokedAt: string | null;
+  /** After it the key is refused with reason `key_expired`; null: never. */
+  expiresAt: string | null;
+  /** Requests per minute of this key, in place of the server's `--rate-limit`; null: the server's. */
+  rateLimit: number | null;
+  labels: Record<string, string>;
 }
 
-export interface AuthResult { accountId: string; keyId: string; test: boolean }
+/** What an operator sets on a key beside its name (the admin API, `cutout keys create`). */
+export interface KeyLimits {
+  /** ms since the epoch; null: never expires. */
+  expiresAt?: number | null;
+  rateLimit?: number | null;
+  labels?: Record<string, string> | null;
+}
+
+export interface AuthResult {
+  accountId: string;
+  keyId: string;
+  test: boolean;
+  /** The key's own rate limit per minute; null: the server's. */
+  rateLimit: number | null;
+}
+
+/** How a key is shown (the admin API, `cutout keys list --json`): never its secret. */
+export function keyBody(k: KeyInfo) {
+  return {
+    id: k.id, account: k.accountId, name: k.name, mode: k.test ? 'test' as const : 'live' as const, test: k.test, hint: k.hint,
+    created_at: k.createdAt, expires_at: k.expiresAt, revoked_at: k.revokedAt, rate_limit: k.rateLimit, labels: k.labels,
+  };
+}
+
+/** The largest per-key rate limit, as the server's own setting's. */
+const MAX_KEY_RATE_LIMIT = 1_000_000;
+const MAX_LABELS = 32;
+const LABEL_KEY = /^[A-Za-z0-9][A-Za-z0-9_.\/-]{0,62}$/;
+const MAX_LABEL_VALUE = 256;
+
+/** Checks a key's limits wherever they come from (an admin's JSON, the CLI's flags): invalid_request naming the field. */
+function checkKeyLimits(limits: KeyLimits): void {
+  const bad = (param: string, what: string) => new CutoutError('invalid_request', `${param}: ${what}`, { param });
+  const { expiresAt, rateLimit, labels } = limits;
+  if (expiresAt != null && !Number.isSafeInteger(expiresAt)) throw bad('expires_at', 'expected a time');
+  if (rateLimit != null && (!Number.isInteger(rateLimit) || rateLimit < 1 || rateLimit > MAX_KEY_RATE_LIMIT)) {
+    throw bad('rate_limit', `expected a whole number of requests per minute from 1 to ${MAX_KEY_RATE_LIMIT}, or null`);
+  }
+  if (labels == null) return;
+  const entries = Object.entries(labels);
+  if (entries.length > MAX_LABELS) throw bad('labels', `at most ${MAX_LABELS} labels`);
+  for (const [k, v] of entries) {
+    if (!LABEL_KEY.test(k)) throw bad('labels', `a label's name is 1 to 63 characters of A-Z a-z 0-9 _ . / -, starting with a letter or digit (got ${JSON.stringify(k)})`);
+    if (typeof v !== 'string' || v.length > MAX_LABEL_VALUE) throw bad('labels', `the value of ${k} must be a string of at most ${MAX_LABEL_VALUE} characters`);
+  }
+}
 
 export interface AccountInfo {
   accountId: string | null;
@@ -97,13 +149,17 @@ async function accountOf(q: Queryable, accountOrKeyId: string): Promise<string> 
   return row.id;
 }
 
-/** Creates a key; without `accountId` also a new account with the free credits. Returns the key once. */
-export function createKey(ctx: StoreContext, opts: { name?: string | null; test?: boolean; accountId?: string | null } = {}) {
+/**
+ * Creates a key; without `accountId` also a new account with the free credits. Returns the key once.
+ * With `audit`, the event (never the secret) commits with the key.
+ */
+export async function createKey(ctx: StoreContext, opts: { name?: string | null; test?: boolean; accountId?: string | null } & KeyLimits = {}, audit?: AuditActor) {
+  checkKeyLimits(opts);
   const test = opts.test === true;
   const secret = crypto.randomBytes(24).toString('base64url'); // 32 characters, 192 bits
   const key = `cut_${test ? 'test' : 'live'}_${secret}`;
   const id = newId('key');
-  return ctx.db.transaction(async (tx) => {
+  const [created, event] = await ctx.db.transaction(async (tx) => {
     const now = ctx.now();
     let accountId = opts.accountId ?? null;
     if (accountId === null) {
@@ -113,44 +169,117 @@ export function createKey(ctx: StoreContext, opts: { name?: string | null; test?
     } else if (!(await tx.get('SELECT 1 FROM accounts WHERE id = ?', [accountId]))) {
       throw new CutoutError('invalid_request', `No account with id ${JSON.stringify(accountId)}`);
     }
-    await tx.run('INSERT INTO api_keys (id, account_id, name, kind, hash, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)', [
+    await tx.run('INSERT INTO api_keys (id, account_id, name, kind, hash, hint, created_at, expires_at, rate_limit, labels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', [
       id, accountId, opts.name ?? null, test ? 'test' : 'live', sha256(key).toString('hex'), key.slice(-4), now,
+      opts.expiresAt ?? null, opts.rateLimit ?? null, opts.labels ? JSON.stringify(opts.labels) : null,
     ]);
-    return { id, key, account: accountId, credits: await balanceIn(tx, accountId) };
+    const result = { id, key, account: accountId, credits: await balanceIn(tx, accountId) };
+    const detail = { account: accountId, name: opts.name ?? null, mode: test ? 'test' : 'live', new_account: opts.accountId == null, expires_at: iso(opts.expiresAt ?? null), rate_limit: opts.rateLimit ?? null, labels: opts.labels ?? null };
+    return [result, await auditIn(ctx, tx, audit, { action: 'key.create', target: id, detail })] as const;
   });
+  if (event) audit?.onRecorded?.(event);
+  return created;
+}
+
+interface KeyRow {
+  id: string; account_id: string; name: string | null; kind: string; hint: string; created_at: number | string;
+  revoked_at: number | string | null; expires_at: number | string | null; rate_limit: number | null; labels: string | null; rowid: number | string;
+}
+const KEY_COLUMNS = 'id, account_id, name, kind, hint, created_at, revoked_at, expires_at, rate_limit, labels, rowid';
+
+function keyInfoOf(r: KeyRow): KeyInfo {
+  const ms = (v: number | string | null) => (v === null ? null : Number(v));
+  return {
+    id: r.id, accountId: r.account_id, name: r.name, test: r.kind === 'test', hint: r.hint,
+    createdAt: iso(Number(r.created_at)) as string, revokedAt: iso(ms(r.revoked_at)), expiresAt: iso(ms(r.expires_at)),
+    rateLimit: r.rate_limit === null ? null : Number(r.rate_limit), labels: r.labels ? JSON.parse(r.labels) as Record<string, string> : {},
+  };
 }
 
 export async function listKeys(ctx: StoreContext): Promise<KeyInfo[]> {
-  const rows = await ctx.db.all<{ id: string; account_id: string; name: string | null; kind: string; hint: string; created_at: number; revoked_at: number | null }>(
-    'SELECT id, account_id, name, kind, hint, created_at, revoked_at FROM api_keys ORDER BY created_at, rowid',
-  );
-  return rows.map((r) => ({
-    id: r.id, accountId: r.account_id, name: r.name, test: r.kind === 'test', hint: r.hint,
-    createdAt: iso(r.created_at) as string, revokedAt: iso(r.revoked_at),
-  }));
+  const rows = await ctx.db.all<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, rowid`);
+  return rows.map(keyInfoOf);
 }
 
-/** Revokes a key by id. Returns false when it was already revoked; throws when there is no such key. */
-export async function revokeKey(ctx: StoreContext, id: string): Promise<boolean> {
-  return ctx.db.transaction(async (tx) => {
+/** One page of keys in creation order, of one account or all; `next` is the cursor of the next page. */
+export async function pageKeys(ctx: StoreContext, query: { accountId?: string | null; after?: number | null; limit: number }): Promise<{ keys: KeyInfo[]; next: number | null }> {
+  const rows = await ctx.db.all<KeyRow>(
+    `SELECT ${KEY_COLUMNS} FROM api_keys WHERE (CAST(? AS TEXT) IS NULL OR account_id = ?) AND rowid > ? ORDER BY rowid LIMIT ?`,
+    [query.accountId ?? null, query.accountId ?? null, query.after ?? 0, query.limit + 1],
+  );
+  const page = rows.slice(0, query.limit);
+  return { keys: page.map(keyInfoOf), next: rows.length > query.limit ? Number(page[page.length - 1].rowid) : null };
+}
+
+/** A key by id, or null. */
+export async function getKey(ctx: StoreContext, id: string): Promise<KeyInfo | null> {
+  const row = await ctx.db.get<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = ?`, [id]);
+  return row ? keyInfoOf(row) : null;
+}
+
+/**
+ * Changes a key's name, expiry, rate limit or labels (a field left out stays; null clears it).
+ * Takes effect on the key's next request on every server: keys are read from the store on every
+ * request, never cached. Throws not_found for an unknown id.
+ */
+export async function updateKey(ctx: StoreContext, id: string, patch: { name?: string | null } & KeyLimits, audit?: AuditActor): Promise<KeyInfo> {
+  checkKeyLimits(patch);
+  const sets: string[] = [];
+  const params: (string | number | null)[] = [];
+  const set = (column: string, value: string | number | null) => { sets.push(`${column} = ?`); params.push(value); };
+  if (patch.name !== undefined) set('name', patch.name);
+  if (patch.expiresAt !== undefined) set('expires_at', patch.expiresAt);
+  if (patch.rateLimit !== undefined) set('rate_limit', patch.rateLimit);
+  if (patch.labels !== undefined) set('labels', patch.labels ? JSON.stringify(patch.labels) : null);
+  const [info, event] = await ctx.db.transaction(async (tx) => {
+    if (sets.length && (await tx.run(`UPDATE api_keys SET ${sets.join(', ')} WHERE id = ?`, [...params, id])).changes === 0) throw noKey(id);
+    const row = await tx.get<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = ?`, [id]);
+    if (!row) throw noKey(id);
+    const detail = { ...(patch.name !== undefined ? { name: patch.name } : {}), ...(patch.expiresAt !== undefined ? { expires_at: iso(patch.expiresAt) } : {}), ...(patch.rateLimit !== undefined ? { rate_limit: patch.rateLimit } : {}), ...(patch.labels !== undefined ? { labels: patch.labels } : {}) };
+    return [keyInfoOf(row), await auditIn(ctx, tx, audit, { action: 'key.update', target: id, detail })] as const;
+  });
+  if (event) audit?.onRecorded?.(event);
+  return info;
+}
+
+function noKey(id: string): CutoutError {
+  return new CutoutError('not_found', `No API key with id ${JSON.stringify(id)}`);
+}
+
+/**
+ * Revokes a key by id, for every server at once (keys are read on every request, never cached).
+ * Returns false when it was already revoked; throws invalid_request when there is no such key.
+ */
+export async function revokeKey(ctx: StoreContext, id: string, audit?: AuditActor): Promise<boolean> {
+  const [revoked, event] = await ctx.db.transaction(async (tx) => {
     const row = await tx.get<{ revoked_at: number | null }>('SELECT revoked_at FROM api_keys WHERE id = ?', [id]);
     if (!row) throw new CutoutError('invalid_request', `No API key with id ${JSON.stringify(id)}`);
-    if (row.revoked_at !== null) return false;
-    await tx.run('UPDATE api_keys SET revoked_at = ? WHERE id = ?', [ctx.now(), id]);
-    return true;
+    if (row.revoked_at === null) await tx.run('UPDATE api_keys SET revoked_at = ? WHERE id = ?', [ctx.now(), id]);
+    const done = row.revoked_at === null;
+    return [done, await auditIn(ctx, tx, audit, { action: 'key.revoke', target: id, detail: { already_revoked: !done } })] as const;
   });
+  if (event) audit?.onRecorded?.(event);
+  return revoked;
 }
 
-/** Looks a raw key up by its hash. Returns null for a malformed, unknown or revoked key. */
+/**
+ * Looks a raw key up by its hash, on every call (no cache: a revocation or a change made on any
+ * server holds from the next request). Returns null for a malformed, unknown or revoked key;
+ * throws invalid_api_key with reason `key_expired` once the key's `expires_at` has passed by the
+ * store's clock (PostgreSQL's own on a fleet, read in the same statement; clock.ts).
+ */
 export async function authenticate(ctx: StoreContext, rawKey: string): Promise<AuthResult | null> {
   if (!KEY_PATTERN.test(rawKey)) return null;
   const digest = sha256(rawKey);
-  const row = await ctx.db.get<{ id: string; account_id: string; kind: string; hash: string; revoked_at: number | null }>(
-    'SELECT id, account_id, kind, hash, revoked_at FROM api_keys WHERE hash = ?', [digest.toString('hex')],
+  const row = await ctx.db.get<{ id: string; account_id: string; kind: string; hash: string; revoked_at: number | null; expires_at: number | string | null; rate_limit: number | null; now: number | string }>(
+    `SELECT id, account_id, kind, hash, revoked_at, expires_at, rate_limit, ${sqlNow(ctx)} AS now FROM api_keys WHERE hash = ?`, [digest.toString('hex')],
   );
   // The lookup is by hash already; the constant-time compare keeps the final decision free of early exits.
   if (!row || !crypto.timingSafeEqual(Buffer.from(row.hash, 'hex'), digest) || row.revoked_at !== null) return null;
-  return { accountId: row.account_id, keyId: row.id, test: row.kind === 'test' };
+  if (row.expires_at !== null && Number(row.expires_at) <= Number(row.now)) {
+    throw new CutoutError('invalid_api_key', `This API key expired at ${iso(Number(row.expires_at))}.`, { reason: 'key_expired' });
+  }
+  return { accountId: row.account_id, keyId: row.id, test: row.kind === 'test', rateLimit: row.rate_limit === null ? null : Number(row.rate_limit) };
 }
 
 /** The account that stands for a marketplace user, opened on first sight (billed by the marketplace: no free grant). */
@@ -165,17 +294,32 @@ export async function marketplaceAccount(ctx: StoreContext, user: string): Promi
   });
 }
 
-/** Adds purchased credits (they never expire) to an account, given its id or one of its keys' ids. */
-export async function addCredits(ctx: StoreContext, accountOrKeyId: string, amount: number) {
-  if (!Number.isInteger(amount) || amount < 1 || amount > 1_000_000_000) {
-    throw new CutoutError('invalid_request', `Expected a whole number from 1 to 1000000000 for AMOUNT but received ${JSON.stringify(amount)}`);
+const MAX_CREDIT_CHANGE = 1_000_000_000;
+
+/**
+ * Adds purchased credits (they never expire) to an account, given its id or one of its keys' ids.
+ * A negative amount is a correction (an operator's, with its `note`), refused when it would take
+ * the balance below 0. With `audit`, the event commits with the ledger row.
+ */
+export async function addCredits(ctx: StoreContext, accountOrKeyId: string, amount: number, opts: { note?: string | null; audit?: AuditActor } = {}) {
+  if (!Number.isInteger(amount) || amount === 0 || Math.abs(amount) > MAX_CREDIT_CHANGE) {
+    throw new CutoutError('invalid_request', `Expected a whole number from 1 to ${MAX_CREDIT_CHANGE} (or down to -${MAX_CREDIT_CHANGE} for a correction) for AMOUNT but received ${JSON.stringify(amount)}`, { param: 'amount' });
   }
-  return ctx.db.transaction(async (tx) => {
+  const [result, event] = await ctx.db.transaction(async (tx) => {
     const accountId = await accountOf(tx, accountOrKeyId);
-    await tx.run('INSERT INTO ledger (account_id, delta, reason, created_at) VALUES (?, ?, ?, ?)', [accountId, amount, 'purchase', ctx.now()]);
-    await tx.run("UPDATE accounts SET plan = 'paid' WHERE id = ? AND plan = 'free'", [accountId]);
-    return { accountId, balance: await balanceIn(tx, accountId) };
+    if (amount < 0) {
+      // The account's row lock, as a charge takes it: a correction and a charge do not both spend the last credits.
+      await tx.get(`SELECT id FROM accounts WHERE id = ?${tx.dialect.forNoKeyUpdate}`, [accountId]);
+      if ((await balanceIn(tx, accountId)) + amount < 0) throw new CutoutError('invalid_request', `A correction of ${amount} would take the balance of ${accountId} below 0.`, { param: 'amount' });
+    }
+    await tx.run(`INSERT INTO ledger (account_id, delta, reason, note, created_at) VALUES (?, ?, ?, ?, ?)`, [accountId, amount, amount > 0 ? 'purchase' : 'correction', opts.note ?? null, ctx.now()]);
+    if (amount > 0) await tx.run("UPDATE accounts SET plan = 'paid' WHERE id = ? AND plan = 'free'", [accountId]);
+    const balanceNow = await balanceIn(tx, accountId);
+    const detail = { amount, reason: opts.note ?? null, balance: balanceNow, ...(accountOrKeyId !== accountId ? { via_key: accountOrKeyId } : {}) };
+    return [{ accountId, balance: balanceNow }, await auditIn(ctx, tx, opts.audit, { action: 'credits.add', target: accountId, detail })] as const;
   });
+  if (event) opts.audit?.onRecorded?.(event);
+  return result;
 }
 
 export function balance(ctx: StoreContext, accountId: string): Promise<number> {
@@ -289,6 +433,9 @@ export function keysOf(ctx: StoreContext) {
   return Object.freeze({
     create: boundTo(ctx, createKey),
     list: boundTo(ctx, listKeys),
+    page: boundTo(ctx, pageKeys),
+    get: boundTo(ctx, getKey),
+    update: boundTo(ctx, updateKey),
     revoke: boundTo(ctx, revokeKey),
     authenticate: boundTo(ctx, authenticate),
   });

@@ -198,6 +198,31 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE jobs ADD COLUMN traceparent TEXT;
   ALTER TABLE callback_deliveries ADD COLUMN traceparent TEXT;
   `,
+  // 9: keys' expiry, rate limit and labels, credit corrections with a reason, and the audit
+  // trail (SQLite's migration 11). A trigger refuses UPDATE, DELETE and TRUNCATE of an event.
+  `
+  ALTER TABLE api_keys ADD COLUMN expires_at BIGINT;
+  ALTER TABLE api_keys ADD COLUMN rate_limit INTEGER;
+  ALTER TABLE api_keys ADD COLUMN labels TEXT;
+  ALTER TABLE ledger DROP CONSTRAINT IF EXISTS ledger_reason_check;
+  ALTER TABLE ledger ADD CONSTRAINT ledger_reason_check CHECK (reason IN ('free_grant', 'purchase', 'charge', 'correction'));
+  ALTER TABLE ledger ADD COLUMN note TEXT;
+  CREATE TABLE audit_events (
+    id         BIGSERIAL PRIMARY KEY,
+    at         BIGINT NOT NULL,
+    actor      TEXT NOT NULL,
+    action     TEXT NOT NULL,
+    target     TEXT,
+    request_id TEXT,
+    outcome    TEXT NOT NULL,
+    detail     TEXT
+  );
+  CREATE INDEX audit_events_at ON audit_events(at);
+  CREATE INDEX audit_events_action ON audit_events(action, at);
+  CREATE FUNCTION audit_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'audit events are append-only'; END $$;
+  CREATE TRIGGER audit_events_no_change BEFORE UPDATE OR DELETE ON audit_events FOR EACH ROW EXECUTE FUNCTION audit_events_append_only();
+  CREATE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON audit_events FOR EACH STATEMENT EXECUTE FUNCTION audit_events_append_only();
+  `,
 ];
 
 /** Brings the schema up to date under the advisory lock. Returns the version. */

@@ -198,6 +198,44 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE jobs ADD COLUMN traceparent TEXT;
   ALTER TABLE callback_deliveries ADD COLUMN traceparent TEXT;
   `,
+  // 11: operating cutout for others (issue 56, kept the same on both engines): a key's expiry,
+  // its own rate limit and labels; a credit change's stated reason and corrections (a CHECK that
+  // SQLite drops only by rebuilding the table); and the audit trail, append-only by triggers, so
+  // that no statement of any program on this file can edit or delete an event.
+  `
+  ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;          -- ms; NULL: never
+  ALTER TABLE api_keys ADD COLUMN rate_limit INTEGER;          -- requests per minute; NULL: the server's --rate-limit
+  ALTER TABLE api_keys ADD COLUMN labels TEXT;                 -- JSON object of string labels
+  CREATE TABLE ledger_new (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    delta      INTEGER NOT NULL,
+    reason     TEXT NOT NULL CHECK (reason IN ('free_grant', 'purchase', 'charge', 'correction')),
+    ref        TEXT,
+    note       TEXT,                                  -- the operator's words for a top-up or a correction
+    created_at INTEGER NOT NULL
+  );
+  INSERT INTO ledger_new (id, account_id, delta, reason, ref, created_at)
+    SELECT id, account_id, delta, reason, ref, created_at FROM ledger;
+  DROP TABLE ledger;
+  ALTER TABLE ledger_new RENAME TO ledger;
+  CREATE INDEX ledger_account ON ledger(account_id, created_at);
+  CREATE UNIQUE INDEX ledger_one_charge_per_run ON ledger(ref) WHERE reason = 'charge';
+  CREATE TABLE audit_events (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    at         INTEGER NOT NULL,                      -- ms, the store's clock
+    actor      TEXT NOT NULL,                         -- admin | cli:<user> | key:<id> | anonymous
+    action     TEXT NOT NULL,                         -- key.create, credits.add, ...
+    target     TEXT,                                  -- key_..., acct_...
+    request_id TEXT,
+    outcome    TEXT NOT NULL,                         -- ok | refused | failed
+    detail     TEXT                                   -- JSON: what changed (never a secret)
+  );
+  CREATE INDEX audit_events_at ON audit_events(at);
+  CREATE INDEX audit_events_action ON audit_events(action, at);
+  CREATE TRIGGER audit_events_no_update BEFORE UPDATE ON audit_events BEGIN SELECT RAISE(ABORT, 'audit events are append-only'); END;
+  CREATE TRIGGER audit_events_no_delete BEFORE DELETE ON audit_events BEGIN SELECT RAISE(ABORT, 'audit events are append-only'); END;
+  `,
 ];
 
 /** Runs the migrations not yet applied; a no-op on an up-to-date database. Returns the version. */

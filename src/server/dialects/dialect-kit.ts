@@ -34,9 +34,10 @@ export async function keyCaller(store: ServerContext['store'], req: IncomingMess
   const bearer = rule.bearer ? /^Bearer\s+(\S+)\s*$/i.exec(headerOf(req, 'authorization') ?? '')?.[1] : undefined;
   const key = headerOf(req, 'x-api-key')?.trim() || bearer;
   if (!key) throw new CutoutError('invalid_api_key', rule.missing, { reason: 'missing_key' });
+  // An expired key throws invalid_api_key with reason key_expired (ledger.ts authenticate): 401 on every door.
   const auth = await store.keys.authenticate(key);
   if (!auth) throw new CutoutError('invalid_api_key', rule.invalid);
-  return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}` };
+  return { accountId: auth.accountId, keyId: auth.keyId, test: auth.test, channel: 'key', rateKey: `key:${auth.keyId}`, rateLimit: auth.rateLimit };
 }
 
 /**
@@ -91,7 +92,9 @@ export function fieldOf(fields: Record<string, string[]>, name: string): string 
   return v === undefined || v === '' ? undefined : v;
 }
 
-/** The status a dialect answers: its table's `base`, but a 5xx of cutout's own (504 past the deadline) stays. */
+/** The status a dialect answers: its table's `base`, but a 5xx of cutout's own (504 past the deadline) and an expired key's 401 stay. */
 export function statusOf(err: CutoutError, base: number): number {
+  // An expired key is 401 at every door (operator.md), where a dialect answers other bad keys 403.
+  if (err.reason === 'key_expired') return err.status;
   return err.status >= 500 && err.status !== base ? err.status : base;
 }
