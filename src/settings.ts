@@ -180,6 +180,12 @@ export const SETTINGS = Object.freeze([
   } }),
   setting({ key: 'callbackSecret', flags: {}, env: 'CUTOUT_CALLBACK_SECRET', default: null, defaultText: 'generated once, kept in the data directory', help: 'HMAC-SHA256 key that signs callbacks', secret: true, parse: (v) => nullableStr('callbackSecret', v) }),
   setting({ key: 'marketplaceSecret', flags: {}, env: 'CUTOUT_MARKETPLACE_SECRET', default: null, defaultText: 'unset: marketplace headers are ignored', help: 'shared secret that a marketplace proxy sends in X-Marketplace-Proxy-Secret', secret: true, parse: (v) => nullableStr('marketplaceSecret', v) }),
+  // Off unless set: with no token the admin routes answer 404, as if they did not exist.
+  setting({ key: 'adminToken', flags: { serve: '--admin-token <token>' }, env: 'CUTOUT_ADMIN_TOKEN', default: null, defaultText: 'unset: the admin API answers 404', help: 'turn on the admin API under /api/v1/admin/ (keys, credits, the audit trail) for "Authorization: Bearer TOKEN", at least 24 characters; prefer CUTOUT_ADMIN_TOKEN_FILE to a flag, which other users may see in the process list', secret: true, parse: (v) => {
+    const t = token('adminToken', v);
+    if (t !== null && t.length < 24) throw new CutoutError('invalid_request', 'Expected an admin token of at least 24 characters for adminToken');
+    return t;
+  } }),
   setting({ key: 'store', flags: on(STORE_COMMANDS, '--store <url>'), cliHelp: 'where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet (env CUTOUT_STORE; default: SQLite in the data directory)', env: 'CUTOUT_STORE', default: null, defaultText: 'SQLite in the data directory', help: 'where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet', secret: true, parse: (v) => {
     const s = nullableStr('store', v);
     // The value may hold a password: it is not repeated in the message.
