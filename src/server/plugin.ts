@@ -131,11 +131,7 @@ export function mountApi(app: Polka, plugin: ApiPlugin, limiter: RateLimiter): v
   plugin.routes({
     open: add,
     forCaller(method, path, handler) {
-      add(method, path, async (req, res) => {
-        const caller = await guard(req, res, deps);
-        setCallerKeyId(req, caller.keyId); // the request's span names the key (its id, never the key)
-        return handler(req, res, caller);
-      });
+      add(method, path, async (req, res) => handler(req, res, await guard(req, res, deps)));
     },
   });
   if (plugin.cors) for (const [full, allowed] of methods) app.options(full, (req, res) => answerPreflight(req, res, allowed));
