@@ -33,6 +33,11 @@ const PATHS: Record<string, string[]> = {
   '/api/v1/errors': ['get'],
   '/readyz': ['get'],
   '/metrics': ['get'],
+  '/api/v1/admin/keys': ['post', 'get'],
+  '/api/v1/admin/keys/{id}': ['get', 'patch', 'delete'],
+  '/api/v1/admin/accounts/{id}/credits': ['post'],
+  '/api/v1/admin/accounts/{id}': ['get'],
+  '/api/v1/admin/audit': ['get'],
 };
 
 t.test('the document is a valid OpenAPI 3.1.0 document', async (t) => {
@@ -158,6 +163,15 @@ t.test('operations carry their headers, responses and auth', async (t) => {
     }
   }
   t.same(doc.security, [{ bearerAuth: [] }], 'bearer auth everywhere else');
+  for (const [path, item] of Object.entries<any>(doc.paths)) {
+    if (!path.startsWith('/api/v1/admin/')) continue;
+    for (const [m, operation] of Object.entries<any>(item)) {
+      t.same(operation.tags, ['admin'], `${m} ${path}: under the admin tag`);
+      t.same(operation.security, [{ adminToken: [] }], `${m} ${path}: the admin token`);
+      t.ok(operation.responses['401'] && operation.responses['403'], `${m} ${path}: 401 and 403`);
+    }
+  }
+  t.ok(doc.tags.some((tag: any) => tag.name === 'admin'), 'the admin tag is declared');
   t.equal(doc.components.securitySchemes.bearerAuth.scheme, 'bearer');
 
   const errorCodeOf = (r: any) => r.content['application/json'].example?.error?.code;

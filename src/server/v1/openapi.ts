@@ -8,6 +8,7 @@ import { formatMB, LIMITS } from '../../limits.js';
 import { CONTENT_TYPES, FORMATS, OPTION_TABLE } from '../../options.js';
 import { RESULT_FIELDS, resultHeaderNames, type ResultFieldTable } from '../../result-fields.js';
 import { REQUEST_ID_HEADER } from '../request-log.js';
+import { ADMIN_PATHS, ADMIN_RESPONSES, ADMIN_SCHEMAS, ADMIN_SECURITY_SCHEME, ADMIN_TAG } from '../admin/admin-openapi.js';
 
 type Json = Record<string, unknown>;
 
@@ -164,6 +165,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
     { name: 'results', description: 'Stored results, downloadable without authentication.' },
     { name: 'account', description: 'Credits and usage.' },
     { name: 'meta', description: 'Health, metrics, the error reference and this document.' },
+    ADMIN_TAG,
   ],
   paths: {
     '/api/v1/remove': {
@@ -435,6 +437,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         },
       },
     },
+    ...ADMIN_PATHS,
   },
   components: {
     securitySchemes: {
@@ -445,6 +448,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
           '`Authorization: Bearer <API_KEY>`; keys look like `cut_live_<secret>` or `cut_test_<secret>`. ' +
           'Missing, malformed, unknown or revoked: 401 `invalid_api_key`.',
       },
+      adminToken: ADMIN_SECURITY_SCHEME,
     },
     parameters: {
       Authorization: {
@@ -551,8 +555,10 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         headers: { 'Retry-After': ref('headers', 'RetryAfter') },
       }),
       Error504: errorResponse(504, ['processing_failed'], `Sync timeout (${LIMITS.syncTimeoutMs / 1000} s); nothing was charged.`),
+      ...ADMIN_RESPONSES,
     },
     schemas: {
+      ...ADMIN_SCHEMAS,
       ...imageOptionSchemas,
       ...resultFields.schemas,
       ImageUrl: {
