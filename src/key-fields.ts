@@ -18,7 +18,8 @@ const ISO_WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-
 export function parseExpiresAt(v: unknown, param = 'expires_at'): number | null {
   if (v === null) return null;
   const ms = typeof v === 'string' && ISO_WITH_ZONE.test(v) ? Date.parse(v) : Number.NaN;
-  if (!Number.isFinite(ms)) throw bad(param, 'an ISO 8601 time with its zone (2027-01-31T00:00:00Z) or null', v);
+  // A flag cannot be null; a JSON field can.
+  if (!Number.isFinite(ms)) throw bad(param, `an ISO 8601 time with its zone (2027-01-31T00:00:00Z)${param.startsWith('--') ? '' : ' or null'}`, v);
   return ms;
 }
 
@@ -26,7 +27,7 @@ export function parseExpiresAt(v: unknown, param = 'expires_at'): number | null 
 export function parseRateLimit(v: unknown, param = 'rate_limit'): number | null {
   if (v === null) return null;
   const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) throw bad(param, 'a whole number of requests per minute above 0, or null', v);
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) throw bad(param, `a whole number of requests per minute above 0${param.startsWith('--') ? '' : ', or null'}`, v);
   return n;
 }
 

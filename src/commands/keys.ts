@@ -1,10 +1,16 @@
 /**
  * `cutout keys create|list|revoke`: API keys. A key is printed once, at creation; the store keeps
- * only its sha256. Without --account, create opens a new account with the free credits.
+ * only its sha256. Without --account, create opens a new account with the free credits. A key may
+ * expire (`--expires-at`), have a rate limit of its own (`--rate-limit`) and labels (`--label`),
+ * the fields of the admin API (key-fields.ts parses both). Every change is in the audit trail
+ * under `cli:<os user>` (audit-trail.ts), with its JSON line on stderr.
  */
 import type { Command } from 'commander';
+import { cliActor } from '../audit-trail.js';
 import { loadConfig } from '../config.js';
-import type { Store } from '../store/db.js';
+import { labelsOfFlags, parseExpiresAt, parseRateLimit } from '../key-fields.js';
+import type { KeyInfo, Store } from '../store/db.js';
+import { keyBody } from '../store/ledger.js';
 import type { CommandName } from '../settings.js';
 import { addSettingFlags, flagsGiven } from './setting-flags.js';
 
@@ -33,10 +39,19 @@ export function registerKeys(program: Command): void {
       .option('--name <text>', 'a label for the key')
       .option('--test', 'a cut_test_ key: never charged, results capped to preview size')
       .option('--account <id>', 'add the key to this account instead of opening a new one')
+      .option('--expires-at <time>', 'refuse the key from this time on (ISO 8601 with its zone, 2027-01-31T00:00:00Z)')
+      .option('--rate-limit <n>', "the key's own requests per minute, in place of the server's --rate-limit")
+      .option('--label <name=value>', 'a label of the key (repeat for more)', collect, [] as string[])
       .option('--json', 'print {"id", "key", "account", "credits"}'),
     'keys',
-  ).action(async (flags: StoreFlags & { name?: string; test?: boolean; account?: string; json?: boolean }) => {
-    const created = await withStore(flags, (store) => store.keys.create({ name: flags.name ?? null, test: flags.test === true, accountId: flags.account ?? null }));
+  ).action(async (flags: StoreFlags & { name?: string; test?: boolean; account?: string; json?: boolean; expiresAt?: string; rateLimit?: string; label: string[] }) => {
+    const limits = {
+      expiresAt: flags.expiresAt === undefined ? null : parseExpiresAt(flags.expiresAt, '--expires-at'),
+      rateLimit: flags.rateLimit === undefined ? null : parseRateLimit(flags.rateLimit, '--rate-limit'),
+      labels: flags.label.length ? labelsOfFlags(flags.label) : null,
+    };
+    const audit = await cliActor();
+    const created = await withStore(flags, (store) => store.keys.create({ name: flags.name ?? null, test: flags.test === true, accountId: flags.account ?? null, ...limits }, audit));
     if (flags.json) {
       process.stdout.write(JSON.stringify(created) + '\n');
       return;
@@ -50,20 +65,31 @@ export function registerKeys(program: Command): void {
     'keys',
   ).action(async (flags: StoreFlags & { json?: boolean }) => {
     const list = await withStore(flags, (store) => store.keys.list());
-    for (const k of list) {
-      if (flags.json) {
-        process.stdout.write(JSON.stringify({ id: k.id, account: k.accountId, name: k.name, test: k.test, hint: k.hint, created_at: k.createdAt, revoked_at: k.revokedAt }) + '\n');
-      } else {
-        const state = k.revokedAt ? `revoked ${k.revokedAt}` : 'active';
-        process.stdout.write(`${k.id}  ${k.test ? 'test' : 'live'}  ...${k.hint}  ${k.accountId}  ${state}  ${k.name ?? ''}\n`);
-      }
-    }
+    for (const k of list) process.stdout.write((flags.json ? JSON.stringify(keyBody(k)) : keyLine(k)) + '\n');
   });
 
   addSettingFlags(keys.command('revoke').description('revoke a key by its id').argument('<id>', 'key id (key_...)'), 'keys').action(
     async (id: string, flags: StoreFlags) => {
-      const revoked = await withStore(flags, (store) => store.keys.revoke(id));
+      const audit = await cliActor();
+      const revoked = await withStore(flags, (store) => store.keys.revoke(id, audit));
       process.stdout.write(revoked ? `revoked ${id}\n` : `${id} was already revoked\n`);
     },
   );
+}
+
+/** commander's collector of a repeated flag. */
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+/** A key in `keys list`: id, mode, hint, account, state, then what is set of limit, expiry, labels and name. */
+function keyLine(k: KeyInfo): string {
+  const state = k.revokedAt ? `revoked ${k.revokedAt}` : k.expiresAt && Date.parse(k.expiresAt) <= Date.now() ? `expired ${k.expiresAt}` : 'active';
+  const extra = [
+    k.expiresAt && !k.revokedAt && state === 'active' ? `expires ${k.expiresAt}` : null,
+    k.rateLimit !== null ? `${k.rateLimit}/min` : null,
+    ...Object.entries(k.labels).map(([name, value]) => `${name}=${value}`),
+    k.name,
+  ].filter((x): x is string => Boolean(x));
+  return `${k.id}  ${k.test ? 'test' : 'live'}  ...${k.hint}  ${k.accountId}  ${state}${extra.length ? `  ${extra.join('  ')}` : ''}`;
 }

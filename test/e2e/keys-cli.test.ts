@@ -1,5 +1,7 @@
 /** `cutout keys|credits|account|usage` through the real binary, on a temporary data directory. */
 import t from 'tap';
+import os from 'node:os';
+import { openStore } from '../../src/store/db.js';
 import { runCli } from '../helpers/cli.js';
 import { tempDataDir } from '../helpers/api-server.js';
 
@@ -47,4 +49,42 @@ t.test('keys create, list, revoke; credits add; account and usage', async (t) =>
   const refused = await cli('account', '--key', live.key);
   t.equal(refused.code, 2, 'a revoked key is refused as a bad flag value, as by cutout remove --key');
   t.match(refused.stderr, /revoked/);
+});
+
+t.test('keys create takes --expires-at, --rate-limit and --label; list shows them; every change is in the audit trail', async (t) => {
+  const data = await tempDataDir(t);
+  const cli = (...args: string[]) => runCli([...args, '--data', data]);
+  const made = await cli('keys', 'create', '--name', 'acme', '--expires-at', '2027-01-31T00:00:00Z', '--rate-limit', '5', '--label', 'team=web', '--label', 'tier=gold', '--json');
+  t.equal(made.code, 0, made.stderr);
+  const key = json(made.stdout);
+  const line = JSON.parse(made.stderr.trim().split('\n').pop()!);
+  const actor = `cli:${os.userInfo().username}`;
+  t.match(line, { level: 'info', msg: 'audit event', audit: { actor, action: 'key.create', target: key.id, outcome: 'ok', detail: { rate_limit: 5 } } }, 'one JSON line on stderr');
+  t.notOk(made.stderr.includes(key.key), 'never the secret in the line');
+
+  const listed = JSON.parse((await cli('keys', 'list', '--json')).stdout.toString());
+  t.match(listed, { id: key.id, mode: 'live', expires_at: '2027-01-31T00:00:00.000Z', rate_limit: 5, labels: { team: 'web', tier: 'gold' }, revoked_at: null });
+  const text = (await cli('keys', 'list')).stdout.toString();
+  t.match(text, /active {2}expires 2027-01-31T00:00:00.000Z {2}5\/min {2}team=web {2}tier=gold {2}acme/);
+
+  for (const bad of [['--expires-at', '2027-01-31'], ['--rate-limit', '0'], ['--label', 'novalue']]) {
+    const refused = await cli('keys', 'create', ...bad);
+    t.equal(refused.code, 2, `${bad.join(' ')}: a usage error`);
+    t.match(refused.stderr, new RegExp(bad[0]));
+  }
+  t.equal((await cli('credits', 'add', key.account, '7', '--reason', 'invoice 12')).code, 0);
+  t.equal((await cli('keys', 'revoke', key.id)).code, 0);
+  t.match((await cli('keys', 'list')).stdout.toString(), /revoked /);
+
+  const store = await openStore(data);
+  t.teardown(() => store.close());
+  const { events } = await store.audit.list({ limit: 10 });
+  t.same(events.map((e) => [e.actor, e.action, e.target, e.outcome]), [
+    [actor, 'key.create', key.id, 'ok'],
+    [actor, 'credits.add', key.account, 'ok'],
+    [actor, 'key.revoke', key.id, 'ok'],
+  ], 'the refused flags changed nothing and recorded nothing');
+  t.match(events[1].detail, { amount: 7, reason: 'invoice 12', balance: 17 });
+  const note = await store.db.get<{ note: string }>("SELECT note FROM ledger WHERE reason = 'purchase'");
+  t.equal(note?.note, 'invoice 12', 'the reason is kept with the ledger row');
 });
