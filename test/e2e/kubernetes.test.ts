@@ -191,7 +191,7 @@ const SCALED_OBJECT_SCHEMA = {
 };
 
 t.test('the KEDA overlay: a ScaledObject on the queue depth and CPU in place of the API servers\' HPA', async (t) => {
-  const { default: Ajv } = await import('ajv');
+  const { Ajv } = await import('ajv');
   const KEDA = path.resolve(DIR, '..', 'keda');
   const overlay = parseAllDocuments(fs.readFileSync(path.join(KEDA, 'kustomization.yaml'), 'utf8'))[0].toJS();
   t.ok(overlay.resources.includes('../kubernetes'), 'an overlay of deploy/kubernetes/');
