@@ -44,6 +44,15 @@ export const LIMITS = Object.freeze({
   maxInputBytes: 25 * MB,
   /** Image area in pixels (50 megapixels), checked from the header before decoding. */
   maxInputPixels: 50_000_000,
+  /**
+   * An animation cut out frame by frame: at most this many frames, and this many pixels in all
+   * (frames x width x height of the input), checked from the header before any frame is decoded.
+   * The budget bounds the decoded frames held at once (4 bytes a pixel, in and out: about 0.5 GB).
+   */
+  maxAnimationFrames: 500,
+  maxAnimationPixels: 60_000_000,
+  /** `/remove` answers an animation up to this many frames x pixels synchronously (about 25 frames of 512x512); larger ones go through `/jobs`. */
+  maxSyncAnimationPixels: 6_600_000,
   /** Sync `/remove` at `size=full` (4 MP). */
   maxSyncFullPixels: 4_000_000,
   /** `auto` is `full` up to this area, else `preview`. */

@@ -18,7 +18,7 @@ import { OptionError, type OptionSource } from './option-error.js';
 import { LIMITS } from './limits.js';
 
 export const SIZES = ['preview', 'full', 'auto'] as const;
-export const FORMATS = ['png', 'webp', 'jpg'] as const;
+export const FORMATS = ['png', 'webp', 'jpg', 'gif'] as const;
 /**
  * What a request may ask for: an encoding, or remove.bg's `auto` (PNG when the result has
  * transparency, else JPEG) and `zip` (color.jpg + alpha.png, stored).
@@ -42,6 +42,8 @@ export const BLUR_MODES = ['gaussian', 'bokeh'] as const;
 export const KEEP_ALPHA = ['never', 'auto'] as const;
 /** How the subject is scaled into its room on the canvas: `fit` (whole, touching one pair of sides) or `fill` (covering it, cut where it overflows). */
 export const SCALINGS = ['fit', 'fill'] as const;
+/** An animated GIF, WebP or PNG: every frame cut out (`keep`), or the first only (`first`, a still). */
+export const ANIMATIONS = ['keep', 'first'] as const;
 /** Parameters of remove.bg that api-spec 2.1 rule 3 names as unsupported. */
 export const UNSUPPORTED_PARAMS = ['channels'] as const;
 
@@ -56,6 +58,7 @@ export type ShadowMode = (typeof SHADOWS)[number];
 export type BlurMode = (typeof BLUR_MODES)[number];
 export type KeepAlpha = (typeof KEEP_ALPHA)[number];
 export type Scaling = (typeof SCALINGS)[number];
+export type Animation = (typeof ANIMATIONS)[number];
 
 /**
  * Refuses a precision the model call cannot give. int8 is the local model's alone: an upstream
@@ -151,6 +154,14 @@ export interface ImageOptions {
   dpi?: number;
   /** Keep the input's EXIF (orientation reset) and XMP, and tag the output sRGB; absent: stripped. */
   keepMetadata?: boolean;
+  /** An animated input: every frame cut out (absent: `keep`), or its first frame only (`first`). */
+  animation?: Animation;
+  /**
+   * Set by a door when the caller named no format (the door's default applies): an animation is
+   * then written as animated WebP, the one format with both animation and soft alpha that every
+   * browser shows, rather than the still default.
+   */
+  formatByDefault?: true;
 }
 
 
@@ -210,7 +221,7 @@ export function forTestKey(options: ImageOptions, test: boolean): ImageOptions {
   return test ? { ...options, size: 'preview' } : options;
 }
 
-export const CONTENT_TYPES: Readonly<Record<Format, string>> = Object.freeze({ png: 'image/png', webp: 'image/webp', jpg: 'image/jpeg' });
+export const CONTENT_TYPES: Readonly<Record<Format, string>> = Object.freeze({ png: 'image/png', webp: 'image/webp', jpg: 'image/jpeg', gif: 'image/gif' });
 
 /** An OpenAPI schema fragment. */
 type Schema = Record<string, unknown>;
@@ -564,6 +575,12 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     library: {}, parse: booleanOf, defaults: {}, changesOutput: true,
     openapi: { name: 'KeepMetadata', schema: { type: 'boolean', default: false, description: 'Keep the input\'s EXIF (its orientation set to 1: the pixels are upright) and XMP in the output (EXIF in PNG and JPEG, XMP in each format), tagged with an sRGB profile, which is what its pixels are. Absent: metadata is stripped.' } },
   }),
+  row({
+    key: 'animation', api: 'animation', flag: '--animation <mode>', help: 'an animated GIF, WebP or PNG: keep (default: every frame cut out, animated WebP unless --format gif or png) or first (its first frame, a still)',
+    completion: { summary: 'animated input: every frame or the first', values: ANIMATIONS },
+    library: {}, parse: enumOf(ANIMATIONS), defaults: {}, changesOutput: true,
+    openapi: { name: 'Animation', schema: { type: 'string', enum: [...ANIMATIONS], default: 'keep', description: 'An animated GIF, WebP or PNG (APNG): `keep` cuts out every frame, with the same count and timing, as animated WebP unless `format` is `gif` (1-bit alpha) or `png` (APNG); `first` cuts out the first frame only, as a still. Mattes of successive frames are smoothed where the picture did not change. Priced per frame (docs/http-api.md, "Animations"); `/remove` answers animations up to a size and says when to use a job.' } },
+  }),
 ]);
 
 /** A number from `min` to `max` (a JSON number or its text); `integer`: a whole number. */
@@ -643,6 +660,7 @@ export function parseImageOptions(raw: Readonly<Record<string, unknown>>, source
     if (r.api === null || raw[r.api] === undefined) continue;
     out[r.key] = r.parse(raw[r.api], r.api, source);
   }
+  if (raw.format === undefined) out.formatByDefault = true;
   return checkImageOptions(out as unknown as ImageOptions, source);
 }
 

@@ -43,6 +43,8 @@ export interface ResultFields {
   confidence: number;
   /** Milliseconds the removal itself took (decode, model, matte, encode), as v1's `processing_ms`. */
   processingMs: number;
+  /** Frames in the result: an animation cut out whole has its input's count; a still picture 1. */
+  frames: number;
 }
 
 /** A header that carries a field: its name (with the row's text), or a name and a text of its own. */
@@ -148,6 +150,11 @@ export const RESULT_FIELDS: ResultFieldTable = tableOf({
     key: 'processingMs', of: (r) => Math.round(r.ms), json: 'processing_ms', manifest: 'processing_ms', text: String,
     headers: {},
     openapi: { name: 'ProcessingMs', schema: { type: 'integer', minimum: 0, examples: [412], description: 'Milliseconds the removal itself took: decode, model, matte and encode (not the upload, the wait for a worker, or storing the result).' } },
+  }),
+  frames: row({
+    key: 'frames', of: (r) => r.frames, json: 'frames', manifest: 'frames', text: String,
+    headers: { v1: ['X-Cutout-Frames'] },
+    openapi: { name: 'Frames', schema: { type: 'integer', minimum: 1, examples: [1, 12], description: 'Frames in the result: an animated GIF, WebP or PNG cut out whole (`animation=keep`, the default) has its input\'s frame count and timing; a still picture, or `animation=first`, 1. An animation\'s `confidence` is its lowest frame\'s.' } },
   }),
 });
 

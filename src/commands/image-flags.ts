@@ -42,6 +42,7 @@ export function imageOptionsFromFlags(
     const value = r.cliConfig ? base[r.cliConfig] : flags[r.key];
     if (value !== undefined) out[r.key] = r.parse(value, paramOf(r), 'cli');
   }
+  if (flags.format === undefined && base.format === undefined) out.formatByDefault = true;
   // Combinations (a canvas with remove.bg's crop, ...) are usage errors before any photo is read.
   return checkImageOptions(out as unknown as ImageOptions, 'cli');
 }

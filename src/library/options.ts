@@ -12,7 +12,7 @@ import type { PreparationEvent } from '../toolchain/weights.js';
 // The public types are spelled out here, so that the package's declarations stand on their own;
 // the assertions below keep them equal to the internal ones they mirror.
 /** `png`, `webp`, `jpg`, or `raw` (8-bit pixels). */
-export type OutputFormat = 'png' | 'webp' | 'jpg' | 'raw';
+export type OutputFormat = 'png' | 'webp' | 'jpg' | 'gif' | 'raw';
 /** `preview`, `full` or `auto`. */
 export type Size = 'preview' | 'full' | 'auto';
 /** `fast`, `balanced`, `best` or `max`. */
@@ -31,8 +31,9 @@ void MIRRORED;
 /** Options of one call; all optional, with the CLI's defaults. */
 export interface RemoveOptions {
   /**
-   * `png` (default), `webp`, `jpg`, `raw`: 8-bit RGBA pixels (1 channel with `mask`), for a sharp
-   * chain; `auto`: PNG when the result has transparency, else JPEG; `zip`: remove.bg's archive of
+   * `png` (default), `webp`, `jpg`, `gif` (1-bit alpha), `raw`: 8-bit RGBA pixels (1 channel with
+   * `mask`), for a sharp chain; an animated input is written as animated WebP when no format is
+   * given, and `webp`, `gif` and `png` (APNG) keep its animation; `auto`: PNG when the result has transparency, else JPEG; `zip`: remove.bg's archive of
    * `color.jpg` and `alpha.png`.
    */
   format?: OutputFormat | 'auto' | 'zip';
@@ -107,6 +108,8 @@ export interface RemoveOptions {
   dpi?: number;
   /** Keep the input's EXIF (orientation reset to upright) and XMP, the output tagged sRGB (default: stripped). */
   keepMetadata?: boolean;
+  /** An animated GIF, WebP or PNG: `keep` (default) cuts out every frame, `first` the first frame only. */
+  animation?: 'keep' | 'first';
   /** Aborts the call: it rejects with an AbortError; a model run in flight finishes and its result is dropped. */
   signal?: AbortSignal;
 }
@@ -158,6 +161,7 @@ export function removeRequest(options: RemoveOptions = {}): RemoveRequest {
     // null: the value means what absent means (`snapCropped: true`, `bgBlur: false`).
     if (parsed !== null) out[r.key] = parsed;
   }
+  if (o.format === undefined) out.formatByDefault = true;
   return checkImageOptions(out as unknown as RemoveRequest, 'library');
 }
 

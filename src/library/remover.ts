@@ -13,11 +13,13 @@ import { resultFieldsOf, type ResultFields } from '../result-fields.js';
 import { readImageInput, type ImageInput } from './input.js';
 import { checkRemoverOptions, removeRequest, type OutputFormat, type RemoveOptions, type RemoverOptions } from './options.js';
 
-/** An input as read from its bytes: its format and its size after EXIF orientation. */
+/** An input as read from its bytes: its format, its size after EXIF orientation, and its frames. */
 export interface ImageProbe {
-  format: 'jpeg' | 'png' | 'webp' | 'gif' | 'bmp' | 'tiff' | 'raw';
+  format: 'jpeg' | 'png' | 'webp' | 'gif' | 'bmp' | 'tiff' | 'avif' | 'heic' | 'raw';
   width: number;
   height: number;
+  /** Frames of an animated GIF, WebP or PNG; 1 for a still picture. */
+  frames: number;
 }
 
 /**

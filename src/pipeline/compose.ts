@@ -77,6 +77,8 @@ async function encode(img: Sharp, format: OutputFormat, dpi?: number, metadata?:
     if (metadata.xmp) img = img.withXmp(metadata.xmp);
   }
   if (format === 'webp') return img.webp(ENCODE.webp).toBuffer();
+  // GIF keeps 1-bit alpha: a pixel is transparent or not (cgif's threshold, half way).
+  if (format === 'gif') return img.gif().toBuffer();
   const data = format === 'png' ? await img.png(ENCODE.png).toBuffer() : await img.jpeg(ENCODE.jpg).toBuffer();
   if (!metadata?.exif) return data;
   return format === 'png' ? pngWithExif(data, metadata.exif) : jpegWithExif(data, metadata.exif);

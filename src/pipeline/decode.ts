@@ -1,7 +1,10 @@
 /**
  * Bytes to pixels, safely: a whitelist of formats by magic bytes, the 25 MB / 50 MP limits checked
  * from the header before any pixel is decoded, EXIF orientation, and the preview/full/auto size.
- * sharp cannot read BMP, so BMP is decoded by bmp-ts into raw pixels first.
+ * sharp cannot read BMP, so BMP is decoded by bmp-ts into raw pixels first; nor HEVC (its build
+ * carries libheif with AV1 only), so HEIC is decoded by heic-decode (libheif in WebAssembly).
+ * The colours of every input arrive as sRGB: sharp applies an embedded ICC profile (CMYK, Display
+ * P3, Adobe RGB) on the way to 8-bit RGB, and widens greyscale (docs/cli.md, "Inputs").
  */
 import type sharpModule from 'sharp';
 import type { Metadata, Sharp, SharpOptions } from 'sharp';
@@ -16,7 +19,25 @@ const sharp: typeof sharpModule = requireCjs('sharp');
 // Long-running servers must not keep decoded images in sharp's operation cache.
 sharp.cache(false);
 
-/** The format by magic bytes, or null when it is not one we accept (SVG, AVIF, HEIC, PDF, text...). */
+/** Brands of an ISO-BMFF `ftyp` box that mean AVIF, and those that mean HEIC/HEIF. */
+const AVIF_BRANDS = new Set(['avif', 'avis']);
+const HEIF_BRANDS = new Set(['heic', 'heix', 'heim', 'heis', 'hevc', 'hevx', 'mif1', 'msf1']);
+
+/**
+ * AVIF or HEIC from an ISO-BMFF file's `ftyp` box (its major and compatible brands), or null.
+ * AVIF wins when both are named (an AVIF lists `mif1` too); a `mif1` file whose coding is AV1 is
+ * told by sharp's header read, which names the compression (openImage).
+ */
+function sniffHeif(b: Uint8Array): 'avif' | 'heic' | null {
+  if (b.length < 16 || b[4] !== 0x66 || b[5] !== 0x74 || b[6] !== 0x79 || b[7] !== 0x70) return null;
+  const size = Math.min(b.length, ((b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]) >>> 0);
+  const brands: string[] = [];
+  for (let at = 8; at + 4 <= size; at += at === 8 ? 8 : 4) brands.push(String.fromCharCode(b[at], b[at + 1], b[at + 2], b[at + 3]));
+  if (brands.some((brand) => AVIF_BRANDS.has(brand))) return 'avif';
+  return brands.some((brand) => HEIF_BRANDS.has(brand)) ? 'heic' : null;
+}
+
+/** The format by magic bytes, or null when it is not one we accept (SVG, PDF, JPEG XL, text...). */
 export function sniffFormat(b: Uint8Array): InputFormat | null {
   if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'jpeg';
   if (b.length >= 8 && b[0] === 0x89 && b[1] === 0x50 && b[2] === 0x4e && b[3] === 0x47 && b[4] === 0x0d && b[5] === 0x0a && b[6] === 0x1a && b[7] === 0x0a) return 'png';
@@ -24,7 +45,20 @@ export function sniffFormat(b: Uint8Array): InputFormat | null {
   if (b.length >= 12 && b[0] === 0x52 && b[1] === 0x49 && b[2] === 0x46 && b[3] === 0x46 && b[8] === 0x57 && b[9] === 0x45 && b[10] === 0x42 && b[11] === 0x50) return 'webp';
   if (b.length >= 26 && b[0] === 0x42 && b[1] === 0x4d) return 'bmp';
   if (b.length >= 4 && ((b[0] === 0x49 && b[1] === 0x49 && b[2] === 0x2a && b[3] === 0x00) || (b[0] === 0x4d && b[1] === 0x4d && b[2] === 0x00 && b[3] === 0x2a))) return 'tiff';
-  return null;
+  return sniffHeif(b);
+}
+
+/** The frame count of an APNG (its `acTL` chunk, which must come before the first IDAT), or 1. */
+export function apngFrames(b: Uint8Array): number {
+  const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  for (let at = 8; at + 12 <= b.length;) {
+    const length = view.getUint32(at);
+    const type = String.fromCharCode(b[at + 4], b[at + 5], b[at + 6], b[at + 7]);
+    if (type === 'IDAT' || type === 'IEND') return 1;
+    if (type === 'acTL' && at + 12 <= b.length) return Math.max(1, view.getUint32(at + 8));
+    at += 12 + length;
+  }
+  return 1;
 }
 
 /** Width and height from a BMP header (BITMAPCOREHEADER or BITMAPINFOHEADER and later). */
@@ -98,6 +132,8 @@ export function decodeError(err: unknown, format: InputFormat | null, bytes?: Ui
 
 export interface SourceImage {
   format: InputFormat;
+  /** Frames of an animation (GIF, WebP, APNG), from its header; 1 for a still. */
+  frames: number;
   /** The bytes as given (for error diagnosis). */
   original: Buffer;
   /** What to hand to sharp: the original bytes, or raw RGBA for BMP. */
@@ -127,7 +163,8 @@ export function openRawPixels(raw: RawPixels): SourceImage {
     original: bytes,
     sharpInput: bytes,
     sharpOptions: { raw: { width, height, channels } },
-    probe: { format: 'raw', width, height },
+    probe: { format: 'raw', width, height, frames: 1 },
+    frames: 1,
     hasAlpha: channels === 4,
   };
 }
@@ -139,37 +176,8 @@ export async function openImage(bytes: Buffer): Promise<SourceImage> {
   if (bytes.length === 0) throw new CutoutError('unsupported_format', 'Empty file');
   if (bytes.length > LIMITS.maxInputBytes) throw tooLarge(inputTooLargeMessage(bytes.length));
   const format = sniffFormat(bytes);
-  if (!format) throw new CutoutError('unsupported_format', 'Not a JPEG, PNG, WebP, GIF, BMP or TIFF image', { reason: 'not_an_image' });
-  if (format === 'bmp') {
-    const { width, height } = readBmpSize(bytes);
-    if (!width || !height) throw new CutoutError('unsupported_format', 'Corrupt BMP header');
-    checkArea(width, height);
-    const bmp = await import('bmp-ts');
-    let decoded: { data: Buffer | Uint8Array; width: number; height: number };
-    try {
-      decoded = bmp.decode(bytes, { toRGBA: true });
-    } catch (err) {
-      throw new CutoutError('unsupported_format', 'Corrupt or undecodable BMP file', { cause: err });
-    }
-    const pixels = decoded.width * decoded.height;
-    if (decoded.data.length < pixels * 4) throw new CutoutError('unsupported_format', 'Truncated BMP file');
-    // bmp-ts leaves alpha at 0 for 24-bit files, and sharp would premultiply by it when resizing:
-    // keep RGB only (alpha in BMP is too rare to trust).
-    const rgb = Buffer.allocUnsafe(pixels * 3);
-    for (let i = 0, j = 0; i < pixels; i++, j += 3) {
-      rgb[j] = decoded.data[i * 4];
-      rgb[j + 1] = decoded.data[i * 4 + 1];
-      rgb[j + 2] = decoded.data[i * 4 + 2];
-    }
-    return {
-      format,
-      original: bytes,
-      sharpInput: rgb,
-      sharpOptions: { raw: { width: decoded.width, height: decoded.height, channels: 3 } },
-      probe: { format, width: decoded.width, height: decoded.height },
-      hasAlpha: false,
-    };
-  }
+  if (!format) throw new CutoutError('unsupported_format', 'Not a JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF or HEIC image', { reason: 'not_an_image' });
+  if (format === 'bmp') return openBmp(bytes);
   let meta: Metadata;
   try {
     // Header only: our own check below gives the size in its message.
@@ -179,15 +187,86 @@ export async function openImage(bytes: Buffer): Promise<SourceImage> {
   }
   if (!meta.width || !meta.height) throw new CutoutError('unsupported_format', `Corrupt ${format.toUpperCase()} header`);
   checkArea(meta.width, meta.height);
+  // A HEIF file's coding decides who decodes it: sharp for AV1, heic-decode for HEVC.
+  const heif = meta.format === 'heif' ? (meta.compression === 'av1' ? 'avif' : 'heic') : null;
+  if (heif === 'heic') return openHeic(bytes);
+  const found = heif ?? format;
+  const frames = found === 'png' ? apngFrames(bytes) : found === 'gif' || found === 'webp' ? Math.max(1, meta.pages ?? 1) : 1;
   // EXIF orientations 5-8 swap width and height.
   const swap = (meta.orientation ?? 1) >= 5;
   return {
-    format,
+    format: found,
+    frames,
     original: bytes,
-    sharpInput: format === 'jpeg' ? withJpegEnd(bytes) : bytes,
+    sharpInput: found === 'jpeg' ? withJpegEnd(bytes) : bytes,
     sharpOptions: SHARP_OPTIONS,
-    probe: { format, width: swap ? meta.height : meta.width, height: swap ? meta.width : meta.height },
+    probe: { format: found, width: swap ? meta.height : meta.width, height: swap ? meta.width : meta.height, frames },
     hasAlpha: Boolean(meta.hasAlpha),
+  };
+}
+
+/**
+ * HEIC/HEIF (HEVC-coded: every iPhone's photos since 2017) through heic-decode, loaded on the
+ * first one. libheif applies the file's rotation and mirror (irot, imir) as it decodes, so the
+ * pixels are upright; a grid of tiles (how phones store them) is assembled whole. The header's
+ * area was checked first, so no pixel of an oversized file is decoded.
+ */
+async function openHeic(bytes: Buffer): Promise<SourceImage> {
+  const { default: decodeHeic } = await import('heic-decode');
+  let decoded: { width: number; height: number; data: Uint8ClampedArray };
+  try {
+    decoded = await decodeHeic({ buffer: bytes });
+  } catch (err) {
+    throw new CutoutError('unsupported_format', 'Corrupt or undecodable HEIC file', { cause: err });
+  }
+  const { width, height } = decoded;
+  checkArea(width, height);
+  if (decoded.data.length < width * height * 4) throw new CutoutError('unsupported_format', 'Truncated HEIC file');
+  let translucent = false;
+  for (let i = 3; i < decoded.data.length && !translucent; i += 4) translucent = decoded.data[i] !== 255;
+  const rgba = Buffer.from(decoded.data.buffer, decoded.data.byteOffset, width * height * 4);
+  return {
+    format: 'heic',
+    frames: 1,
+    original: bytes,
+    sharpInput: rgba,
+    sharpOptions: { raw: { width, height, channels: 4 } },
+    probe: { format: 'heic', width, height, frames: 1 },
+    // heic-decode always gives RGBA: an opaque alpha is no alpha.
+    hasAlpha: translucent,
+  };
+}
+
+/** BMP, which sharp cannot read, through bmp-ts into raw RGB. */
+async function openBmp(bytes: Buffer): Promise<SourceImage> {
+  const { width, height } = readBmpSize(bytes);
+  if (!width || !height) throw new CutoutError('unsupported_format', 'Corrupt BMP header');
+  checkArea(width, height);
+  const bmp = await import('bmp-ts');
+  let decoded: { data: Buffer | Uint8Array; width: number; height: number };
+  try {
+    decoded = bmp.decode(bytes, { toRGBA: true });
+  } catch (err) {
+    throw new CutoutError('unsupported_format', 'Corrupt or undecodable BMP file', { cause: err });
+  }
+  const pixels = decoded.width * decoded.height;
+  if (decoded.data.length < pixels * 4) throw new CutoutError('unsupported_format', 'Truncated BMP file');
+  // bmp-ts leaves alpha at 0 for 24-bit files, and sharp would premultiply by it when resizing:
+  // keep RGB only (alpha in BMP is too rare to trust).
+  const rgb = Buffer.allocUnsafe(pixels * 3);
+  for (let i = 0, j = 0; i < pixels; i++, j += 3) {
+    rgb[j] = decoded.data[i * 4];
+    rgb[j + 1] = decoded.data[i * 4 + 1];
+    rgb[j + 2] = decoded.data[i * 4 + 2];
+  }
+  return {
+    format: 'bmp',
+    original: bytes,
+    sharpInput: rgb,
+    sharpOptions: { raw: { width: decoded.width, height: decoded.height, channels: 3 } },
+    probe: { format: 'bmp', width: decoded.width, height: decoded.height, frames: 1 },
+    frames: 1,
+    hasAlpha: false,
   };
 }
 

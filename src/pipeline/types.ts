@@ -22,7 +22,7 @@ export interface Pipeline {
 }
 
 /** An image's format, found from its bytes; `raw`: pixels a library caller passed as they are. */
-export type InputFormat = 'jpeg' | 'png' | 'webp' | 'gif' | 'bmp' | 'tiff' | 'raw';
+export type InputFormat = 'jpeg' | 'png' | 'webp' | 'gif' | 'bmp' | 'tiff' | 'avif' | 'heic' | 'raw';
 
 /** Decoded pixels: 8-bit, interleaved, `channels` per pixel, row after row. */
 export interface RawPixels {
@@ -42,6 +42,8 @@ export interface RemoveRequest extends Omit<ImageOptions, 'format'> {
   edgeParams?: Partial<import('./edges.js').EdgeParams>;
   /** Refuse `size=full` (after `auto` is resolved) above this many pixels: the sync route's 4 MP rule. */
   maxFullPixels?: number;
+  /** Refuse an animation above this many frames x pixels (the sync route's bound: larger ones are jobs). */
+  maxAnimationPixels?: number;
   /**
    * The output's largest area in pixels, aspect kept, never enlarged: remove.bg's sizes (preview
    * 0.25 MP, medium 1.5 MP, hd 4 MP, full 25 MP). A preview with it is sized by this area alone,
@@ -65,6 +67,8 @@ export interface ImageProbe {
   /** Size after EXIF orientation. */
   width: number;
   height: number;
+  /** Frames of an animated GIF, WebP or PNG (APNG); 1 for a still picture. */
+  frames: number;
 }
 
 export interface StageTimings {
@@ -91,8 +95,10 @@ export interface RemoveResult {
   /** The subject's box in the result, in its pixels (remove.bg's `foreground_*`); the whole result when none. */
   foreground: { left: number; top: number; width: number; height: number };
   input: ImageProbe;
-  /** 0..1, 1: sure; ranks cutouts by how likely they are to be wrong (confidence.ts). */
+  /** 0..1, 1: sure; ranks cutouts by how likely they are to be wrong (confidence.ts). An animation's is its lowest frame's. */
   confidence: number;
+  /** Frames in the result: an animation cut out whole (`animation: keep`) has its input's count; else 1. */
+  frames: number;
   ms: number;
   timings: StageTimings;
 }

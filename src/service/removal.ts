@@ -13,6 +13,7 @@ import { assertFunded, chargeFor, needsPixelsToPrice, upfrontPrice, type Payer }
 import type { Pipeline, RemoveRequest, RemoveResult } from '../pipeline/types.js';
 import type { Channel, RecordRunOptions, RunCharge, RunRecord } from '../store/db.js';
 import type { Queryable } from '../store/db.js';
+import { epochNow, inSpan, NO_TRACING, stageSpans, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 
 /** The parts of the store the service writes and reads. */
 export interface RecordingStore {
@@ -79,7 +80,41 @@ export class RemovalService {
     store: RecordingStore;
     /** Told each committed charge (the server's credits counter); never for a run that failed. */
     onCharged?: (channel: Channel, charged: RunCharge) => void;
-  }) {}
+    /** The server's traces (absent: none, as for the CLI). */
+    tracing?: Tracing;
+    /** The model call traces itself (an upstream's client span, which the model server joins): no inference span from the timings. */
+    inferenceTracedByCaller?: boolean;
+  }) {
+    this.tracing = deps.tracing ?? NO_TRACING;
+  }
+
+  private readonly tracing: Tracing;
+
+  /**
+   * The pipeline's run, traced: the wait for a slot of the door's (`slot`), then the run in a span
+   * of its own, active while it runs (an upstream's client span is its child), with its stages'
+   * spans made from the timings it returns.
+   */
+  private async runPipeline(removal: Removal, request: RemoveRequest, parent: TraceSpan | undefined, run: () => Promise<RemoveResult>): Promise<RemoveResult> {
+    const { tracing } = this;
+    const traced = () => inSpan(tracing, 'cutout.pipeline', { parent, attributes: { 'cutout.quality': request.quality ?? 'best', 'cutout.size': request.size } }, async (span) => {
+      const startMs = epochNow();
+      const result = await run();
+      span.setAttributes({ 'cutout.size.resolved': result.resolvedSize, 'cutout.format': result.format, 'cutout.width': result.width, 'cutout.height': result.height });
+      stageSpans(tracing, span, startMs, result.timings, { inference: !this.deps.inferenceTracedByCaller });
+      return result;
+    });
+    if (!removal.slot) return traced();
+    const wait = tracing.start('cutout.wait_for_worker', { parent });
+    try {
+      return await removal.slot(() => {
+        wait.end();
+        return traced();
+      });
+    } finally {
+      wait.end(); // refused or aborted while waiting
+    }
+  }
 
   /** Runs one removal to its recorded end; throws a CutoutError (nothing charged) otherwise. */
   async removeAndRecord(removal: Removal): Promise<Removed> {
@@ -97,16 +132,17 @@ export class RemovalService {
       ? { ...removal.request, ...intake.request, ...(intake.background ? { bgImageData: intake.background } : {}) }
       : removal.request;
     if (checkFunds && needsPixelsToPrice(payer, request.size)) {
-      // `auto` is full up to 4 MP: read the header to know whether it will cost a credit.
+      // `auto` is full up to 4 MP, and an animation costs by its frames: the header says which.
       const probe = await pipeline.probeImage(bytes);
-      await assertFunded(payer, upfrontPrice(request.size, probe.width * probe.height), balanceOf);
+      const frames = request.animation === 'first' ? 1 : probe.frames;
+      await assertFunded(payer, upfrontPrice(request.size, probe.width * probe.height, frames), balanceOf);
     }
-    const run = () => pipeline.removeBackground(bytes, request, { signal, afterModel: removal.afterModel });
-    const result = await (removal.slot ? removal.slot(run) : run());
+    const parent = this.tracing.active() ?? undefined; // the request's span, or the job's
+    const result = await this.runPipeline(removal, request, parent, () => pipeline.removeBackground(bytes, request, { signal, afterModel: removal.afterModel }));
     if (signal?.aborted) throw signal.reason;
     const record: RunRecord = {
       id: removal.id, accountId: payer.accountId, keyId: payer.keyId, channel: removal.channel, input: removal.description,
-      size: result.resolvedSize, credits: chargeFor(payer, result.resolvedSize), ms: result.ms,
+      size: result.resolvedSize, credits: chargeFor(payer, result.resolvedSize, result.frames), ms: result.ms,
       result: removal.storeResult
         ? { data: result.data, ext: result.format, name: removal.storeResult.name, contentType: result.contentType, width: result.width, height: result.height, fields: resultFieldsOf(result) }
         : undefined,
@@ -114,7 +150,12 @@ export class RemovalService {
     const commit = async () => {
       if (removal.beforeRecord) await removal.beforeRecord(result);
       const within = removal.within;
-      const charged = await store.ledger.recordRun(record, within ? { within: (tx, outcome) => within(tx, outcome, result) } : {});
+      // The results store: the bytes written, then the charge, the run and the result's row in one transaction.
+      const charged = await inSpan(this.tracing, 'cutout.store', { parent, attributes: { 'cutout.channel': removal.channel, 'cutout.result.stored': Boolean(record.result) } }, async (span) => {
+        const outcome = await store.ledger.recordRun(record, within ? { within: (tx, c) => within(tx, c, result) } : {});
+        span.setAttributes({ 'cutout.credits_charged': outcome.creditsCharged });
+        return outcome;
+      });
       this.deps.onCharged?.(removal.channel, charged);
       return { result, charged };
     };

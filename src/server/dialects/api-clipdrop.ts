@@ -117,7 +117,8 @@ async function handleRemove(ctx: ClipdropContext, req: IncomingMessage, res: Ser
   const { result, charged } = await runSyncRemoval(ctx, res, {
     id: crypto.randomUUID(),
     caller,
-    request: { size: 'full', format, bgColor: null, crop: false, quality: ctx.config.quality },
+    // The hosted APIs answer stills: an animation's first frame, as before issue 55 (docs/http-api.md, "Animations").
+    request: { size: 'full', format, bgColor: null, crop: false, quality: ctx.config.quality, animation: 'first' },
     deadlineMs: dialectDeadlineMs(ctx.config),
     input,
     description: 'clipdrop upload',

@@ -77,6 +77,8 @@ export function parsePhotoroomParams(fields: Record<string, string[]>): RemoveRe
     mask: channels === 'alpha',
     bgColor: bg === undefined || channels === 'alpha' ? null : parseColor(bg, 'api'),
     crop,
+    // The hosted APIs answer stills: an animation's first frame, as before issue 55 (docs/http-api.md, "Animations").
+    animation: 'first',
   };
 }
 

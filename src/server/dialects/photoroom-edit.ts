@@ -89,7 +89,8 @@ function translate(params: Map<string, string>): [v1: string, value: string, sen
 
 /** The request: every translated value parsed by its option row, under the name the client sent. */
 export function parseEditParams(params: Map<string, string>): RemoveRequest {
-  const options: Record<string, unknown> = { ...API_DEFAULTS, size: 'full' };
+  // The hosted APIs answer stills: an animation's first frame, as before issue 55 (docs/http-api.md, "Animations").
+  const options: Record<string, unknown> = { ...API_DEFAULTS, size: 'full', animation: 'first' };
   for (const [v1, value, sent] of translate(params)) {
     const row = OPTION_TABLE.find((r) => r.api === v1)!;
     options[row.key] = row.parse(value, sent, 'api');

@@ -63,5 +63,6 @@ export function rembgRequest(get: (name: string) => { value: string | undefined;
   const onlyMask = bool(get('om').where, 'om', get('om').value) ?? false;
   const postProcess = bool(get('ppm').where, 'ppm', get('ppm').value) ?? false;
   const bgColor = onlyMask ? null : backgroundColor(get('bgc').value);
-  return { size: 'full', format: 'png', bgColor, crop: false, mask: onlyMask, alpha: postProcess ? 'hard' : 'soft' };
+  // The hosted APIs answer stills: an animation's first frame, as before issue 55 (docs/http-api.md, "Animations").
+  return { size: 'full', format: 'png', bgColor, crop: false, mask: onlyMask, alpha: postProcess ? 'hard' : 'soft', animation: 'first' };
 }

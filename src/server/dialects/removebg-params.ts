@@ -118,6 +118,8 @@ export function parseRemoveBgParams(params: Params, files: { image?: Buffer; bac
   if (given('shadow_method')) parseEnum('shadow_method', ['latest', 'legacy'] as const, params.shadow_method, 'api');
   const crop = given('crop') ? parseBoolean('crop', params.crop, 'api') : false;
   const request: RemoveRequest = {
+    // The hosted APIs answer stills: an animation's first frame, as before issue 55 (docs/http-api.md, "Animations").
+    animation: 'first',
     size: size.size,
     maxArea: size.maxArea,
     format,

@@ -51,7 +51,7 @@ function removeOnce(
   const id = crypto.randomUUID();
   let outcome!: RemoveOutcome;
   const fetching = { allowPrivateNetwork: config.allowPrivateNetwork, timeoutMs: Math.min(LIMITS.fetchTimeoutMs, config.syncTimeoutMs) };
-  const request: RemoveRequest = { ...options, maxFullPixels: LIMITS.maxSyncFullPixels };
+  const request: RemoveRequest = { ...options, maxFullPixels: LIMITS.maxSyncFullPixels, maxAnimationPixels: LIMITS.maxSyncAnimationPixels };
   return runSyncRemoval(ctx, res, {
     id,
     caller,
