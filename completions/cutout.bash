@@ -13,14 +13,14 @@ _cutout_compgen_files() {
 
 # >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
 # The image flags, and those of them that take a value (the word after them is neither a command nor an input)
-_cutout_image_opts='--size --format --bg-color --crop --quality --precision --mask --alpha --no-refine --no-decontaminate --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --scaling --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi --keep-metadata'
-_cutout_image_value_opts=' --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --scaling --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi '
+_cutout_image_opts='--size --format --bg-color --crop --quality --precision --mask --alpha --no-refine --no-decontaminate --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --scaling --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi --keep-metadata --animation'
+_cutout_image_value_opts=' --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --scaling --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi --animation '
 
 # Completes the value of the image flag $1 (uses $cur); returns 1 when $1 is not an image flag that takes a value
 _cutout_image_value() {
     case $1 in
         --size) COMPREPLY=($(compgen -W 'preview full auto' -- "$cur")) ;;
-        --format) COMPREPLY=($(compgen -W 'png webp jpg auto zip' -- "$cur")) ;;
+        --format) COMPREPLY=($(compgen -W 'png webp jpg gif auto zip' -- "$cur")) ;;
         --bg-color) COMPREPLY=($(compgen -W 'transparent' -- "$cur")) ;;
         --quality) COMPREPLY=($(compgen -W 'fast balanced best max' -- "$cur")) ;;
         --precision) COMPREPLY=($(compgen -W 'auto fp32 int8' -- "$cur")) ;;
@@ -51,6 +51,7 @@ _cutout_image_value() {
         --bg-blur) COMPREPLY=($(compgen -W 'true 0.01 0.03' -- "$cur")) ;;
         --bg-blur-mode) COMPREPLY=($(compgen -W 'gaussian bokeh' -- "$cur")) ;;
         --dpi) COMPREPLY=($(compgen -W '72 300' -- "$cur")) ;;
+        --animation) COMPREPLY=($(compgen -W 'keep first' -- "$cur")) ;;
         *) return 1 ;;
     esac
 }
@@ -63,25 +64,25 @@ _cutout_opts_models_list='--data --config --json'
 _cutout_opts_models_verify='--data --config --json'
 _cutout_opts_models_pull='--data --config --no-variants'
 _cutout_opts_models_export='--data --config --triton --no-variants'
-_cutout_opts_serve='--data --config --model --inference-workers --inference-threads --precision --preload --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-photoroom --no-clipdrop --no-metrics --metrics-port --metrics-host --log-level --store --results --results-path-style --results-redirect --lease-ms --upstream --upstream-model --upstream-token --no-exit-with-parent'
+_cutout_opts_serve='--data --config --model --inference-workers --inference-threads --precision --preload --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl --callback-backoff --allow-private-network --no-playground --no-removebg --no-photoroom --no-clipdrop --no-metrics --metrics-port --metrics-host --log-level --admin-token --store --results --results-path-style --results-redirect --lease-ms --upstream --upstream-model --upstream-token --no-exit-with-parent'
 _cutout_opts_model_server='--data --config --model --inference-workers --inference-threads --precision --host --port --token'
-_cutout_opts_keys_create='--name --test --account --json --data --config --store'
+_cutout_opts_keys_create='--name --test --account --expires-at --rate-limit --label --json --data --config --store'
 _cutout_opts_keys_list='--json --data --config --store'
 _cutout_opts_keys_revoke='--data --config --store'
-_cutout_opts_credits_add='--json --data --config --store'
+_cutout_opts_credits_add='--reason --json --data --config --store'
 _cutout_opts_account='--key --json --data --config --store'
 _cutout_opts_usage='--key --json --data --config --store'
 _cutout_opts_openapi='--data --config'
 _cutout_opts_health='--url --data --config'
 _cutout_opts_completion='--data --config'
 # The flags that take a value (the word after them is neither a command nor an input)
-_cutout_value_opts=' -o --out -c --concurrency --model --review-below --key --inference-workers --inference-threads --data --config --store --manifest --exclude --triton --precision --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --results --lease-ms --upstream --upstream-model --upstream-token --token --name --account --url '
+_cutout_value_opts=' -o --out -c --concurrency --model --review-below --key --inference-workers --inference-threads --data --config --store --manifest --exclude --triton --precision --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --admin-token --results --lease-ms --upstream --upstream-model --upstream-token --token --name --account --expires-at --label --reason --url '
 
 # Completes the value of the flag $1 (uses $cur); returns 1 when $1 takes no value
 _cutout_flag_value() {
     case $1 in
         -o | --out | --model | --config | --manifest) _cutout_compgen_files file ;;
-        -c | --concurrency | --review-below | --key | --inference-workers | --inference-threads | --store | --exclude | --port | --base-url | --workers | --queue-limit | --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --metrics-port | --results | --lease-ms | --upstream | --upstream-model | --upstream-token | --token | --name | --account | --url) ;;
+        -c | --concurrency | --review-below | --key | --inference-workers | --inference-threads | --store | --exclude | --port | --base-url | --workers | --queue-limit | --sync-timeout | --rate-limit | --result-ttl | --callback-backoff | --metrics-port | --admin-token | --results | --lease-ms | --upstream | --upstream-model | --upstream-token | --token | --name | --account | --expires-at | --label | --reason | --url) ;;
         --data | --triton) _cutout_compgen_files directory ;;
         --precision) COMPREPLY=($(compgen -W 'auto fp32 int8' -- "$cur")) ;;
         --host | --metrics-host) COMPREPLY=($(compgen -A hostname -- "$cur")) ;;

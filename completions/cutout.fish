@@ -71,9 +71,9 @@ complete -c cutout -n __cutout_no_command -a help -d 'Show help for a command'
 # remove (also without the word `remove`): inputs are files, so file completion stays on
 # >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
 # The image flags that take a value, skipped by __cutout_command
-set -g __cutout_image_value_opts --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --scaling --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi
+set -g __cutout_image_value_opts --size --format --bg-color --quality --precision --alpha --crop-margin --roi --scale --position --bg-image --keep-alpha --canvas --max-width --max-height --padding --margin --align --scaling --snap-cropped --outline-width --outline-color --outline-blur --shadow --shadow-opacity --shadow-softness --shadow-direction --shadow-elevation --shadow-color --bg-blur --bg-blur-mode --dpi --animation
 complete -c cutout -n __cutout_removing -l size -x -a 'preview full auto' -d 'Output size'
-complete -c cutout -n __cutout_removing -l format -x -a 'png webp jpg auto zip' -d 'Output encoding'
+complete -c cutout -n __cutout_removing -l format -x -a 'png webp jpg gif auto zip' -d 'Output encoding'
 complete -c cutout -n __cutout_removing -l bg-color -x -a 'transparent' -d 'Background: transparent, a hex colour or a CSS name'
 complete -c cutout -n __cutout_removing -l crop -d 'Crop to the subject\'s bounding box'
 complete -c cutout -n __cutout_removing -l quality -x -a 'fast balanced best max' -d 'Speed against quality'
@@ -109,11 +109,12 @@ complete -c cutout -n __cutout_removing -l bg-blur -x -a 'true 0.01 0.03' -d 'Bl
 complete -c cutout -n __cutout_removing -l bg-blur-mode -x -a 'gaussian bokeh' -d 'Background blur kind'
 complete -c cutout -n __cutout_removing -l dpi -x -a '72 300' -d 'Pixel density 72-1200'
 complete -c cutout -n __cutout_removing -l keep-metadata -d 'Keep the input\'s EXIF and XMP'
+complete -c cutout -n __cutout_removing -l animation -x -a 'keep first' -d 'Animated input: every frame or the first'
 # <<< image flags
 
 # >>> command flags: written from the settings table and the commands (src/settings.ts, src/commands/) by `npm run completions`; do not edit
 # The flags that take a value, skipped by __cutout_command
-set -g __cutout_value_opts -o --out -c --concurrency --model --review-below --key --inference-workers --inference-threads --data --config --store --manifest --exclude --triton --precision --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --results --lease-ms --upstream --upstream-model --upstream-token --token --name --account --url
+set -g __cutout_value_opts -o --out -c --concurrency --model --review-below --key --inference-workers --inference-threads --data --config --store --manifest --exclude --triton --precision --host --port --base-url --workers --queue-limit --sync-timeout --rate-limit --result-ttl --callback-backoff --metrics-port --metrics-host --log-level --admin-token --results --lease-ms --upstream --upstream-model --upstream-token --token --name --account --expires-at --label --reason --url
 complete -c cutout -n __cutout_removing -s o -l out -r -F -d 'Output directory, or a file when there is one input'
 complete -c cutout -n __cutout_removing -s c -l concurrency -x -d 'Images processed at once'
 complete -c cutout -n __cutout_removing -l model -r -F -d 'A model from `cutout models list`, or an .onnx file with its manifest'
@@ -174,6 +175,7 @@ complete -c cutout -n '__cutout_is serve' -l no-metrics -d 'Do not serve Prometh
 complete -c cutout -n '__cutout_is serve' -l metrics-port -x -d 'Serve /metrics on a listener of its own on this port, not on the API port'
 complete -c cutout -n '__cutout_is serve' -l metrics-host -x -a '(__fish_print_hostnames)' -d 'Bind address of the --metrics-port listener'
 complete -c cutout -n '__cutout_is serve' -l log-level -x -a 'trace debug info warn error fatal silent' -d 'Lowest level of the JSON request log on stdout: trace, debug, info, warn, error, fatal or silent'
+complete -c cutout -n '__cutout_is serve' -l admin-token -x -d 'Turn on the admin API under /api/v1/admin/'
 complete -c cutout -n '__cutout_is serve' -l store -x -d 'Where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet'
 complete -c cutout -n '__cutout_is serve' -l results -x -d 'Keep result images in an S3-compatible object store, s3://BUCKET[/PREFIX], configured by the AWS SDK\'s variables'
 complete -c cutout -n '__cutout_is serve' -l results-path-style -d 'Path-style addressing for the object store of --results'
@@ -195,6 +197,9 @@ complete -c cutout -n '__cutout_is model-server' -l token -x -d 'Require "Author
 complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l name -x -d 'A label for the key'
 complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l test -d 'A cut_test_ key: never charged, results capped to preview size'
 complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l account -x -d 'Add the key to this account instead of opening a new one'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l expires-at -x -d 'Refuse the key from this time on'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l rate-limit -x -d 'The key\'s own requests per minute, in place of the server\'s --rate-limit'
+complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l label -x -d 'A label of the key (repeat for more)'
 complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l json -d 'Print {"id", "key", "account", "credits"}'
 complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
 complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from create' -l config -r -F -d 'Config file'
@@ -206,6 +211,7 @@ complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from list' -
 complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from revoke' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
 complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from revoke' -l config -r -F -d 'Config file'
 complete -c cutout -n '__cutout_is keys; and __fish_seen_subcommand_from revoke' -l store -x -d 'Where state lives: postgres://USER[:PASS]@HOST[:PORT]/DB shared by a fleet'
+complete -c cutout -n '__cutout_is credits; and __fish_seen_subcommand_from add' -l reason -x -d 'Why, kept with the ledger row and in the audit trail'
 complete -c cutout -n '__cutout_is credits; and __fish_seen_subcommand_from add' -l json -d 'Print {"account", "balance"}'
 complete -c cutout -n '__cutout_is credits; and __fish_seen_subcommand_from add' -l data -x -a '(__fish_complete_directories)' -d 'Data directory'
 complete -c cutout -n '__cutout_is credits; and __fish_seen_subcommand_from add' -l config -r -F -d 'Config file'

@@ -12,7 +12,7 @@ _cutout_help_opts=(
 # >>> image flags: written from the options table (src/options.ts) by `npm run completions`; do not edit
 _cutout_image_opts=(
   '--size=[output size]:size:(preview full auto)'
-  '--format=[output encoding]:format:(png webp jpg auto zip)'
+  '--format=[output encoding]:format:(png webp jpg gif auto zip)'
   '--bg-color=[background: transparent, a hex colour or a CSS name]:color:(transparent)'
   '--crop[crop to the subject'"'"'s bounding box]'
   '--quality=[speed against quality]:quality:(fast balanced best max)'
@@ -48,6 +48,7 @@ _cutout_image_opts=(
   '--bg-blur-mode=[background blur kind]:mode:(gaussian bokeh)'
   '--dpi=[pixel density 72-1200]:dpi:(72 300)'
   '--keep-metadata[keep the input'"'"'s EXIF and XMP]'
+  '--animation=[animated input: every frame or the first]:mode:(keep first)'
 )
 # <<< image flags
 
@@ -123,6 +124,7 @@ _cutout_opts_serve=(
   '--metrics-port=[serve /metrics on a listener of its own on this port, not on the API port]:port: '
   '--metrics-host=[bind address of the --metrics-port listener]:host:_hosts'
   '--log-level=[lowest level of the JSON request log on stdout: trace, debug, info, warn, error, fatal or silent]:level:(trace debug info warn error fatal silent)'
+  '--admin-token=[turn on the admin API under /api/v1/admin/]:token: '
   '--store=[where state lives: postgres://USER\[:PASS\]@HOST\[:PORT\]/DB shared by a fleet]:url:_urls'
   '--results=[keep result images in an S3-compatible object store, s3://BUCKET\[/PREFIX\], configured by the AWS SDK'"'"'s variables]:url:_urls'
   '--results-path-style[path-style addressing for the object store of --results]'
@@ -148,6 +150,9 @@ _cutout_opts_keys_create=(
   '--name=[a label for the key]:text: '
   '--test[a cut_test_ key: never charged, results capped to preview size]'
   '--account=[add the key to this account instead of opening a new one]:id: '
+  '--expires-at=[refuse the key from this time on]:time: '
+  '--rate-limit=[the key'"'"'s own requests per minute, in place of the server'"'"'s --rate-limit]:n: '
+  '--label=[a label of the key (repeat for more)]:name=value: '
   '--json[print {"id", "key", "account", "credits"}]'
   '--data=[data directory]:dir:_directories'
   '--config=[config file]:file:_files'
@@ -165,6 +170,7 @@ _cutout_opts_keys_revoke=(
   '--store=[where state lives: postgres://USER\[:PASS\]@HOST\[:PORT\]/DB shared by a fleet]:url:_urls'
 )
 _cutout_opts_credits_add=(
+  '--reason=[why, kept with the ledger row and in the audit trail]:text: '
   '--json[print {"account", "balance"}]'
   '--data=[data directory]:dir:_directories'
   '--config=[config file]:file:_files'
