@@ -20,7 +20,7 @@ const CONTRACT_NAMES: Record<string, string> = {
   modelServerPort: 'CUTOUT_MODEL_SERVER_PORT',
   modelServerToken: 'CUTOUT_MODEL_SERVER_TOKEN',
 };
-const SECRETS = ['CUTOUT_STORE', 'CUTOUT_CALLBACK_SECRET', 'CUTOUT_MARKETPLACE_SECRET', 'CUTOUT_UPSTREAM_TOKEN', 'CUTOUT_MODEL_SERVER_TOKEN'];
+const SECRETS = ['CUTOUT_STORE', 'CUTOUT_CALLBACK_SECRET', 'CUTOUT_MARKETPLACE_SECRET', 'CUTOUT_UPSTREAM_TOKEN', 'CUTOUT_MODEL_SERVER_TOKEN', 'CUTOUT_ADMIN_TOKEN'];
 
 /** An empty environment and no config file found: only what a test sets counts. */
 const isolated = (env: Record<string, string>) => loadConfig({}, { env: { HOME: os.tmpdir(), ...env }, configFile: undefined });
