@@ -37,8 +37,12 @@ export function registerModelServer(program: Command): void {
       const models = modelsToServe(manifest, config.precision, sides, (side) => resolvePrecision(manifest, 'auto', side));
       const model = pipelineModel(pipeline);
       const version = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+      // Traces only when the OTEL_* variables ask for them (the SDK is not loaded otherwise); a
+      // service name of its own, so that a trace tells serve's spans from the model server's.
+      const { startTracing } = await import('../telemetry/tracing.js');
+      const tracing = await startTracing({ name: 'cutout-model-server', version });
       const server = await startModelServer({
-        host: config.modelServerHost, port: config.modelServerPort, manifest, model, version, models, token: config.modelServerToken,
+        host: config.modelServerHost, port: config.modelServerPort, manifest, model, version, models, token: config.modelServerToken, tracing,
       });
       process.stdout.write(`listening on ${server.url}\n`);
       const hugePages = (await import('../launcher/hugepages.js')).hugePagesStatus();
@@ -52,6 +56,7 @@ export function registerModelServer(program: Command): void {
         process.once('SIGTERM', stop);
       });
       await pipeline.close();
+      await tracing.shutdown();
       setTimeout(() => process.exit(), 2000).unref();
     });
 }

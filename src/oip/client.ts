@@ -28,6 +28,7 @@ import {
   BINARY_EXTENSION, HEADER_LENGTH, SERVER_MS_PARAMETER, binarySize, elementCount, expectedTensors, fp32Bytes, fp32FromBytes, fp32FromJson, metadataMismatch, splitBody, withoutCredentials,
   type Fp32Tensor, type InferenceRequest, type InferenceResponse, type ModelMetadata,
 } from './protocol.js';
+import { inSpan, NO_TRACING, type Tracing } from '../telemetry/tracing.js';
 
 export interface UpstreamOptions {
   /** The upstream's base URL (what `--upstream` gave). */
@@ -46,6 +47,8 @@ export interface UpstreamOptions {
   forceJson?: boolean;
   /** Where the upstream's own error texts go (default: stderr). */
   log?: (line: string) => void;
+  /** The server's traces: each call is a client span whose `traceparent` the model server joins. */
+  tracing?: Tracing;
 }
 
 export interface UpstreamHealth {
@@ -207,7 +210,16 @@ export class UpstreamInference implements RemoteInference {
     this.readyAt = Date.now();
   }
 
+  /** One model call, traced as the removal's inference span (a child of its pipeline span, the active one). */
   async run(manifest: ModelManifest, tensor: Float32Array, width: number, height: number, signal?: AbortSignal): Promise<{ data: Float32Array; dims: number[]; ms: number }> {
+    const tracing = this.opts.tracing ?? NO_TRACING;
+    const attributes = { 'cutout.inference.where': 'upstream', 'cutout.model': this.models.get(width), 'server.address': new URL(this.baseUrl).host };
+    return inSpan(tracing, 'cutout.inference', { kind: 'client', attributes }, (span) => this.call(manifest, tensor, width, height, signal, span.headers()));
+  }
+
+  private async call(
+    manifest: ModelManifest, tensor: Float32Array, width: number, height: number, signal: AbortSignal | undefined, traceHeaders: Record<string, string>,
+  ): Promise<{ data: Float32Array; dims: number[]; ms: number }> {
     const model = this.models.get(width);
     if (!model) {
       throw new CutoutError('invalid_request', `This quality needs the model at a ${width} px input; the inference server has no "${this.nameAt(manifest, width)}" (served sides: ${[...this.models.keys()].join(', ')}). Use quality=best, or add that model to the inference server.`);
@@ -225,7 +237,7 @@ export class UpstreamInference implements RemoteInference {
     let body: Buffer;
     // Node's fetch asks for gzip by default; a tensor of floats barely compresses, and Triton
     // would spend CPU compressing every 4 MB matte: ask for it as is.
-    const headers: Record<string, string> = { 'Accept-Encoding': 'identity' };
+    const headers: Record<string, string> = { 'Accept-Encoding': 'identity', ...traceHeaders };
     if (this.binary) {
       const json = Buffer.from(JSON.stringify(request));
       body = Buffer.concat([json, fp32Bytes(tensor)]);
@@ -376,7 +388,10 @@ export async function connectUpstream(manifest: ModelManifest, opts: UpstreamOpt
  * The quality settings' other sides run on `NAME-SIDE` (`NAME-SIDE-int8`) models when the
  * upstream has them; otherwise those settings are refused with invalid_request.
  */
-export async function connectConfiguredUpstream(config: { upstream: string; upstreamModel: string | null; upstreamToken?: string | null; model: string; workers: number; precision: Precision }): Promise<UpstreamInference> {
+export async function connectConfiguredUpstream(
+  config: { upstream: string; upstreamModel: string | null; upstreamToken?: string | null; model: string; workers: number; precision: Precision },
+  options: { tracing?: Tracing } = {},
+): Promise<UpstreamInference> {
   const { resolveModel } = await import('../toolchain/manifest.js');
   const { modelSide } = await import('../toolchain/variants.js');
   const { QUALITIES } = await import('../options.js');
@@ -384,6 +399,6 @@ export async function connectConfiguredUpstream(config: { upstream: string; upst
   const otherSides = [...new Set(QUALITIES.map((q) => modelSide(manifest, q)))].filter((s) => s !== manifest.input.width);
   return connectUpstream(manifest, {
     url: config.upstream, model: config.upstreamModel ?? manifest.name, maxInFlight: config.workers, otherSides,
-    precision: config.precision === 'int8' ? 'int8' : 'fp32', token: config.upstreamToken ?? null,
+    precision: config.precision === 'int8' ? 'int8' : 'fp32', token: config.upstreamToken ?? null, tracing: options.tracing,
   });
 }

@@ -24,6 +24,7 @@ import type { AddressInfo } from 'node:net';
 import { LIMITS, formatMB, inferBodyLimit } from '../limits.js';
 import type { ModelManifest } from '../toolchain/manifest.js';
 import type { Precision } from '../options.js';
+import { inSpan, NO_TRACING, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 import {
   BINARY_EXTENSION, HEADER_LENGTH, SERVER_MS_PARAMETER, elementCount, expectedTensors, fp32Bytes, jsonValueBound, readTensors, shapeAdmits, splitBody,
   type InferenceRequest, type ModelMetadata, type ResponseOutput,
@@ -101,6 +102,8 @@ export interface ModelServerOptions {
   token?: string | null;
   /** Overrides of the LIMITS.modelServer* numbers (tests). */
   limits?: Partial<ServerLimits>;
+  /** Traces (src/telemetry/): each inference a span that joins the caller's trace by its `traceparent`. */
+  tracing?: Tracing;
 }
 
 interface ServerLimits {
@@ -256,8 +259,36 @@ function modelOf(state: ServerState, name: string): ServedModel {
   return m;
 }
 
+/**
+ * The span of one inference request, a child of the caller's (`traceparent`: serve --upstream's
+ * inference span), ended with its answer. Health probes and metadata reads are not traced.
+ */
+function traceInference(tracing: Tracing, m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse): TraceSpan {
+  const route = '/v2/models/{model}/infer';
+  const span = tracing.startFromHeaders(`POST ${route}`, req.headers, {
+    kind: 'server', attributes: { 'http.request.method': 'POST', 'http.route': route, 'cutout.model': m.name, 'cutout.precision': m.precision },
+  });
+  const finish = () => {
+    span.setAttributes({ 'http.response.status_code': res.statusCode });
+    if (res.statusCode >= 500) span.fail({ code: String(res.statusCode) });
+    span.end();
+  };
+  res.once('finish', finish);
+  res.once('close', finish);
+  return span;
+}
+
 /** POST .../infer: the whole body first, without a slot (a client that stalls mid-body holds only its bytes), then a slot. */
 async function infer(state: ServerState, m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const tracing = state.opts.tracing ?? NO_TRACING;
+  if (tracing.enabled) {
+    const span = traceInference(tracing, m, req, res);
+    return tracing.within(span, () => inferTraced(state, m, req, res, tracing));
+  }
+  return inferTraced(state, m, req, res, tracing);
+}
+
+async function inferTraced(state: ServerState, m: ServedModel, req: http.IncomingMessage, res: http.ServerResponse, tracing: Tracing): Promise<void> {
   const want = expectedTensors(state.opts.manifest, m.side);
   const elements = elementCount(want.input.shape);
   // With Inference-Header-Content-Length the tensor is binary; without it the body is all JSON.
@@ -265,9 +296,9 @@ async function infer(state: ServerState, m: ServedModel, req: http.IncomingMessa
   const hold = { bytes: 0 };
   try {
     const body = await readBody(req, inferBodyLimit(elements, encoding), state.limits.bodyTimeoutMs, state.budget, hold);
-    const release = await state.slots.take(res);
+    const release = await inSpan(tracing, 'cutout.model_server.wait', {}, () => state.slots.take(res));
     try {
-      await inferOne(state, m, req, res, body, encoding);
+      await inSpan(tracing, 'cutout.model_server.run', {}, () => inferOne(state, m, req, res, body, encoding));
     } finally {
       release();
     }

@@ -18,6 +18,7 @@ import type { DeliveryStore as StoreDeliveries } from '../store/deliveries.js';
 export type DeliveryStore = Pick<Store, 'now'> & { readonly deliveries: Pick<StoreDeliveries, 'claimDue' | 'nextAt' | 'recordAttempt' | 'release'> };
 import { deliveryDecision, type AttemptOutcome } from './backoff.js';
 import { signBody } from './secret.js';
+import { NO_TRACING, type Tracing } from '../telemetry/tracing.js';
 
 /** The callback body of api-spec 2.7 for a finished job, with a done job's result fields: the exact text that is signed and sent. */
 export function callbackBody(
@@ -47,6 +48,8 @@ export interface CallbackDispatcherOptions {
   log?: (line: string) => void;
   /** Told each attempt's outcome once it is recorded (the server's metrics count them). */
   onAttempt?: (outcome: 'delivered' | 'retry' | 'gave_up') => void;
+  /** The server's traces: each attempt is a span in the trace of its job's run, and its POST carries `traceparent`. */
+  tracing?: Tracing;
 }
 
 /** Longest sleep between two looks at the table, so rows written by another process are seen. */
@@ -135,19 +138,34 @@ export class CallbackDispatcher {
     this.timer.unref();
   }
 
-  private async attempt(d: Delivery): Promise<void> {
-    const attemptsMade = d.attempts + 1;
-    let outcome: AttemptOutcome;
+  /**
+   * One POST of a delivery, in a span (a client span in its job's trace): the attempt's number and
+   * its answer's status, never the URL (a receiver's query string carries its own secrets), the body
+   * or the signature.
+   */
+  private async send(d: Delivery, attempt: number): Promise<AttemptOutcome> {
+    const tracing = this.opts.tracing ?? NO_TRACING;
+    const span = tracing.start('cutout.callback', { parent: d.traceparent, kind: 'client', attributes: { 'cutout.callback.attempt': attempt, 'http.request.method': 'POST' } });
     try {
       const { status } = await postJson(
         d.url, d.body,
-        { 'X-Service-Signature': signBody(d.body, this.opts.secret) },
+        { 'X-Service-Signature': signBody(d.body, this.opts.secret), ...span.headers() },
         { allowPrivateNetwork: this.opts.allowPrivateNetwork, timeoutMs: this.timeoutMs },
       );
-      outcome = { status };
+      span.setAttributes({ 'http.response.status_code': status });
+      if (status < 200 || status >= 300) span.fail({ code: String(status) });
+      return { status };
     } catch (err) {
-      outcome = { networkError: (err as Error).message };
+      span.fail({ code: 'network_error' });
+      return { networkError: (err as Error).message };
+    } finally {
+      span.end();
     }
+  }
+
+  private async attempt(d: Delivery): Promise<void> {
+    const attemptsMade = d.attempts + 1;
+    const outcome = await this.send(d, attemptsMade);
     const decision = deliveryDecision(attemptsMade, outcome, { retries: this.retries, firstDelayMs: this.opts.firstDelayMs });
     const { store } = this.opts;
     if (decision.state === 'delivered') {

@@ -39,6 +39,7 @@ import { callbackBody } from './callbacks.js';
 import { queueRetryAfterSeconds } from './backoff.js';
 import { keepLease } from './lease.js';
 import { OutagePause } from './outage.js';
+import { inSpan, NO_TRACING, type Tracing } from '../telemetry/tracing.js';
 
 export interface JobRunnerOptions {
   store: JobStore;
@@ -57,6 +58,8 @@ export interface JobRunnerOptions {
   /** How often expired leases are swept and the store looked at for jobs queued by others. */
   sweepMs?: number;
   log?: (line: string) => void;
+  /** The server's traces: each job's run joins the trace of the request that created it. */
+  tracing?: Tracing;
 }
 
 class ClaimLost extends Error {}
@@ -90,6 +93,7 @@ export class JobRunner {
   private meanMs = 3000;
   /** No claims during an inference outage (gpu_unavailable from the model call). */
   private readonly outage = new OutagePause(() => this.notify());
+  private readonly tracing: Tracing;
 
   constructor(private readonly opts: JobRunnerOptions) {
     this.store = opts.store;
@@ -99,6 +103,7 @@ export class JobRunner {
     // Often enough that a dead server's jobs move soon after its lease runs out.
     this.sweepMs = opts.sweepMs ?? Math.min(5_000, Math.max(250, Math.floor(this.leaseMs / 2)));
     this.log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
+    this.tracing = opts.tracing ?? NO_TRACING;
   }
 
   /** Recovers what a previous process left, then starts taking jobs. */
@@ -207,7 +212,7 @@ export class JobRunner {
     const started = performance.now();
     let final = false;
     try {
-      final = await this.process(job, controller.signal);
+      final = await this.traced(job, () => this.process(job, controller.signal));
     } finally {
       stopRenewing();
       this.running.delete(job.id);
@@ -218,6 +223,24 @@ export class JobRunner {
       this.meanMs = this.meanMs * 0.8 + (performance.now() - started) * 0.2;
       await this.finished(job);
     }
+  }
+
+  /**
+   * A claimed job's run in a span whose parent is the request that created the job (its stored
+   * traceparent; a new trace without one), after a span for its time in the queue: from its
+   * creation to this claim, by the store's clock. No job id in either: it is its result's capability URL.
+   */
+  private traced(job: JobRow, run: () => Promise<boolean>): Promise<boolean> {
+    const { tracing } = this;
+    if (!tracing.enabled) return run();
+    const parent = job.traceparent ?? null;
+    const attributes = { 'cutout.job.attempt': job.attempts, 'cutout.quality': job.options.quality ?? 'best', 'cutout.job.source': job.sourceKind, 'cutout.key_id': job.keyId ?? undefined };
+    tracing.start('cutout.queue_wait', { parent, startMs: job.createdAt, attributes: { 'cutout.job.attempt': job.attempts } }).end();
+    return inSpan(tracing, 'cutout.job', { parent, kind: 'consumer', attributes }, async (span) => {
+      const final = await run();
+      span.setAttributes({ 'cutout.job.committed': final });
+      return final;
+    });
   }
 
   private async finished(job: JobRow): Promise<void> {
@@ -241,6 +264,8 @@ export class JobRunner {
     const { store } = this;
     const url = this.opts.resultUrl(job.id);
     const request: RemoveRequest = { ...job.options };
+    // The job's span (active here): its callback's deliveries join the trace under it.
+    const traceparent = this.tracing.active()?.traceparent;
     try {
       await this.opts.removals.removeAndRecord({
         id: job.id,
@@ -266,7 +291,7 @@ export class JobRunner {
         signal,
         within: async (tx, charged, result) => {
           const done = { creditsCharged: charged.creditsCharged, creditsRemaining: charged.creditsRemaining ?? 0, fields: resultFieldsOf(result) };
-          const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'done', url, ...done }) } : null;
+          const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'done', url, ...done }), traceparent } : null;
           if (!(await store.jobs.markDoneIn(tx, job.id, job.attempts, done, callback))) throw new ClaimLost();
         },
       });
@@ -304,7 +329,8 @@ export class JobRunner {
     }
     const e = toCutoutError(err);
     const error: JobError = { code: e.code, message: e.message };
-    const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'failed', error }) } : null;
+    // Its delivery's spans join the job's trace (the active span: the job's run).
+    const callback = job.callbackUrl ? { url: job.callbackUrl, body: callbackBody(job, { status: 'failed', error }), traceparent: this.tracing.active()?.traceparent } : null;
     return this.store.jobs.fail(job.id, job.attempts, error, callback);
   }
 

@@ -33,6 +33,8 @@ import { photoroomApis } from './dialects/api-photoroom.js';
 import { clipdropApi } from './dialects/api-clipdrop.js';
 import { adminApi } from './admin/api-admin.js';
 import { applyCors, limiterOf, mountApi, pluginFor, type ApiPlugin } from './plugin.js';
+import { startTracing, type Tracing } from '../telemetry/tracing.js';
+import { traceRequest } from './request-span.js';
 import type { ServerContext } from './context.js';
 
 export type { ServerContext } from './context.js';
@@ -165,12 +167,19 @@ export interface ServerSeams {
  */
 export async function startServer(config: Readonly<CutoutConfig>, seams: ServerSeams = {}): Promise<RunningServer> {
   // The model call is chosen once, here: an upstream is checked before the port opens.
-  const upstream = config.upstream ? await (await import('../oip/client.js')).connectConfiguredUpstream({ ...config, upstream: config.upstream }) : null;
-  const loaded = await loadPipeline(config, upstream, seams.inference);
+  // Traces: NO_TRACING unless the OTEL_* variables ask for OTLP export (the SDK is loaded only then).
+  const tracing = await startTracing({ name: 'cutout', version: VERSION });
   try {
-    return await startServing(config, loaded, upstream, seams.apis);
+    const upstream = config.upstream ? await (await import('../oip/client.js')).connectConfiguredUpstream({ ...config, upstream: config.upstream }, { tracing }) : null;
+    const loaded = await loadPipeline(config, upstream, seams.inference);
+    try {
+      return await startServing(config, loaded, upstream, seams.apis, tracing);
+    } catch (err) {
+      await loaded.close();
+      throw err;
+    }
   } catch (err) {
-    await loaded.close();
+    await tracing.shutdown();
     throw err;
   }
 }
@@ -196,7 +205,7 @@ async function openServerStore(config: Readonly<CutoutConfig>): Promise<{ store:
 }
 
 /** The server's parts over an open store; `baseUrl` is filled in once the port is bound. */
-function buildContext(config: Readonly<CutoutConfig>, store: Store, callbackSecret: string, loaded: CutoutPipeline, upstream: Upstream | null): ServerContext {
+function buildContext(config: Readonly<CutoutConfig>, store: Store, callbackSecret: string, loaded: CutoutPipeline, upstream: Upstream | null, tracing: Tracing): ServerContext {
   const pool = new WorkPool(config.workers);
   const readiness = new StoreReadiness(store);
   const metrics = config.metrics ? new ServerMetrics({ store, pool, readiness }) : null;
@@ -205,13 +214,20 @@ function buildContext(config: Readonly<CutoutConfig>, store: Store, callbackSecr
   const callbacks = new CallbackDispatcher({
     store, secret: callbackSecret, firstDelayMs: config.callbackBackoffMs, allowPrivateNetwork: config.allowPrivateNetwork,
     onAttempt: (outcome) => metrics?.countCallbackAttempt(outcome),
+    tracing,
   });
-  const removals = new RemovalService({ pipeline, store, onCharged: (channel, charged) => metrics?.countCredits(channel, charged.creditsCharged) });
+  const removals = new RemovalService({
+    pipeline, store, tracing,
+    // An upstream's client traces its own calls (the model server's spans join them).
+    inferenceTracedByCaller: Boolean(upstream),
+    onCharged: (channel, charged) => metrics?.countCredits(channel, charged.creditsCharged),
+  });
   const jobs = new JobRunner({
     store, pool, removals, config,
     resultUrl: (id) => `${context.baseUrl}/api/v1/results/${id}`,
     onFinished: () => callbacks.kick(),
     leaseMs: config.leaseMs,
+    tracing,
   });
   const context: ServerContext = {
     config, store, pipeline, removals, pool, jobs, callbacks,
@@ -225,6 +241,7 @@ function buildContext(config: Readonly<CutoutConfig>, store: Store, callbackSecr
     metrics,
     upstream,
     readiness,
+    tracing,
     // The request log's logger, shared by the audit trail's lines (one stream, one format).
     logger: createLogger(config.logLevel, serverIdentity()),
     // Loaded by startServing after the port opens; an upstream loads its own model.
@@ -236,7 +253,10 @@ function buildContext(config: Readonly<CutoutConfig>, store: Store, callbackSecr
 /** The HTTP server over the app: each request gets its id, its docs base, its metrics and its log line. */
 function createHttpServer(context: ServerContext, apis: ServerSeams['apis']): http.Server {
   const server = http.createServer();
-  const app = createApp(context, apis?.(context));
+  const mounted = apis?.(context) ?? serverApis(context);
+  const app = createApp(context, mounted);
+  const { tracing } = context;
+  const doorOf = (path: string) => pluginFor(mounted, path)?.name ?? 'none';
   const requestLog = createRequestLogger(context.logger);
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     // The id first, so that every answer carries it (errors and 404s too).
@@ -246,7 +266,10 @@ function createHttpServer(context: ServerContext, apis: ServerSeams['apis']): ht
     // The probes answered while --preload loads the model go unlogged: the listening line, printed
     // once it is loaded, stays the first line on stdout for the scripts that wait for it.
     if (!context.preload || context.preload.loaded) requestLog(req, res);
-    (app.handler as (req: http.IncomingMessage, res: http.ServerResponse) => void)(req, res);
+    const handle = () => (app.handler as (req: http.IncomingMessage, res: http.ServerResponse) => void)(req, res);
+    // The handlers run inside the request's span: the removal's spans become its children.
+    if (tracing.enabled) tracing.within(traceRequest(tracing, req, res, doorOf), handle);
+    else handle();
   });
   server.on('clientError', (err: Error & { code?: string }, socket: import('node:stream').Duplex) => answerClientError(err, socket, context.baseUrl));
   return server;
@@ -294,9 +317,9 @@ function startPurge(context: ServerContext): NodeJS.Timeout {
   return timer;
 }
 
-async function startServing(config: Readonly<CutoutConfig>, loaded: CutoutPipeline, upstream: Upstream | null, apis: ServerSeams['apis']): Promise<RunningServer> {
+async function startServing(config: Readonly<CutoutConfig>, loaded: CutoutPipeline, upstream: Upstream | null, apis: ServerSeams['apis'], tracing: Tracing): Promise<RunningServer> {
   const { store, callbackSecret } = await openServerStore(config);
-  const context = buildContext(config, store, callbackSecret, loaded, upstream);
+  const context = buildContext(config, store, callbackSecret, loaded, upstream, tracing);
   const server = createHttpServer(context, apis);
   try {
     await listen(server, config.port, config.host);
@@ -368,6 +391,8 @@ function stopper(
       await metricsListener?.close();
       await context.store.close();
       await loaded.close();
+      // Last: the spans of everything above (the last callbacks included) are sent before the exit.
+      await context.tracing.shutdown();
     })();
     return closing;
   };

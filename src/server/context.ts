@@ -15,6 +15,7 @@ import type { Store } from '../store/db.js';
 import type { Idempotency, RateLimiter } from './guards.js';
 import type { ServerMetrics } from './metrics.js';
 import type { StoreReadiness } from './readiness.js';
+import type { Tracing } from '../telemetry/tracing.js';
 
 export interface ServerContext {
   config: Readonly<CutoutConfig>;
@@ -39,6 +40,8 @@ export interface ServerContext {
   upstream: { health(): Promise<UpstreamHealth> } | null;
   /** Whether the store answers now (`/readyz`, the readiness metric). */
   readiness: StoreReadiness;
+  /** Traces (src/telemetry/): made once at start; NO_TRACING unless OTLP export is configured. */
+  tracing: Tracing;
   /** The JSON log on stdout: the request log's lines and the audit trail's. */
   logger: Logger;
   /** With `--preload`: the model being loaded, named by /readyz until it is (null: loaded on first use). */

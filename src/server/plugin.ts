@@ -23,6 +23,7 @@ import type { Polka, Request } from 'polka';
 import type { CutoutError } from '../errors.js';
 import { guard, type Caller, type RateLimiter } from './guards.js';
 import { limitBody } from './http.js';
+import { setCallerKeyId } from './request-span.js';
 
 export type ApiMethod = 'get' | 'head' | 'post' | 'patch' | 'delete';
 export type OpenHandler = (req: Request, res: ServerResponse) => void | Promise<void>;
@@ -131,7 +132,11 @@ export function mountApi(app: Polka, plugin: ApiPlugin, limiter: RateLimiter): v
   plugin.routes({
     open: add,
     forCaller(method, path, handler) {
-      add(method, path, async (req, res) => handler(req, res, await guard(req, res, deps)));
+      add(method, path, async (req, res) => {
+        const caller = await guard(req, res, deps);
+        setCallerKeyId(req, caller.keyId); // the request's span names the key (its id, never the key)
+        return handler(req, res, caller);
+      });
     },
   });
   if (plugin.cors) for (const [full, allowed] of methods) app.options(full, (req, res) => answerPreflight(req, res, allowed));

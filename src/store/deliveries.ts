@@ -18,11 +18,13 @@ export interface Delivery {
   /** Attempts made so far. */
   attempts: number;
   nextAttemptAt: number;
+  /** The traceparent of the job's run: each attempt's span joins its trace (null: untraced). */
+  traceparent: string | null;
 }
 
-export function insertDeliveryIn(tx: Queryable, jobId: string, url: string, body: string, now: number) {
-  return tx.run('INSERT INTO callback_deliveries (job_id, url, body, attempts, next_attempt_at, created_at) VALUES (?, ?, ?, 0, ?, ?)', [
-    jobId, url, body, now, now,
+export function insertDeliveryIn(tx: Queryable, jobId: string, callback: { url: string; body: string; traceparent?: string | null }, now: number) {
+  return tx.run('INSERT INTO callback_deliveries (job_id, url, body, attempts, next_attempt_at, created_at, traceparent) VALUES (?, ?, ?, 0, ?, ?, ?)', [
+    jobId, callback.url, callback.body, now, now, callback.traceparent ?? null,
   ]);
 }
 
@@ -39,8 +41,8 @@ export async function claimDueDeliveries(ctx: StoreContext, limit: number, lease
   return ctx.db.transaction(async (tx) => {
     const now = ctx.now();
     const storeNow = sqlNow(ctx, tx);
-    const rows = await tx.all<{ id: number; job_id: string; url: string; body: string; attempts: number; next_attempt_at: number }>(
-      `SELECT id, job_id, url, body, attempts, next_attempt_at FROM callback_deliveries
+    const rows = await tx.all<{ id: number; job_id: string; url: string; body: string; attempts: number; next_attempt_at: number; traceparent: string | null }>(
+      `SELECT id, job_id, url, body, attempts, next_attempt_at, traceparent FROM callback_deliveries
         WHERE ${PENDING} AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ${storeNow})
         ORDER BY next_attempt_at, id LIMIT ?${tx.dialect.skipLocked}`,
       [now, limit],
@@ -48,7 +50,7 @@ export async function claimDueDeliveries(ctx: StoreContext, limit: number, lease
     for (const r of rows) {
       await tx.run(`UPDATE callback_deliveries SET lease_owner = ?, lease_until = ${storeNow} + ? WHERE id = ?`, [ctx.owner, leaseMs, r.id]);
     }
-    return rows.map((r) => ({ id: Number(r.id), jobId: r.job_id, url: r.url, body: r.body, attempts: r.attempts, nextAttemptAt: r.next_attempt_at }));
+    return rows.map((r) => ({ id: Number(r.id), jobId: r.job_id, url: r.url, body: r.body, attempts: r.attempts, nextAttemptAt: r.next_attempt_at, traceparent: r.traceparent }));
   });
 }
 

@@ -28,6 +28,9 @@ export type JobSourceKind = 'image_file' | 'image_file_b64' | 'image_url';
 
 export interface JobError { code: string; message: string }
 
+/** A finished job's callback, written with its final state: the URL, the exact body, and the traceparent of the job's run (null: untraced). */
+export interface JobCallback { url: string; body: string; traceparent?: string | null }
+
 interface JobFields {
   /** UUID v4: the job_id, and the id of its run and result. */
   id: string;
@@ -43,6 +46,11 @@ interface JobFields {
   /** False for test keys and marketplace callers: the job is never charged. */
   billable: boolean;
   batchId: string | null;
+  /**
+   * The W3C traceparent of the request that created the job (src/telemetry/): its run joins that
+   * request's trace, on whichever server claims it. Null when tracing was off.
+   */
+  traceparent?: string | null;
 }
 
 export interface NewJob extends JobFields {
@@ -76,10 +84,11 @@ interface RawJob {
   lease_until: number | null; lease_owner: string | null; attempts: number; outages: number; created_at: number; updated_at: number; finished_at: number | null;
   source_kind: JobSourceKind | null; source_url: string | null; input_desc: string | null; billable: number; batch_id: string | null;
   result_fields: string | null;
+  traceparent: string | null;
 }
 
 const JOB_COLUMNS = `id, account_id, key_id, status, params, callback_url, error, credits_charged, credits_remaining, lease_until, lease_owner,
-  attempts, outages, created_at, updated_at, finished_at, source_kind, source_url, input_desc, billable, batch_id, result_fields`;
+  attempts, outages, created_at, updated_at, finished_at, source_kind, source_url, input_desc, billable, batch_id, result_fields, traceparent`;
 
 /**
  * The version of a job's stored `params` (its ImageOptions as JSON, with `v`). 1: before `v` was
@@ -110,6 +119,7 @@ function toJob(r: RawJob): JobRow {
     creditsCharged: r.credits_charged, creditsRemaining: r.credits_remaining, leaseUntil: r.lease_until, leaseOwner: r.lease_owner,
     attempts: r.attempts, outages: r.outages, createdAt: r.created_at, updatedAt: r.updated_at, finishedAt: r.finished_at,
     resultFields: parseResultFields(r.result_fields),
+    traceparent: r.traceparent,
   };
 }
 
@@ -134,10 +144,10 @@ export async function createJobs(
       for (const j of jobs) {
         await tx.run(
           `INSERT INTO jobs (id, account_id, key_id, status, params, callback_url, attempts, created_at, updated_at,
-                             source_kind, source_url, input_desc, billable, batch_id)
-           VALUES (?, ?, ?, 'queued', ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)`,
+                             source_kind, source_url, input_desc, billable, batch_id, traceparent)
+           VALUES (?, ?, ?, 'queued', ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`,
           [j.id, j.accountId, j.keyId, writeJobParams(j.options), j.callbackUrl, now, now,
-            j.sourceKind, j.sourceUrl, j.inputDesc, j.billable ? 1 : 0, j.batchId],
+            j.sourceKind, j.sourceUrl, j.inputDesc, j.billable ? 1 : 0, j.batchId, j.traceparent ?? null],
         );
         const input = staged.get(j.id);
         if (input) await ctx.inputs.insert(tx, j.id, input);
@@ -199,7 +209,7 @@ export async function renewJobLease(ctx: StoreContext, id: string, attempt: numb
  */
 export async function markJobDoneIn(
   ctx: StoreContext, tx: Queryable, id: string, attempt: number,
-  done: { creditsCharged: number; creditsRemaining: number | null; fields?: Partial<ResultFields> }, callback: { url: string; body: string } | null,
+  done: { creditsCharged: number; creditsRemaining: number | null; fields?: Partial<ResultFields> }, callback: JobCallback | null,
 ): Promise<boolean> {
   const now = ctx.now();
   const { changes } = await tx.run(
@@ -208,12 +218,12 @@ export async function markJobDoneIn(
     [done.creditsCharged, done.creditsRemaining, storedResultFields(done.fields), now, now, id, ctx.owner, attempt],
   );
   if (changes !== 1) return false;
-  if (callback) await insertDeliveryIn(tx, id, callback.url, callback.body, now);
+  if (callback) await insertDeliveryIn(tx, id, callback, now);
   return true;
 }
 
 /** Marks a claimed job failed (nothing charged) with its callback delivery; false when the claim was lost. */
-export async function failJob(ctx: StoreContext, id: string, attempt: number, error: JobError, callback: { url: string; body: string } | null): Promise<boolean> {
+export async function failJob(ctx: StoreContext, id: string, attempt: number, error: JobError, callback: JobCallback | null): Promise<boolean> {
   return ctx.db.transaction(async (tx) => {
     const now = ctx.now();
     const { changes } = await tx.run(
@@ -221,7 +231,7 @@ export async function failJob(ctx: StoreContext, id: string, attempt: number, er
       [JSON.stringify(error), now, now, id, ctx.owner, attempt],
     );
     if (changes !== 1) return false;
-    if (callback) await insertDeliveryIn(tx, id, callback.url, callback.body, now);
+    if (callback) await insertDeliveryIn(tx, id, callback, now);
     return true;
   });
 }

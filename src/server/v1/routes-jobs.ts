@@ -24,7 +24,7 @@ import { isUuidV4, sendInvalidJobId } from './routes-results.js';
 import { OPTION_PARAMS, parseImageParams, readImageRequest, SOURCE_PARAMS, type ImageRequest } from './v1-params.js';
 
 /** The parts of the server the job routes use. */
-type JobsContext = Pick<ServerContext, 'jobs' | 'config' | 'store' | 'upstream' | 'idempotency' | 'baseUrl'>;
+type JobsContext = Pick<ServerContext, 'jobs' | 'config' | 'store' | 'upstream' | 'idempotency' | 'baseUrl' | 'tracing'>;
 
 /** A batch body: up to 50 base64 images would be 1.6 GB; large images belong in image_url. */
 export const BATCH_MAX_BYTES = 64 * MB;
@@ -89,6 +89,8 @@ async function enqueue(
   // A cheap look first, so a full queue is answered before any file is written.
   const before = await store.jobs.counts();
   if (before.queued + items.length > config.queueLimit) throw queueFull(ctx, before.queued);
+  // The request's span: each job's run, later and on any server, joins its trace.
+  const traceparent = ctx.tracing.active()?.traceparent ?? null;
   const jobs: NewJob[] = items.map(({ options, source }) => ({
     id: crypto.randomUUID(),
     accountId: caller.accountId,
@@ -101,6 +103,7 @@ async function enqueue(
     callbackUrl,
     billable: paysWithCredits(caller),
     batchId,
+    traceparent,
   }));
   // The inputs are stored with the rows: all or none.
   const ids = jobs.map((job) => job.id);
