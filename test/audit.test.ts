@@ -51,6 +51,12 @@ forEachEngine('a key or credit change commits with its event; the trail pages by
   t.same((await store.audit.list({ action: 'credits.add', limit: 10 })).events.map((e) => e.detail?.amount), [7, -2]);
   t.same((await store.audit.list({ since: Date.now() + 60_000, limit: 10 })).events, [], 'nothing since the future');
 
+  const more = [await store.keys.create({ accountId: created.account }), await store.keys.create({})];
+  const first = await store.keys.page({ accountId: created.account, limit: 1 });
+  t.same(first.keys.map((k) => k.id), [created.id], 'keys page by account, oldest first');
+  const second = await store.keys.page({ accountId: created.account, after: first.next, limit: 5 });
+  t.same([second.keys.map((k) => k.id), second.next], [[more[0].id], null], 'the next page ends the account');
+  t.equal((await store.keys.page({ limit: 10 })).keys.length, 3, 'without an account: all keys');
   const info = await store.keys.get(created.id);
   t.match(info, { rateLimit: null, labels: { team: 'shop' }, revokedAt: String, expiresAt: String });
 });

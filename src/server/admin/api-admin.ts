@@ -12,15 +12,12 @@ import type { IncomingMessage } from 'node:http';
 import { logAuditEvent } from '../../audit-trail.js';
 import { CutoutError } from '../../errors.js';
 import type { AuditActor, NewAuditEvent } from '../../store/db.js';
-import type { ServerContext } from '../context.js';
 import { secretsEqual } from '../guards.js';
 import { sendError } from '../http.js';
 import type { ApiMethod, ApiPlugin, OpenHandler } from '../plugin.js';
-import { ADMIN_ROUTES, type AdminRoute } from './routes-admin.js';
+import { ADMIN_ROUTES, type AdminContext, type AdminRoute } from './routes-admin.js';
 
 export const ADMIN_PREFIX = '/api/v1/admin';
-
-export type AdminContext = Pick<ServerContext, 'store' | 'logger'> & { config: Pick<ServerContext['config'], 'adminToken'> };
 
 function requestIdOf(req: IncomingMessage): string | null {
   return (req as IncomingMessage & { id?: string }).id ?? null;

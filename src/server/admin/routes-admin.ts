@@ -9,8 +9,11 @@ import { CutoutError } from '../../errors.js';
 import { keyLimitsOf } from '../../key-fields.js';
 import type { AuditActor, Store } from '../../store/db.js';
 import { keyBody } from '../../store/ledger.js';
+import type { ServerContext } from '../context.js';
 import { readJsonObject, sendJson } from '../http.js';
-import type { AdminContext } from './api-admin.js';
+
+/** What the admin routes use of the server: the store, the log, the token. */
+export type AdminContext = Pick<ServerContext, 'store' | 'logger'> & { config: Pick<ServerContext['config'], 'adminToken'> };
 
 export interface AdminRoute {
   method: 'get' | 'post' | 'patch' | 'delete';
@@ -145,15 +148,16 @@ async function listAudit(ctx: AdminContext, req: Request, res: ServerResponse): 
   sendJson(res, 200, { data, next: next === null ? null : String(next) });
 }
 
-const keyId = (p: Record<string, string>) => p.id;
+/** The trail's target: the key or account id of the path. */
+const idOfPath = (p: Record<string, string>) => p.id;
 
 export const ADMIN_ROUTES: readonly AdminRoute[] = Object.freeze([
   { method: 'post', path: '/keys', action: 'key.create', handle: createKey },
   { method: 'get', path: '/keys', action: 'key.list', reads: true, handle: listKeys },
-  { method: 'get', path: '/keys/:id', action: 'key.get', reads: true, target: keyId, handle: async (ctx, req, res) => sendJson(res, 200, keyBody(await keyOr404(ctx.store, req.params.id))) },
-  { method: 'patch', path: '/keys/:id', action: 'key.update', target: keyId, handle: updateKey },
-  { method: 'delete', path: '/keys/:id', action: 'key.revoke', target: keyId, handle: revokeKey },
-  { method: 'post', path: '/accounts/:id/credits', action: 'credits.add', target: keyId, handle: addCredits },
-  { method: 'get', path: '/accounts/:id', action: 'account.get', reads: true, target: keyId, handle: getAccount },
+  { method: 'get', path: '/keys/:id', action: 'key.get', reads: true, target: idOfPath, handle: async (ctx, req, res) => sendJson(res, 200, keyBody(await keyOr404(ctx.store, req.params.id))) },
+  { method: 'patch', path: '/keys/:id', action: 'key.update', target: idOfPath, handle: updateKey },
+  { method: 'delete', path: '/keys/:id', action: 'key.revoke', target: idOfPath, handle: revokeKey },
+  { method: 'post', path: '/accounts/:id/credits', action: 'credits.add', target: idOfPath, handle: addCredits },
+  { method: 'get', path: '/accounts/:id', action: 'account.get', reads: true, target: idOfPath, handle: getAccount },
   { method: 'get', path: '/audit', action: 'audit.list', reads: true, handle: listAudit },
 ]);
