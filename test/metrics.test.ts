@@ -98,9 +98,16 @@ t.test('/metrics: request durations by route pattern, job gauges, inference, cal
   t.equal(sample(done, 'cutout_http_request_duration_seconds_count', { method: 'POST', route: '/api/v1/jobs', status: '202' }), 3, 'three job creations');
   let charged = 0;
   for (const id of ids) charged += ((await (await fetch(`${srv.url}/api/v1/jobs/${id}`, { headers: bearer(key) })).json()) as any).credits_charged;
-  t.ok(charged > 0, `the jobs were charged (${charged} credits)`);
-  t.equal(sample(done, 'cutout_credits_charged_total', { channel: 'job' }), charged, 'credits charged: what the jobs say they were charged');
-  t.equal(sample(done, 'cutout_credits_charged_total', { channel: 'api' }), 0, 'no sync removal');
+  t.equal(sample(done, 'cutout_credits_charged_total', { channel: 'job' }), charged, `credits charged by jobs: what the jobs say (${charged}: previews are free)`);
+  t.equal(sample(done, 'cutout_credits_charged_total', { channel: 'api' }), 0, 'no sync removal yet');
+  // A full-size sync removal costs a credit: counted under api.
+  const form = new FormData();
+  form.append('image_file', new Blob([chelsea]), 'chelsea.jpg');
+  form.append('size', 'full');
+  const sync = await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key), body: form });
+  t.equal(sync.status, 200);
+  t.equal(Number(sync.headers.get('x-credits-charged')), 1, 'the sync removal was charged 1 credit');
+  t.equal(sample(await scrape(srv.url), 'cutout_credits_charged_total', { channel: 'api' }), 1, 'credits charged: 1 under api');
 });
 
 t.test('--no-metrics: /metrics is a 404 with the error body; the API still serves', async (t) => {
