@@ -10,7 +10,7 @@ import { fsReason } from '../errors.js';
 import { UsageError } from './usage-error.js';
 
 /** Extensions picked up when scanning a directory or a glob (explicit files are always tried). */
-export const IMAGE_EXTENSIONS = ['.jpg', '.jpeg', '.jpe', '.jfif', '.png', '.webp', '.gif', '.bmp', '.tif', '.tiff'];
+export const IMAGE_EXTENSIONS = ['.jpg', '.jpeg', '.jpe', '.jfif', '.png', '.apng', '.webp', '.gif', '.bmp', '.tif', '.tiff', '.avif', '.heic', '.heif'];
 /**
  * Our own outputs (`.cutout.` and, with --mask, `.mask.`, in a format cutout writes) are never
  * inputs of a folder scan, and a named one is skipped unless --include-outputs (docs/cli.md):
@@ -173,7 +173,26 @@ export async function expandInputs(args: string[], opts: ExpandOptions): Promise
   return { items, unmatched, unreadable, ownOutputs };
 }
 
-export const FORMAT_BY_EXTENSION: Readonly<Record<string, Format | 'zip'>> = { '.png': 'png', '.webp': 'webp', '.jpg': 'jpg', '.jpeg': 'jpg', '.zip': 'zip' };
+export const FORMAT_BY_EXTENSION: Readonly<Record<string, Format | 'zip'>> = { '.png': 'png', '.webp': 'webp', '.jpg': 'jpg', '.jpeg': 'jpg', '.gif': 'gif', '.zip': 'zip' };
+
+/**
+ * An input's own output format when it is an animation and the run named no format: animated
+ * WebP (the pipeline writes the same), so that its name says what it holds. Read from the file's
+ * head (an APNG's acTL, a WebP's animation flag) or, for a GIF, its frame count; null for a still,
+ * an unreadable file (its own error comes when it runs), or a run with a format of its own.
+ */
+export async function animationFormatOf(file: string, options: { formatByDefault?: true; animation?: 'keep' | 'first'; mask?: boolean }): Promise<Format | null> {
+  if (!options.formatByDefault || options.animation === 'first' || file === '-') return null;
+  const ext = path.extname(file).toLowerCase();
+  if (!['.gif', '.webp', '.png', '.apng'].includes(ext)) return null;
+  try {
+    const bytes = await fs.promises.readFile(file);
+    const { openImage } = await import('../pipeline/decode.js');
+    return (await openImage(bytes)).frames > 1 ? 'webp' : null;
+  } catch {
+    return null;
+  }
+}
 
 export interface OutputPlan {
   /** '-' means stdout. */
@@ -183,8 +202,8 @@ export interface OutputPlan {
 
 /**
  * How `--out` is read: `-` is stdout; an existing directory is a directory; a path with a png,
- * webp or jpg extension is a file (then there must be one input); a path with another image
- * extension (gif, bmp, tif) is refused, since cutout cannot write it; anything else is a
+ * webp, jpg or gif extension is a file (then there must be one input); a path with another image
+ * extension (bmp, tif, avif, heic) is refused, since cutout cannot write it; anything else is a
  * directory, created when missing.
  */
 export function planOutput(out: string | undefined, inputCount: number): OutputPlan {
@@ -196,7 +215,7 @@ export function planOutput(out: string | undefined, inputCount: number): OutputP
     if (inputCount === 1) return { kind: 'file', path: out };
     throw new UsageError(`--out ${out} names one file, but ${inputCount} inputs were given; give a directory`);
   }
-  if (IMAGE_EXTENSIONS.includes(ext)) throw new UsageError(`--out ${out}: cutout writes png, webp or jpg, not ${ext.slice(1)}`);
+  if (IMAGE_EXTENSIONS.includes(ext)) throw new UsageError(`--out ${out}: cutout writes png, webp, jpg or gif, not ${ext.slice(1)}`);
   return { kind: 'directory', path: out };
 }
 

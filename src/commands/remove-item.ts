@@ -11,6 +11,7 @@ import { CutoutError, fsReason, toCutoutError } from '../errors.js';
 import { formatMB, inputTooLargeMessage, LIMITS } from '../limits.js';
 import { commitOutput, discardStaged, isInputItself, stageOutput } from './output-files.js';
 import type { InputItem } from './inputs.js';
+import type { Format } from '../options.js';
 import type { CutoutPipeline, RemoveRequest, RemoveResult } from '../pipeline/index.js';
 import { payerOfKey } from '../billing.js';
 import { RemovalService } from '../service/removal.js';
@@ -55,6 +56,8 @@ export interface PlannedItem {
   output: string | null;
   /** An earlier input with the same output name: this one is refused. */
   shadowedBy?: InputItem;
+  /** This input's own output format, when it is not the run's: an animation written as WebP (inputs.ts animationFormatOf). */
+  format?: Format;
 }
 
 export interface ItemHooks {
@@ -148,7 +151,7 @@ async function removeAndWrite(
   try {
     const { result, charged } = await new RemovalService({ pipeline: ctx.pipeline, store: ctx.store }).removeAndRecord({
       id: randomUUID(),
-      request: ctx.request,
+      request: planned.format ? { ...ctx.request, format: planned.format } : ctx.request,
       payer: payerOfKey(ctx.payer),
       input: bytes,
       channel: 'cli',

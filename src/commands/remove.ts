@@ -13,7 +13,7 @@ import { CutoutError } from '../errors.js';
 import { forTestKey, type Format, type ImageOptions } from '../options.js';
 import { readBgImage } from '../bg-image.js';
 import { checkConfigFlags, imageOptionsFromFlags, registerImageFlags } from './image-flags.js';
-import { expandInputs, FORMAT_BY_EXTENSION, isGlob, outputPathFor, planOutput, type ExpandedInputs, type InputItem, type OutputPlan } from './inputs.js';
+import { animationFormatOf, expandInputs, FORMAT_BY_EXTENSION, isGlob, outputPathFor, planOutput, type ExpandedInputs, type InputItem, type OutputPlan } from './inputs.js';
 import { addBatchFlags, BatchRun, checkBatchFlags, Interrupt, keepsNewerOutputs, planBatch, printDryRun, startsModelAtOnce, type BatchFlags, type BatchPlan } from './batch.js';
 import { excludeMatcher } from './glob-match.js';
 import { outputOptions } from './manifest.js';
@@ -219,9 +219,11 @@ async function planItems(inputs: string[], flags: RemoveFlags, options: ImageOpt
     const extFormat = FORMAT_BY_EXTENSION[path.extname(outputPlan.path!).toLowerCase()];
     if (extFormat !== options.format) usage(`--format ${options.format} does not match the extension of --out ${outputPlan.path}`);
   }
-  const outputs = items.map((item) => outputPathFor(item, outputPlan, fileFormat(options, Boolean(flags.mask)), outputSuffix(flags)));
+  // An animation's output is animated WebP when no format was named: its name says so.
+  const formats = outputPlan.kind === 'file' ? items.map(() => null) : await Promise.all(items.map((item) => animationFormatOf(item.path, options)));
+  const outputs = items.map((item, i) => outputPathFor(item, outputPlan, formats[i] ?? fileFormat(options, Boolean(flags.mask)), outputSuffix(flags)));
   const shadowedBy = earlierWithSameOutput(items, outputs);
-  const planned = items.map((item, i) => ({ item, output: outputs[i], shadowedBy: shadowedBy.get(item) }));
+  const planned = items.map((item, i) => ({ item, output: outputs[i], shadowedBy: shadowedBy.get(item), ...(formats[i] ? { format: formats[i] } : {}) }));
   return { planned, unmatched, unreadable, ownOutputs, outputPlan };
 }
 
