@@ -446,7 +446,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
         scheme: 'bearer',
         description:
           '`Authorization: Bearer <API_KEY>`; keys look like `cut_live_<secret>` or `cut_test_<secret>`. ' +
-          'Missing, malformed, unknown or revoked: 401 `invalid_api_key`.',
+          'Missing, malformed, unknown, revoked or expired: 401 `invalid_api_key`.',
       },
       adminToken: ADMIN_SECURITY_SCHEME,
     },
@@ -530,7 +530,7 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
     },
     responses: {
       Error400: errorResponse(400, ['invalid_request', 'unsupported_format', 'image_too_large'], 'Bad request.'),
-      Error401: errorResponse(401, ['invalid_api_key'], 'Missing, malformed, unknown or revoked API key.'),
+      Error401: errorResponse(401, ['invalid_api_key'], 'Missing, malformed, unknown, revoked or expired API key.'),
       Error402: errorResponse(402, ['insufficient_credits'], 'Balance is 0 and `size=full` was requested.'),
       Error404: errorResponse(404, ['not_found'], 'Unknown or expired `job_id`.'),
       Error422: {

@@ -35,7 +35,7 @@ function guide(f: Figures): Record<ErrorCode, { statuses: number[]; meaning: str
   return {
     invalid_api_key: {
       statuses: [401],
-      meaning: 'The Authorization header is missing or is not `Bearer <API_KEY>`, or the key is malformed, unknown or revoked.',
+      meaning: 'The Authorization header is missing or is not `Bearer <API_KEY>`, or the key is malformed, unknown, revoked or past its `expires_at`.',
       fix: 'Send `Authorization: Bearer <API_KEY>` on every call but result download, health, the OpenAPI document and this reference. On a self-hosted server, `cutout keys create` makes a key; a lost key cannot be shown again: revoke it (`cutout keys revoke ID`) and create another.',
     },
     insufficient_credits: {
