@@ -7,14 +7,17 @@ import type { Store } from '../store/db.js';
 import { accountBody } from '../store/ledger.js';
 import { withStore, type StoreFlags } from './keys.js';
 import { addSettingFlags } from './setting-flags.js';
+import { CutoutError } from '../errors.js';
 import { UsageError } from './usage-error.js';
 
 type KeyFlags = StoreFlags & { key?: string; json?: boolean };
 
 async function callerOf(store: Store, key: string | undefined): Promise<{ accountId: string | null; test: boolean }> {
   if (key === undefined) return { accountId: null, test: false };
-  const auth = await store.keys.authenticate(key);
   // A bad --key is a bad flag value: exit code 2, with the same message as `cutout remove --key`.
+  const auth = await store.keys.authenticate(key).catch((err: unknown) => {
+    throw err instanceof CutoutError && err.reason === 'key_expired' ? new UsageError(`--key: ${err.message}`) : err;
+  });
   if (!auth) throw new UsageError('--key: invalid or revoked API key');
   return { accountId: auth.accountId, test: auth.test };
 }

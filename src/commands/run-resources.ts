@@ -9,6 +9,7 @@ import type { PreparationEvent } from '../toolchain/weights.js';
 import type { Store } from '../store/db.js';
 import type { Payer } from './remove-item.js';
 import type { Reporter } from './progress.js';
+import { CutoutError } from '../errors.js';
 import { UsageError } from './usage-error.js';
 
 type PipelineModule = typeof import('../pipeline/index.js');
@@ -43,7 +44,10 @@ export class RunResources {
 
   /** The payer of `--key`; a usage error when the key is invalid or revoked. */
   async authenticate(key: string): Promise<Payer> {
-    const payer = await (await this.openStore()).keys.authenticate(key);
+    // An expired key is a bad flag value too (exit code 2), saying when it expired.
+    const payer = await (await this.openStore()).keys.authenticate(key).catch((err: unknown) => {
+      throw err instanceof CutoutError && err.reason === 'key_expired' ? new UsageError(`--key: ${err.message}`) : err;
+    });
     if (!payer) throw new UsageError('--key: invalid or revoked API key');
     return payer;
   }

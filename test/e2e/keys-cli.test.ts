@@ -72,6 +72,11 @@ t.test('keys create takes --expires-at, --rate-limit and --label; list shows the
     t.equal(refused.code, 2, `${bad.join(' ')}: a usage error`);
     t.match(refused.stderr, new RegExp(bad[0]));
   }
+  const old = json((await cli('keys', 'create', '--expires-at', '2020-01-01T00:00:00Z', '--account', key.account, '--json')).stdout);
+  const expired = await cli('account', '--key', old.key);
+  t.equal(expired.code, 2, 'an expired --key is a bad flag value, as a revoked one');
+  t.match(expired.stderr, /--key: This API key expired at 2020-01-01T00:00:00.000Z/);
+  t.match((await cli('keys', 'list')).stdout.toString(), /expired 2020-01-01/);
   t.equal((await cli('credits', 'add', key.account, '7', '--reason', 'invoice 12')).code, 0);
   t.equal((await cli('keys', 'revoke', key.id)).code, 0);
   t.match((await cli('keys', 'list')).stdout.toString(), /revoked /);
@@ -81,10 +86,11 @@ t.test('keys create takes --expires-at, --rate-limit and --label; list shows the
   const { events } = await store.audit.list({ limit: 10 });
   t.same(events.map((e) => [e.actor, e.action, e.target, e.outcome]), [
     [actor, 'key.create', key.id, 'ok'],
+    [actor, 'key.create', old.id, 'ok'],
     [actor, 'credits.add', key.account, 'ok'],
     [actor, 'key.revoke', key.id, 'ok'],
   ], 'the refused flags changed nothing and recorded nothing');
-  t.match(events[1].detail, { amount: 7, reason: 'invoice 12', balance: 17 });
+  t.match(events[2].detail, { amount: 7, reason: 'invoice 12', balance: 17 });
   const note = await store.db.get<{ note: string }>("SELECT note FROM ledger WHERE reason = 'purchase'");
   t.equal(note?.note, 'invoice 12', 'the reason is kept with the ledger row');
 });
