@@ -28,6 +28,7 @@ const PATHS: Record<string, string[]> = {
   '/api/v1/jobs/batch': ['post'],
   '/api/v1/account': ['get'],
   '/api/v1/usage': ['get'],
+  '/api/v1/removals': ['get'],
   '/api/v1/health': ['get'],
   '/api/v1/openapi.json': ['get'],
   '/api/v1/errors': ['get'],

@@ -13,6 +13,7 @@ import { sqlNow } from './clock.js';
 import { boundTo, type StoreContext } from './context.js';
 import { insertResultIn } from './results-row.js';
 import type { Queryable } from './sql.js';
+import { recentRuns } from './runs.js';
 
 
 export type Channel = 'cli' | 'api' | 'job';
@@ -451,6 +452,7 @@ export function ledgerOf(ctx: StoreContext) {
     recordRun: boundTo(ctx, recordRun),
     account: boundTo(ctx, account),
     usage: boundTo(ctx, usage),
+    recentRuns: boundTo(ctx, recentRuns),
     marketplaceAccount: boundTo(ctx, marketplaceAccount),
   });
 }

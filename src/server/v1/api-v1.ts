@@ -8,7 +8,7 @@ import type { ServerContext } from '../context.js';
 import { identify } from '../guards.js';
 import { sendError } from '../http.js';
 import type { ApiPlugin } from '../plugin.js';
-import { handleAccount, handleUsage } from './routes-account.js';
+import { handleAccount, handleRemovals, handleUsage } from './routes-account.js';
 import { handleErrors } from './routes-errors.js';
 import { handleCreateBatch, handleCreateJob, handleGetJob } from './routes-jobs.js';
 import { handleHealth, handleOpenapi } from '../routes-meta.js';
@@ -37,6 +37,7 @@ export function v1Api(ctx: ServerContext): ApiPlugin {
       api.forCaller('get', '/jobs/:job_id', (req, res, caller) => handleGetJob(ctx, res, caller, req.params.job_id));
       api.forCaller('get', '/account', (_req, res, caller) => handleAccount(ctx, res, caller));
       api.forCaller('get', '/usage', (_req, res, caller) => handleUsage(ctx, res, caller));
+      api.forCaller('get', '/removals', (req, res, caller) => handleRemovals(ctx, req, res, caller));
       api.open('get', '/health', (_req, res) => handleHealth(ctx, res));
       api.open('get', '/openapi.json', (_req, res) => handleOpenapi(res));
       api.open('get', '/errors', (req, res) => handleErrors(ctx, req, res)); // what every error's `docs` links to

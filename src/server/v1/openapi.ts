@@ -9,6 +9,7 @@ import { CONTENT_TYPES, FORMATS, OPTION_TABLE } from '../../options.js';
 import { RESULT_FIELDS, resultHeaderNames, type ResultFieldTable } from '../../result-fields.js';
 import { REQUEST_ID_HEADER } from '../request-log.js';
 import { ADMIN_PATHS, ADMIN_RESPONSES, ADMIN_SCHEMAS, ADMIN_SECURITY_SCHEME, ADMIN_TAG } from '../admin/admin-openapi.js';
+import { REMOVALS_LIMIT } from './routes-account.js';
 
 type Json = Record<string, unknown>;
 
@@ -313,6 +314,31 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
             content: { 'application/json': { schema: schema('Usage') } },
           },
           ...errors(401, 429),
+        },
+      },
+    },
+    '/api/v1/removals': {
+      get: {
+        operationId: 'listRemovals',
+        tags: ['account'],
+        summary: 'Recent removals of the account, with their confidence',
+        description: 'Every door and key of the account, newest first. `confidence` is the result\'s while it is kept (`--result-ttl`), then null. No result id: each is a capability URL.',
+        parameters: [
+          ...AUTH_PARAMS, ...MARKETPLACE_PARAMS,
+          { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: REMOVALS_LIMIT.max, default: REMOVALS_LIMIT.default } },
+        ],
+        responses: {
+          '200': {
+            description: 'The removals, newest first.',
+            headers: RATE_LIMIT_HEADERS,
+            content: {
+              'application/json': {
+                schema: schema('Removals'),
+                example: { removals: [{ created_at: '2026-11-28T17:05:00.000Z', channel: 'api', input: 'upload', size: 'full', credits: 1, ms: 812, confidence: 0.94 }] },
+              },
+            },
+          },
+          ...errors(400, 401, 429),
         },
       },
     },
@@ -702,6 +728,24 @@ export const openapiDocument: Record<string, any> = deepFreeze(withRequestIds({
             description: 'Newest first.',
           },
         },
+      },
+      Removal: {
+        type: 'object',
+        required: ['created_at', 'channel', 'input', 'size', 'credits', 'ms', 'confidence'],
+        properties: {
+          created_at: { type: 'string', format: 'date-time' },
+          channel: { type: 'string', enum: ['api', 'job', 'cli'], description: 'api: a sync request of any door; job: a job; cli: `cutout remove --key`.' },
+          input: { type: ['string', 'null'], description: 'What the input was: `upload`, `url HOST`, a file name for the CLI.' },
+          size: { type: 'string', enum: ['preview', 'full'] },
+          credits: { type: 'integer', minimum: 0 },
+          ms: { type: 'integer', minimum: 0, description: 'Processing time.' },
+          confidence: { type: ['number', 'null'], minimum: 0, maximum: 1, description: 'How sure cutout is of the matte (1 sure); null once the result has expired.' },
+        },
+      },
+      Removals: {
+        type: 'object',
+        required: ['removals'],
+        properties: { removals: { type: 'array', items: schema('Removal'), description: 'Newest first.' } },
       },
       Health: {
         type: 'object',
