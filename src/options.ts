@@ -660,7 +660,6 @@ export function parseImageOptions(raw: Readonly<Record<string, unknown>>, source
     if (r.api === null || raw[r.api] === undefined) continue;
     out[r.key] = r.parse(raw[r.api], r.api, source);
   }
-  if (raw.format === undefined) out.formatByDefault = true;
   return checkImageOptions(out as unknown as ImageOptions, source);
 }
 

@@ -22,7 +22,7 @@ const everyProductOption = {
   ...parseImageOptions({
     keep_alpha: 'auto', canvas: 'subject', max_width: '800', max_height: '600', padding: '10%', margin: '5px', align: 'bottom left', scaling: 'fill', snap_cropped: 'false',
     outline_width: '8px', outline_color: 'black', outline_blur: '0.01', shadow: 'cast', shadow_opacity: '0.4', shadow_softness: '0.2',
-    shadow_direction: '30', shadow_elevation: '20', shadow_color: '#203040', bg_blur: '0.02', bg_blur_mode: 'bokeh', dpi: '300', keep_metadata: 'true',
+    shadow_direction: '30', shadow_elevation: '20', shadow_color: '#203040', bg_blur: '0.02', bg_blur_mode: 'bokeh', dpi: '300', keep_metadata: 'true', animation: 'first',
   }, 'api', {} as never),
 };
 
@@ -36,7 +36,7 @@ t.test('lines as manifests wrote them before: every option given, and a plain CL
     ...outputOptions('isnet', everyOption),
     keep_alpha: 'auto', canvas: 'subject', max_width: '800', max_height: '600', padding: '10% 10% 10% 10%', margin: '5px 5px 5px 5px', align: 'bottom left', scaling: 'fill', snap_cropped: false,
     outline_width: '8px', outline_color: '#000000', outline_blur: '0.01', shadow: 'cast', shadow_opacity: '0.4', shadow_softness: '0.2',
-    shadow_direction: '30', shadow_elevation: '20', shadow_color: '#203040', bg_blur: '0.02', bg_blur_mode: 'bokeh', dpi: '300', keep_metadata: true,
+    shadow_direction: '30', shadow_elevation: '20', shadow_color: '#203040', bg_blur: '0.02', bg_blur_mode: 'bokeh', dpi: '300', keep_metadata: true, animation: 'first',
   }, 'product photos: each option by its text');
   t.same(outputOptions('isnet', { ...CLI_DEFAULTS, format: 'png' }), {
     model: 'isnet', size: 'full', format: 'png', bg_color: null, crop: false, quality: 'best', precision: 'auto', mask: false, alpha: 'soft', refine: true, decontaminate: true,

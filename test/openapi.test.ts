@@ -114,7 +114,7 @@ t.test('operations carry their headers, responses and auth', async (t) => {
   t.same(Object.keys(remove.responses).sort(), ['200', '400', '401', '402', '422', '429', '500', '503', '504']);
   t.ok(remove.responses['503'].headers['Retry-After'], 'an upstream outage answers 503 with Retry-After');
   t.match(remove.responses['503'].description, /upstream inference server is unavailable/);
-  t.same(Object.keys(remove.responses['200'].content).sort(), ['application/json', 'image/jpeg', 'image/png', 'image/webp']);
+  t.same(Object.keys(remove.responses['200'].content).sort(), ['application/json', 'image/gif', 'image/jpeg', 'image/png', 'image/webp']);
   t.same(
     Object.keys(remove.responses['200'].headers).sort(),
     ['X-Credits-Charged', 'X-Credits-Remaining', 'X-Cutout-Size', 'X-Job-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Request-Id', ...resultHeaderNames('v1')].sort(),

@@ -43,7 +43,8 @@ t.test('the options table: every door reads it; errors name the parameter as the
   const cli = t.throws(() => imageOptionsFromFlags({ bgColor: 'reddish' }, {})) as unknown as OptionError;
   t.same([cli.param, cli.message], ['bg_color', 'Expected transparent, a hex colour such as #ffffff, 0f0 or 81d4fa77, or a CSS colour name for --bg-color but received "reddish"']);
   t.match(imageOptionsFromFlags({ refine: false, alpha: 'hard' }, { quality: 'fast', format: 'webp' }), { size: 'full', format: 'webp', quality: 'fast', refine: false, alpha: 'hard', decontaminate: true, mask: false });
-  t.same(removeRequest({}), { ...LIBRARY_DEFAULTS });
+  t.same(removeRequest({}), { ...LIBRARY_DEFAULTS, formatByDefault: true }, 'no format named: an animation becomes animated WebP');
+  t.notOk('formatByDefault' in removeRequest({ format: 'png' }), 'a format named is kept, for an animation too (APNG)');
   t.throws(() => removeRequest({ bgColor: 'reddish' }), /for bgColor but received "reddish"/);
   t.match(removeRequest({ cropMargin: '10px 5%', scale: '80%', position: 'center', roi: '0 0 50% 50%', format: 'zip' }), { cropMargin: { top: { value: 10, unit: 'px' } }, scale: 0.8, position: 'center', roi: { x2: { value: 50, unit: '%' } }, format: 'zip' });
   t.throws(() => removeRequest({ scale: '5%' }), /10% to 100%/);

@@ -27,7 +27,7 @@ import { FIXTURES } from './helpers/cli.js';
 
 /** A pipeline result as the doors see it (only what the rows read). */
 const result = {
-  width: 451, height: 300, foreground: { top: 17, left: 55, width: 341, height: 266 }, confidence: 0.91234, ms: 412,
+  width: 451, height: 300, foreground: { top: 17, left: 55, width: 341, height: 266 }, confidence: 0.91234, ms: 412, frames: 1,
 } as unknown as RemoveResult;
 
 /** A field that does not exist: its row is all it has. */

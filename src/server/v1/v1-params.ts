@@ -80,6 +80,8 @@ export function parseImageParams(params: Record<string, unknown>, file?: Buffer,
   const raw: Record<string, unknown> = {};
   for (const name of OPTION_PARAMS) if (params[name] !== null) raw[name] = params[name];
   const options = parseImageOptions(raw, 'api', API_DEFAULTS);
+  // No format named: an animation is answered as animated WebP (options.ts, formatByDefault).
+  if (raw.format === undefined) options.formatByDefault = true;
 
   let source: ImageSource;
   if (present[0] === 'image_file') {
