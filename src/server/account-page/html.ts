@@ -52,7 +52,7 @@ export const ACCOUNT_HTML = `<!doctype html>
 <section class="card recent" aria-labelledby="recent-title">
   <h2 id="recent-title">Recent removals</h2>
   <table id="removals" hidden>
-    <thead><tr><th scope="col">When</th><th scope="col" class="col-input">Input</th><th scope="col">Size</th><th scope="col">Credits</th><th scope="col">Confidence</th></tr></thead>
+    <thead><tr><th scope="col" class="col-when">When</th><th scope="col" class="col-input">Input</th><th scope="col" class="col-size">Size</th><th scope="col" class="col-credits num">Credits</th><th scope="col" class="col-confidence num">Confidence</th></tr></thead>
     <tbody id="removals-body"></tbody>
   </table>
   <p class="empty" id="removals-empty">No removals to show yet.</p>

@@ -12,7 +12,8 @@ export const ACCOUNT_JS = String.raw`(function () {
   // The playground's name: a key entered in either page serves both.
   var KEY_STORAGE = 'cutout.playground.apiKey';
   var SVG = 'http://www.w3.org/2000/svg';
-  var CHART = { width: 600, height: 200, left: 34, right: 8, top: 10, bottom: 24 };
+  // The chart is drawn in its own pixels (its width when drawn), so that its text keeps its size on a phone.
+  var MARGIN = { left: 34, right: 8, top: 10, bottom: 24 };
 
   function $(id) { return document.getElementById(id); }
   var els = {
@@ -68,21 +69,23 @@ export const ACCOUNT_JS = String.raw`(function () {
   /** Bars of removals per day, the credits they cost drawn inside them; oldest day on the left. */
   function drawUsage(days) {
     var list = days.slice().reverse();
+    var width = Math.max(280, Math.round(els.chart.clientWidth || 600));
+    var c = { width: width, height: Math.round(Math.min(220, Math.max(150, width * 0.33))), left: MARGIN.left, right: MARGIN.right, top: MARGIN.top, bottom: MARGIN.bottom };
     var max = 1;
     list.forEach(function (d) { max = Math.max(max, d.requests, d.credits); });
-    var plotW = CHART.width - CHART.left - CHART.right;
-    var plotH = CHART.height - CHART.top - CHART.bottom;
+    var plotW = c.width - c.left - c.right;
+    var plotH = c.height - c.top - c.bottom;
     var step = plotW / list.length;
     var barW = Math.max(2, step * 0.7);
-    var root = svg('svg', { viewBox: '0 0 ' + CHART.width + ' ' + CHART.height, role: 'img', 'aria-labelledby': 'chart-title', id: 'usage-chart' });
+    var root = svg('svg', { viewBox: '0 0 ' + c.width + ' ' + c.height, role: 'img', 'aria-labelledby': 'chart-title', id: 'usage-chart' });
     svg('title', { id: 'chart-title' }, root).textContent = 'Removals and credits per day, last ' + list.length + ' days';
-    var baseY = CHART.top + plotH;
-    svg('line', { class: 'axis', x1: CHART.left, y1: baseY, x2: CHART.width - CHART.right, y2: baseY }, root);
-    svg('line', { class: 'axis', x1: CHART.left, y1: CHART.top, x2: CHART.left, y2: baseY }, root);
-    svg('text', { x: CHART.left - 4, y: CHART.top + 8, 'text-anchor': 'end' }, root).textContent = String(max);
-    svg('text', { x: CHART.left - 4, y: baseY, 'text-anchor': 'end' }, root).textContent = '0';
+    var baseY = c.top + plotH;
+    svg('line', { class: 'axis', x1: c.left, y1: baseY, x2: c.width - c.right, y2: baseY }, root);
+    svg('line', { class: 'axis', x1: c.left, y1: c.top, x2: c.left, y2: baseY }, root);
+    svg('text', { x: c.left - 4, y: c.top + 8, 'text-anchor': 'end' }, root).textContent = String(max);
+    svg('text', { x: c.left - 4, y: baseY, 'text-anchor': 'end' }, root).textContent = '0';
     list.forEach(function (d, i) {
-      var x = CHART.left + i * step + (step - barW) / 2;
+      var x = c.left + i * step + (step - barW) / 2;
       var group = svg('g', { class: 'day' }, root);
       svg('title', {}, group).textContent = d.date + ': ' + d.requests + ' removals, ' + d.credits + ' credits';
       var hr = (d.requests / max) * plotH;
@@ -91,8 +94,8 @@ export const ACCOUNT_JS = String.raw`(function () {
       svg('rect', { class: 'bar-credits', x: (x + barW * 0.2).toFixed(1), y: (baseY - hc).toFixed(1), width: (barW * 0.6).toFixed(1), height: hc.toFixed(1) }, group);
     });
     [0, list.length - 1].forEach(function (i) {
-      var x = CHART.left + i * step + step / 2;
-      svg('text', { x: x.toFixed(1), y: CHART.height - 6, 'text-anchor': i === 0 ? 'start' : 'end' }, root).textContent = list[i].date.slice(5);
+      var x = c.left + i * step + step / 2;
+      svg('text', { x: x.toFixed(1), y: c.height - 6, 'text-anchor': i === 0 ? 'start' : 'end' }, root).textContent = list[i].date.slice(5);
     });
     els.chart.replaceChildren(root);
     els.legend.hidden = false;
@@ -108,7 +111,7 @@ export const ACCOUNT_JS = String.raw`(function () {
 
   function when(iso) {
     var d = new Date(iso);
-    return d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+    return d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hour12: false });
   }
 
   function showRemovals(list) {

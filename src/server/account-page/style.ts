@@ -52,7 +52,10 @@ table { width: 100%; border-collapse: collapse; table-layout: fixed; font-size: 
 th, td { text-align: left; padding: 0.35rem 0.4rem; border-bottom: 1px solid var(--line); overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 th { color: var(--muted); font-weight: 600; }
 td.num, th.num { text-align: right; }
-col.when { width: 30%; }
+th.col-when { width: 30%; }
+th.col-size { width: 16%; }
+th.col-credits { width: 14%; }
+th.col-confidence { width: 22%; }
 .confidence-low { color: var(--error-fg); font-weight: 600; }
 @media (max-width: 44rem) {
   main { grid-template-columns: minmax(0, 1fr); padding: 0.75rem; }
@@ -62,5 +65,9 @@ col.when { width: 30%; }
   table { font-size: 0.8rem; }
   th, td { padding: 0.3rem 0.2rem; }
   .col-input { display: none; }
+  th.col-when { width: 33%; }
+  th.col-size { width: 21%; }
+  th.col-credits { width: 18%; }
+  th.col-confidence { width: 28%; }
 }
 `;
