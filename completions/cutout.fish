@@ -108,7 +108,7 @@ complete -c cutout -n __cutout_removing -l shadow-color -x -d 'Shadow colour'
 complete -c cutout -n __cutout_removing -l bg-blur -x -a 'true 0.01 0.03' -d 'Blur the photo\'s own background: true or 0-0.05'
 complete -c cutout -n __cutout_removing -l bg-blur-mode -x -a 'gaussian bokeh' -d 'Background blur kind'
 complete -c cutout -n __cutout_removing -l dpi -x -a '72 300' -d 'Pixel density 72-1200'
-complete -c cutout -n __cutout_removing -l keep-metadata -d 'Keep the input\'s EXIF and XMP'
+complete -c cutout -n __cutout_removing -l keep-metadata -d 'Keep the input\'s EXIF, XMP and colour profile'
 complete -c cutout -n __cutout_removing -l animation -x -a 'keep first' -d 'Animated input: every frame or the first'
 # <<< image flags
 

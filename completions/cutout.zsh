@@ -47,7 +47,7 @@ _cutout_image_opts=(
   '--bg-blur=[blur the photo'"'"'s own background: true or 0-0.05]:radius:(true 0.01 0.03)'
   '--bg-blur-mode=[background blur kind]:mode:(gaussian bokeh)'
   '--dpi=[pixel density 72-1200]:dpi:(72 300)'
-  '--keep-metadata[keep the input'"'"'s EXIF and XMP]'
+  '--keep-metadata[keep the input'"'"'s EXIF, XMP and colour profile]'
   '--animation=[animated input: every frame or the first]:mode:(keep first)'
 )
 # <<< image flags

@@ -152,7 +152,7 @@ export interface ImageOptions {
   bgBlurMode?: BlurMode;
   /** Pixel density written into the file (PNG pHYs, JPEG JFIF; WebP has none). */
   dpi?: number;
-  /** Keep the input's EXIF (orientation reset) and XMP, and tag the output sRGB; absent: stripped. */
+  /** Keep the input's EXIF (orientation reset), XMP and RGB colour profile (else tag sRGB); absent: stripped. */
   keepMetadata?: boolean;
   /** An animated input: every frame cut out (absent: `keep`), or its first frame only (`first`). */
   animation?: Animation;
@@ -570,10 +570,10 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     openapi: { name: 'Dpi', schema: { type: 'integer', minimum: 72, maximum: 1200, description: 'Pixel density written into the file: PNG\'s pHYs, JPEG\'s JFIF density; WebP has no field for it. Absent: none written.' } },
   }),
   row({
-    key: 'keepMetadata', api: 'keep_metadata', flag: '--keep-metadata', help: 'keep the input\'s EXIF (orientation reset to upright) and XMP in the output, tagged sRGB (default: stripped)',
-    completion: { summary: 'keep the input\'s EXIF and XMP' },
+    key: 'keepMetadata', api: 'keep_metadata', flag: '--keep-metadata', help: 'keep the input\'s EXIF (orientation reset to upright), XMP and RGB colour profile in the output (default: stripped, sRGB)',
+    completion: { summary: 'keep the input\'s EXIF, XMP and colour profile' },
     library: {}, parse: booleanOf, defaults: {}, changesOutput: true,
-    openapi: { name: 'KeepMetadata', schema: { type: 'boolean', default: false, description: 'Keep the input\'s EXIF (its orientation set to 1: the pixels are upright) and XMP in the output (EXIF in PNG and JPEG, XMP in each format), tagged with an sRGB profile, which is what its pixels are. Absent: metadata is stripped.' } },
+    openapi: { name: 'KeepMetadata', schema: { type: 'boolean', default: false, description: 'Keep the input\'s EXIF (its orientation set to 1: the pixels are upright), XMP and colour profile in the output (EXIF in PNG and JPEG, XMP and the profile in each format but GIF). An RGB profile (Display P3, Adobe RGB) is kept by converting the pixels into it; a CMYK or grey one cannot describe an RGB output, which is then tagged sRGB. Absent: metadata, GPS included, is stripped and the output is sRGB.' } },
   }),
   row({
     key: 'animation', api: 'animation', flag: '--animation <mode>', help: 'an animated GIF, WebP or PNG: keep (default: every frame cut out, animated WebP unless --format gif or png) or first (its first frame, a still)',

@@ -5,7 +5,8 @@
  * from; EXIF orientation is applied; a cut HEIC is a clear error. Animated GIF, WebP and APNG give
  * their frames and timing; the hold of still pixels; the limits and the price. Then v1 on the
  * stand-in model: an animated WebP answer with `X-Cutout-Frames`, its charge, the sync bound that
- * points at jobs, a job, a still-only format refused, and remove.bg's door answering a still.
+ * points at jobs, a job, a still-only format refused, keep_metadata keeping a P3 profile, and
+ * remove.bg's door answering a still.
  */
 import t from 'tap';
 import fs from 'node:fs/promises';
@@ -169,6 +170,19 @@ t.test('v1 on the stand-in: animations answered, charged and bounded', async (t)
   t.equal(job.frames, 24, 'and says frames: 24');
   const result = await resultAlphas(Buffer.from(await (await fetch(job.url, { headers: bearer(key.key) })).arrayBuffer()));
   t.equal(result.alphas.length, 24, 'its result has 24 frames');
+
+  // keep_metadata keeps an RGB profile (Display P3) by converting the pixels back into it.
+  const p3 = await sharp(path.join(FIXTURES, 'coffee.jpg')).withIccProfile('p3').jpeg({ quality: 95 }).toBuffer();
+  const inIcc = (await sharp(p3).metadata()).icc!;
+  const keptRes = await post('/api/v1/remove', p3, { keep_metadata: 'true', format: 'png' });
+  const kept = Buffer.from(await keptRes.arrayBuffer());
+  const outIcc = (await sharp(kept).metadata()).icc;
+  t.ok(outIcc && outIcc.subarray(128).equals(inIcc.subarray(128)), 'keep_metadata: the output carries the input\'s P3 profile');
+  const plainRes = await post('/api/v1/remove', p3, { format: 'png' });
+  const plain = Buffer.from(await plainRes.arrayBuffer());
+  t.notOk((await sharp(plain).metadata()).icc, 'without it, no profile (sRGB)');
+  const managed = await sharp(kept).toColourspace('srgb').removeAlpha().raw().toBuffer();
+  t.ok(meanDiff(managed, await sharp(plain).removeAlpha().raw().toBuffer()) < 1, 'and the same colours once colour-managed');
 
   const removebg = await fetch(`${srv.url}/v1.0/removebg`, { method: 'POST', headers: { 'X-Api-Key': key.key }, body: upload(gif, { size: 'preview' }) });
   t.equal(removebg.status, 200, 'remove.bg\'s door takes the GIF');

@@ -106,7 +106,7 @@ export interface RemoveOptions {
   bgBlurMode?: 'gaussian' | 'bokeh';
   /** Pixel density written into a PNG or JPEG, 72 to 1200. */
   dpi?: number;
-  /** Keep the input's EXIF (orientation reset to upright) and XMP, the output tagged sRGB (default: stripped). */
+  /** Keep the input's EXIF (orientation reset to upright), XMP and RGB colour profile (default: stripped, sRGB). */
   keepMetadata?: boolean;
   /** An animated GIF, WebP or PNG: `keep` (default) cuts out every frame, `first` the first frame only. */
   animation?: 'keep' | 'first';

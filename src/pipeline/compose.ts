@@ -6,6 +6,9 @@
  * (remove.bg's color.jpg + alpha.png), with settings chosen for speed at large sizes (a
  * default-level PNG of 12 MP takes about a second).
  */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import type sharpModule from 'sharp';
 import type { Sharp } from 'sharp';
 import { requireCjs } from '../cjs.js';
@@ -70,10 +73,30 @@ export interface Composed {
 
 async function encode(img: Sharp, format: OutputFormat, dpi?: number, metadata?: KeptMetadata): Promise<Buffer> {
   if (format === 'raw') return img.raw().toBuffer();
+  if (metadata?.icc && format !== 'gif') return withProfileFile(metadata.icc, (file) => encodeTagged(img, format, dpi, metadata, file));
+  return encodeTagged(img, format, dpi, metadata, 'srgb');
+}
+
+/**
+ * sharp takes an output profile by path only: the input's own is written to a private file for
+ * the encode, then removed. The sRGB pixels are converted into it, so it describes them.
+ */
+async function withProfileFile<T>(icc: Buffer, use: (file: string) => Promise<T>): Promise<T> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cutout-icc-'));
+  try {
+    const file = path.join(dir, 'input.icc');
+    await fs.writeFile(file, icc);
+    return await use(file);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function encodeTagged(img: Sharp, format: Exclude<OutputFormat, 'raw'>, dpi: number | undefined, metadata: KeptMetadata | undefined, profile: string): Promise<Buffer> {
   // PNG's pHYs and JPEG's JFIF density; WebP has no field for it.
   if (dpi !== undefined && (format === 'png' || format === 'jpg')) img = img.withDensity(dpi);
   if (metadata) {
-    img = img.withIccProfile('srgb');
+    img = img.withIccProfile(profile);
     if (metadata.xmp) img = img.withXmp(metadata.xmp);
   }
   if (format === 'webp') return img.webp(ENCODE.webp).toBuffer();

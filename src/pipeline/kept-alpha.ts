@@ -7,7 +7,7 @@
 import type sharpModule from 'sharp';
 import { requireCjs } from '../cjs.js';
 import { decodeError, type SourceImage } from './decode.js';
-import { exifForOutput, type KeptMetadata } from './metadata.js';
+import { exifForOutput, rgbProfile, type KeptMetadata } from './metadata.js';
 
 const sharp: typeof sharpModule = requireCjs('sharp');
 
@@ -45,6 +45,7 @@ export async function keptAlpha(src: SourceImage, width: number, height: number)
 /** `keep_metadata`: the input's EXIF (orientation reset) and XMP, as compose writes them (metadata.ts). */
 export async function readMetadata(src: SourceImage): Promise<KeptMetadata> {
   if (src.format === 'raw' || src.format === 'bmp') return {};
-  const meta = await sharp(src.sharpInput, src.sharpOptions).metadata();
-  return { exif: exifForOutput(meta.exif), xmp: meta.xmp?.toString('utf8') };
+  // A HEIC's pixels reach sharp decoded (decode.ts); its metadata is read from its own bytes.
+  const meta = src.format === 'heic' ? await sharp(src.original).metadata() : await sharp(src.sharpInput, src.sharpOptions).metadata();
+  return { exif: exifForOutput(meta.exif), xmp: meta.xmp?.toString('utf8'), icc: rgbProfile(meta.icc) };
 }

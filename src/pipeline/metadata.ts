@@ -1,15 +1,18 @@
 /**
- * `keep_metadata` (docs/product-photos.md): the input's EXIF and XMP carried into the output.
- * The pixels are oriented and converted to sRGB on the way in, so EXIF's orientation is set to 1
- * (upright) and the output is tagged with an sRGB profile rather than the input's own, which no
- * longer describes its pixels. EXIF goes into JPEG (an APP1 segment) and PNG (an eXIf chunk);
- * XMP through sharp into each format it writes it to.
+ * `keep_metadata` (docs/product-photos.md): the input's EXIF, XMP and colour profile carried into
+ * the output. The pixels are oriented and converted to sRGB on the way in, so EXIF's orientation
+ * is set to 1 (upright); an RGB profile of the input (Display P3, Adobe RGB) is kept by converting
+ * the output's pixels back into it, so that the profile describes them; a CMYK or grey profile
+ * cannot describe an RGB output, which is then tagged sRGB. EXIF goes into JPEG (an APP1 segment)
+ * and PNG (an eXIf chunk); XMP and the profile through sharp into each format it writes them to.
  */
 
 export interface KeptMetadata {
   /** The TIFF structure of the input's EXIF (without the `Exif\0\0` header), orientation reset. */
   exif?: Buffer;
   xmp?: string;
+  /** The input's ICC profile when it is an RGB one (its header's colour space `RGB `). */
+  icc?: Buffer;
 }
 
 const EXIF_HEADER = Buffer.from('Exif\0\0', 'binary');
@@ -84,3 +87,8 @@ export function pngWithExif(png: Buffer, tiff: Buffer): Buffer {
   return Buffer.concat([png.subarray(0, at), head, type, tiff, crc, png.subarray(at)]);
 }
 
+
+/** The profile when it describes RGB pixels (ICC header: colour space at bytes 16-19), else undefined. */
+export function rgbProfile(icc: Buffer | undefined): Buffer | undefined {
+  return icc && icc.length >= 128 && icc.toString('latin1', 16, 20) === 'RGB ' ? icc : undefined;
+}
