@@ -141,6 +141,12 @@ t.test('a removal through serve --upstream: one trace from the client to the mod
   const own = await otlp.waitFor('the account request', (all) => all.some((s) => s.name === 'GET /api/v1/account'));
   t.equal(own.find((s) => s.name === 'GET /api/v1/account')!.parentSpanId, '', 'a root span without traceparent');
 
+  // The probes have no trace: a collector would drown in them.
+  for (const probe of ['/readyz', '/metrics', '/api/v1/health']) t.equal((await fetch(`${srv.url}${probe}`)).status, 200, `${probe} answers`);
+  t.equal((await fetch(`${srv.url}/api/v1/account`, { headers: bearer(key.key) })).status, 200);
+  await otlp.waitFor('a second account request', (all) => all.filter((s) => s.name === 'GET /api/v1/account').length >= 2);
+  t.same(otlp.spans.filter((s) => ['/readyz', '/metrics', '/api/v1/health'].includes(String(s.attributes['http.route']))), [], 'no span for /readyz, /metrics or /api/v1/health');
+
   // What must never leave: the key, the callback secret, job ids (capability URLs), the image.
   const everything = Buffer.concat(otlp.bodies);
   for (const [what, secret] of [['the API key', key.key], ['the callback secret', CALLBACK_SECRET], ['the job id', jobId], ['the callback URL', receiver.url]] as const) {

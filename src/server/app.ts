@@ -34,7 +34,7 @@ import { clipdropApi } from './dialects/api-clipdrop.js';
 import { adminApi } from './admin/api-admin.js';
 import { applyCors, limiterOf, mountApi, pluginFor, type ApiPlugin } from './plugin.js';
 import { startTracing, type Tracing } from '../telemetry/tracing.js';
-import { traceRequest } from './request-span.js';
+import { traced, traceRequest } from './request-span.js';
 import type { ServerContext } from './context.js';
 
 export type { ServerContext } from './context.js';
@@ -268,7 +268,7 @@ function createHttpServer(context: ServerContext, apis: ServerSeams['apis']): ht
     if (!context.preload || context.preload.loaded) requestLog(req, res);
     const handle = () => (app.handler as (req: http.IncomingMessage, res: http.ServerResponse) => void)(req, res);
     // The handlers run inside the request's span: the removal's spans become its children.
-    if (tracing.enabled) tracing.within(traceRequest(tracing, req, res, doorOf), handle);
+    if (tracing.enabled && traced(req)) tracing.within(traceRequest(tracing, req, res, doorOf), handle);
     else handle();
   });
   server.on('clientError', (err: Error & { code?: string }, socket: import('node:stream').Duplex) => answerClientError(err, socket, context.baseUrl));

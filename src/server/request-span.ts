@@ -18,6 +18,17 @@ export function setCallerKeyId(req: IncomingMessage, keyId: string | null): void
   if (keyId) (req as Tagged)[KEY_ID] = keyId;
 }
 
+/**
+ * The probes a load balancer, Kubernetes and Prometheus call every few seconds: a trace each would
+ * bury the requests' traces (and cost the collector), so they have none.
+ */
+const UNTRACED_PATHS: ReadonlySet<string> = new Set(['/readyz', '/metrics', '/api/v1/health']);
+
+/** Whether a request gets a span (every one but the probes). */
+export function traced(req: IncomingMessage): boolean {
+  return !UNTRACED_PATHS.has((req.url ?? '/').split('?')[0]);
+}
+
 /** Opens the request's span; `door` names the API a path belongs to (`none` outside every API). */
 export function traceRequest(tracing: Tracing, req: IncomingMessage, res: ServerResponse, door: (path: string) => string): TraceSpan {
   const method = req.method ?? 'UNKNOWN';
