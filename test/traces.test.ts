@@ -4,7 +4,7 @@
  * only by the SDK's OTEL_* variables. Checked: a sync removal's span tree (the request's span, a
  * child of the client's `traceparent`, with the wait for a worker, the pipeline and its decode,
  * inference and encode, the results store), the model server's spans joining the trace under the
- * upstream inference span, a job's run and its callback's delivery joining the trace of the request
+ * upstream inference span (its service named by OTEL_SERVICE_NAME), a job's run and its callback's delivery joining the trace of the request
  * that created it (the callback's POST carrying `traceparent`), the resource (OTEL_SERVICE_NAME's
  * default `cutout`, OTEL_RESOURCE_ATTRIBUTES), and that no key, secret, job id or image byte
  * reaches the receiver. And with tracing off (or OTEL_SDK_DISABLED=true), that the server loads no
@@ -55,7 +55,8 @@ const OTEL = { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_BSP_SCHEDULE_DELAY: '
 t.test('a removal through serve --upstream: one trace from the client to the model server', async (t) => {
   const watch = moduleWatch(t);
   const model = await startListening(t, ['model-server', '--port', '0'], {
-    env: cleanEnv({ ...OTEL, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' }), timeoutMs: 60_000,
+    // OTEL_SERVICE_NAME over the model server's default name (cutout-model-server), read by the SDK.
+    env: cleanEnv({ ...OTEL, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', OTEL_SERVICE_NAME: 'inference-pool-a' }), timeoutMs: 60_000,
   });
   const srv = await startServe(t, ['--upstream', model.url, '--allow-private-network', '--log-level', 'silent'], {
     env: cleanEnv({
@@ -76,7 +77,7 @@ t.test('a removal through serve --upstream: one trace from the client to the mod
 
   const spans = await otlp.waitFor('the request span and the model server\'s', (all) =>
     all.some((s) => s.traceId === client.trace && s.name === 'POST /api/v1/remove')
-    && all.some((s) => s.traceId === client.trace && s.resource['service.name'] === 'cutout-model-server' && s.kind === 2));
+    && all.some((s) => s.traceId === client.trace && s.resource['service.name'] === 'inference-pool-a' && s.kind === 2));
   const trace = spans.filter((s) => s.traceId === client.trace);
   const request = trace.find((s) => s.name === 'POST /api/v1/remove')!;
   t.equal(request.parentSpanId, client.span, 'the request span\'s parent is the client\'s traceparent');
@@ -99,7 +100,7 @@ t.test('a removal through serve --upstream: one trace from the client to the mod
   t.equal(inference.attributes['cutout.inference.where'], 'upstream');
   t.match(pipeline.attributes, { 'cutout.size.resolved': 'full', 'cutout.width': 451, 'cutout.height': 300 });
 
-  const modelSpan = trace.find((s) => s.resource['service.name'] === 'cutout-model-server' && s.kind === 2)!;
+  const modelSpan = trace.find((s) => s.resource['service.name'] === 'inference-pool-a' && s.kind === 2)!;
   t.equal(modelSpan.parentSpanId, inference.spanId, 'the model server\'s span joins the trace under the upstream inference span (traceparent sent)');
   t.equal(modelSpan.encoding, 'protobuf', 'the model server sent http/protobuf');
   t.match(modelSpan.attributes, { 'http.route': '/v2/models/{model}/infer', 'http.response.status_code': 200 });
