@@ -53,38 +53,33 @@ export function payerOfKey(key: { accountId: string; keyId: string; test: boolea
 /** A local run: recorded under no account, never charged. */
 export const LOCAL_PAYER: Readonly<Payer> = Object.freeze({ accountId: null, keyId: null, billable: false });
 
-/** An animation costs its size's price once per started block of this many frames (docs/http-api.md, "Animations"). */
-export const FRAMES_PER_PRICE = 10;
-
 /**
- * Credits a result of this resolved size costs: a still, or an animation of `frames` frames
- * (each started block of 10 frames at the still's price: 12 frames at full size cost 2 credits).
+ * Credits a result of this resolved size costs. An animation is one result, priced as a still:
+ * api-spec says a full-resolution result costs 1 credit and `/remove` charges 0 or 1 (its frames
+ * are bounded by the pixel budget instead, docs/http-api.md "Animations").
  */
-export function priceOf(resolved: 'preview' | 'full', frames = 1): number {
-  return (resolved === 'full' ? 1 : 0) * Math.ceil(Math.max(1, frames) / FRAMES_PER_PRICE);
+export function priceOf(resolved: 'preview' | 'full'): number {
+  return resolved === 'full' ? 1 : 0;
 }
 
-/** What the payer is charged for a result of this resolved size and frame count. */
-export function chargeFor(payer: Pick<Payer, 'billable'>, resolved: 'preview' | 'full', frames = 1): number {
-  return payer.billable ? priceOf(resolved, frames) : 0;
+/** What the payer is charged for a result of this resolved size. */
+export function chargeFor(payer: Pick<Payer, 'billable'>, resolved: 'preview' | 'full'): number {
+  return payer.billable ? priceOf(resolved) : 0;
 }
 
 /**
  * The price of a request known before its work: `full` for sure; `auto` once the image's pixels
  * are known (`pixels`, from its header) and at most the auto threshold; else nothing yet.
  */
-export function upfrontPrice(size: Size, pixels: number | null = null, frames = 1): number {
-  if (size === 'full') return priceOf('full', frames);
-  if (size === 'auto' && pixels !== null && pixels <= LIMITS.autoFullMaxPixels) return priceOf('full', frames);
+export function upfrontPrice(size: Size, pixels: number | null = null): number {
+  if (size === 'full') return priceOf('full');
+  if (size === 'auto' && pixels !== null && pixels <= LIMITS.autoFullMaxPixels) return priceOf('full');
   return 0;
 }
 
-/**
- * Whether reading the image's header could change the upfront price for a paying caller: `auto`
- * by its pixels, and `full` or `auto` by its frames (an animation).
- */
+/** Whether knowing the image's pixels could change the upfront price (`auto` for a paying caller). */
 export function needsPixelsToPrice(payer: Pick<Payer, 'billable'>, size: Size): boolean {
-  return payer.billable && size !== 'preview';
+  return payer.billable && size === 'auto';
 }
 
 /** Whether the payer's balance covers `amount` (always, for a payer who does not pay with credits). */

@@ -579,7 +579,7 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     key: 'animation', api: 'animation', flag: '--animation <mode>', help: 'an animated GIF, WebP or PNG: keep (default: every frame cut out, animated WebP unless --format gif or png) or first (its first frame, a still)',
     completion: { summary: 'animated input: every frame or the first', values: ANIMATIONS },
     library: {}, parse: enumOf(ANIMATIONS), defaults: {}, changesOutput: true,
-    openapi: { name: 'Animation', schema: { type: 'string', enum: [...ANIMATIONS], default: 'keep', description: 'An animated GIF, WebP or PNG (APNG): `keep` cuts out every frame, with the same count and timing, as animated WebP unless `format` is `gif` (1-bit alpha) or `png` (APNG); `first` cuts out the first frame only, as a still. Mattes of successive frames are smoothed where the picture did not change. Priced per frame (docs/http-api.md, "Animations"); `/remove` answers animations up to a size and says when to use a job.' } },
+    openapi: { name: 'Animation', schema: { type: 'string', enum: [...ANIMATIONS], default: 'keep', description: 'An animated GIF, WebP or PNG (APNG): `keep` cuts out every frame, with the same count and timing, as animated WebP unless `format` is `gif` (1-bit alpha) or `png` (APNG); `first` cuts out the first frame only, as a still. Mattes of successive frames are smoothed where the picture did not change. One result, priced as a still; `/remove` answers animations up to 6.6 MP in all (frames x pixels) and says when to use a job (docs/http-api.md, "Animations").' } },
   }),
 ]);
 

@@ -114,7 +114,7 @@ t.test('the hold: alpha kept where nothing near changed, new where it moved', as
   t.equal(changeWeights(before, noise, w, h, 2).reduce((a, b) => a + b, 0), 0, 'a GIF\'s dithering noise (10 levels) is no change');
 });
 
-t.test('limits and price', async (t) => {
+t.test('limits, and the price of one result', async (t) => {
   const src = { probe: { format: 'gif', width: 1000, height: 1000, frames: 100 }, frames: 100 } as any;
   t.throws(() => checkAnimationSize(src, {}), { code: 'image_too_large', reason: 'animation_too_large' }, '100 frames of 1 MP is over the 60 MP budget');
   const many = { probe: { format: 'gif', width: 10, height: 10, frames: 501 }, frames: 501 } as any;
@@ -123,7 +123,7 @@ t.test('limits and price', async (t) => {
   t.doesNotThrow(() => checkAnimationSize(small, {}), '30 frames of 512x512');
   const err = (() => { try { checkAnimationSize(small, { maxAnimationPixels: 6_600_000 }); } catch (e) { return e as CutoutError; } })();
   t.match(err?.message, /POST \/api\/v1\/jobs/, 'over the sync bound, the message says to use a job');
-  t.same([priceOf('full', 1), priceOf('full', 10), priceOf('full', 12), priceOf('full', 30), priceOf('preview', 30)], [1, 1, 2, 3, 0], 'a credit per started 10 frames at full size; previews free');
+  t.same([priceOf('full'), priceOf('preview')], [1, 0], 'an animation is one result: 1 credit at full size (api-spec: 0 or 1 a call), previews free');
 });
 
 t.test('v1 on the stand-in: animations answered, charged and bounded', async (t) => {
@@ -141,7 +141,8 @@ t.test('v1 on the stand-in: animations answered, charged and bounded', async (t)
   const out = await resultAlphas(Buffer.from(await res.arrayBuffer()));
   t.equal(out.alphas.length, 12, '12 frames in the file');
   t.same(out.delays, scene.delays, 'with the input\'s timing');
-  t.equal(before - (await balanceOf(srv.url, key.key)), 2, '12 frames at full size cost 2 credits');
+  t.equal(before - (await balanceOf(srv.url, key.key)), 1, '12 frames at full size: one result, 1 credit');
+  t.equal(res.headers.get('x-credits-charged'), '1', 'X-Credits-Charged says so');
 
   const asGif = await post('/api/v1/remove', gif, { format: 'gif' });
   t.equal(asGif.headers.get('content-type'), 'image/gif', 'format=gif');

@@ -132,17 +132,16 @@ export class RemovalService {
       ? { ...removal.request, ...intake.request, ...(intake.background ? { bgImageData: intake.background } : {}) }
       : removal.request;
     if (checkFunds && needsPixelsToPrice(payer, request.size)) {
-      // `auto` is full up to 4 MP, and an animation costs by its frames: the header says which.
+      // `auto` is full up to 4 MP: read the header to know whether it will cost a credit.
       const probe = await pipeline.probeImage(bytes);
-      const frames = request.animation === 'first' ? 1 : probe.frames;
-      await assertFunded(payer, upfrontPrice(request.size, probe.width * probe.height, frames), balanceOf);
+      await assertFunded(payer, upfrontPrice(request.size, probe.width * probe.height), balanceOf);
     }
     const parent = this.tracing.active() ?? undefined; // the request's span, or the job's
     const result = await this.runPipeline(removal, request, parent, () => pipeline.removeBackground(bytes, request, { signal, afterModel: removal.afterModel }));
     if (signal?.aborted) throw signal.reason;
     const record: RunRecord = {
       id: removal.id, accountId: payer.accountId, keyId: payer.keyId, channel: removal.channel, input: removal.description,
-      size: result.resolvedSize, credits: chargeFor(payer, result.resolvedSize, result.frames), ms: result.ms,
+      size: result.resolvedSize, credits: chargeFor(payer, result.resolvedSize), ms: result.ms,
       result: removal.storeResult
         ? { data: result.data, ext: result.format, name: removal.storeResult.name, contentType: result.contentType, width: result.width, height: result.height, fields: resultFieldsOf(result) }
         : undefined,
