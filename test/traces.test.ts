@@ -164,6 +164,26 @@ t.test('a removal through serve --upstream: one trace from the client to the mod
   t.ok(seen.some((l) => l.includes('@opentelemetry/sdk-node')), 'with tracing on, the SDK was loaded');
 });
 
+t.test('a removal with the model in the server: the inference span from the pipeline\'s timings', async (t) => {
+  const srv = await startServe(t, ['--log-level', 'silent'], { env: cleanEnv({ ...OTEL }) });
+  const key = await createKey(srv.dataDir);
+  const trace = hex(16);
+  const form = new FormData();
+  form.append('image_file', new Blob([CHELSEA]), 'chelsea.jpg');
+  const res = await fetch(`${srv.url}/api/v1/remove`, { method: 'POST', headers: bearer(key.key, { traceparent: `00-${trace}-${hex(8)}-01` }), body: form });
+  t.equal(res.status, 200);
+  await res.arrayBuffer();
+  const spans = await otlp.waitFor('the local removal\'s stages', (all) => all.filter((s) => s.traceId === trace && s.name.startsWith('cutout.')).length >= 6);
+  const pipeline = spans.find((s) => s.traceId === trace && s.name === 'cutout.pipeline')!;
+  const stages = childrenOf(spans, pipeline);
+  t.same(names(stages), ['cutout.decode', 'cutout.encode', 'cutout.inference'], 'decode, inference, encode under the pipeline');
+  const inference = stages.find((s) => s.name === 'cutout.inference')!;
+  t.equal(inference.attributes['cutout.inference.where'], 'local');
+  t.equal(inference.kind, 1, 'an internal span');
+  t.ok(inference.endMs - inference.startMs > 1, `it lasts what the model took (${(inference.endMs - inference.startMs).toFixed(0)} ms)`);
+  t.equal(spans.find((s) => s.traceId === trace && s.kind === 2)?.encoding, 'protobuf', 'http/protobuf, the SDK\'s default protocol');
+});
+
 /**
  * prom-client (the /metrics registry, loaded by every server) requires @opentelemetry/api, the
  * API's no-op package, for its exemplars: that was so before tracing came, and is the API only.
