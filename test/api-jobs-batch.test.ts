@@ -71,7 +71,7 @@ t.test('batches', async (t) => {
       ['no images', batch({ size: 'preview' }), 400, 'invalid_request', /images must be an array/],
       ['empty', batch({ images: [] }), 400, 'invalid_request', /images is empty/],
       ['top-level source', batch({ image_file_b64: tiny }), 400, 'invalid_request', /belongs inside an item of images/],
-      ['bad top-level option', batch({ images: images(2), format: 'gif' }), 400, 'invalid_request', /format/],
+      ['bad top-level option', batch({ images: images(2), format: 'tiff' }), 400, 'invalid_request', /format/],
       ['unknown field', batch({ images: images(1), sharpen: true }), 400, 'invalid_request', /Unknown batch field sharpen/],
       ['unknown item field', batch({ images: [{ image_file_b64: tiny, foo: 1 }] }), 422, 'invalid_request', /^images\[0\]: Unknown parameter foo\. Nothing was queued\.$/],
       ['file upload in an item', batch({ images: [{ image_file: tiny }] }), 422, 'invalid_request', /images\[0\]: A JSON batch cannot carry file uploads/],

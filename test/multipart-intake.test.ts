@@ -107,7 +107,7 @@ const json = (a: Answer) => JSON.parse(a.body.toString('utf8'));
 const doors: Door[] = [
   {
     name: 'v1', path: '/api/v1/remove', auth: { Authorization: `Bearer ${key.key}` }, file: 'image_file',
-    field: ['format', 'webp'], price: 0, badField: ['format', 'gif'],
+    field: ['format', 'webp'], price: 0, badField: ['format', 'tiff'],
     async check(t, a) {
       t.equal(a.headers['content-type'], 'image/webp', 'format=webp read as a field');
       t.equal(a.headers['x-credits-charged'], '0');
@@ -149,7 +149,7 @@ const doors: Door[] = [
   },
   {
     name: 'Photoroom', path: '/v1/segment', auth: { 'x-api-key': key.key }, file: 'image_file',
-    field: ['format', 'webp'], price: 1, badField: ['format', 'gif'],
+    field: ['format', 'webp'], price: 1, badField: ['format', 'tiff'],
     async check(t, a) {
       t.equal(a.headers['content-type'], 'image/webp', 'format=webp read as a field');
       t.match(a.headers['x-uncertainty-score'], /^0(\.\d+)?$|^1$/, 'x-uncertainty-score');

@@ -20,8 +20,8 @@ const sharp: typeof sharpModule = requireCjs('sharp');
 sharp.cache(false);
 
 /** Brands of an ISO-BMFF `ftyp` box that mean AVIF, and those that mean HEIC/HEIF. */
-const AVIF_BRANDS = new Set(['avif', 'avis']);
-const HEIF_BRANDS = new Set(['heic', 'heix', 'heim', 'heis', 'hevc', 'hevx', 'mif1', 'msf1']);
+const AVIF_BRANDS: ReadonlySet<string> = new Set(['avif', 'avis']);
+const HEIF_BRANDS: ReadonlySet<string> = new Set(['heic', 'heix', 'heim', 'heis', 'hevc', 'hevx', 'mif1', 'msf1']);
 
 /**
  * AVIF or HEIC from an ISO-BMFF file's `ftyp` box (its major and compatible brands), or null.
