@@ -91,7 +91,7 @@ async function writeSlowly(file: string, bytes: Buffer, gapMs: number): Promise<
 function startWatch(run: RecordingRun, hot: string, out: string): Promise<void> {
   return watchInputs(run, {
     inputs: [hot], recursive: true, exclude: [], outputPlan: { kind: 'directory', path: out },
-    suffix: '.cutout', format: 'png', quiet: true,
+    suffix: '.cutout', format: 'png', animationFormat: async () => null, quiet: true,
   });
 }
 

@@ -278,7 +278,9 @@ export async function runRemove(inputs: string[], givenFlags: RemoveFlags): Prom
         reviewBelow: reviewThreshold(flags.reviewBelow),
         keepsNewerOutputs: keepsNewerOutputs(flags, existing),
       });
-      return await driveBatch(run, { inputs, flags, plan, batch, reporter, format: fileFormat(options, Boolean(flags.mask)) });
+      return await driveBatch(run, {
+        inputs, flags, plan, batch, reporter, format: fileFormat(options, Boolean(flags.mask)), animationFormat: (file) => animationFormatOf(file, options),
+      });
     } finally {
       interrupt.uninstall();
       batch.manifest?.close();
@@ -295,6 +297,8 @@ interface DriveContext {
   batch: BatchPlan;
   reporter: Reporter;
   format: Format | 'zip';
+  /** A watched file's own format when it is an animation (inputs.ts animationFormatOf). */
+  animationFormat: (file: string) => Promise<Format | null>;
 }
 
 /** The list, then with --watch the watched folders; the exit code. */
@@ -315,7 +319,7 @@ async function driveBatch(run: BatchRun, d: DriveContext): Promise<number> {
   await run.drive(batch.todo);
   if (flags.watch && !run.interrupted) {
     const { watchInputs } = await import('./watch.js');
-    await watchInputs(run, { inputs: d.inputs, recursive: Boolean(flags.recursive), exclude: flags.exclude ?? [], outputPlan: plan.outputPlan, suffix: outputSuffix(flags), format: d.format, quiet });
+    await watchInputs(run, { inputs: d.inputs, recursive: Boolean(flags.recursive), exclude: flags.exclude ?? [], outputPlan: plan.outputPlan, suffix: outputSuffix(flags), format: d.format, animationFormat: d.animationFormat, quiet });
   }
   const batchRun = isBatch(d.inputs, flags);
   const { code, summary } = run.finish({ json: Boolean(flags.json) && batchRun, watching: Boolean(flags.watch), hint: continueHint(flags) });

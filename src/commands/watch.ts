@@ -40,6 +40,8 @@ export interface WatchOptions {
   outputPlan: OutputPlan;
   suffix: string;
   format: Format | 'zip';
+  /** A file's own output format when it is an animation and the run named none (animated WebP). */
+  animationFormat: (file: string) => Promise<Format | null>;
   quiet: boolean;
 }
 
@@ -239,9 +241,10 @@ function taker(run: WatchedRun, targets: WatchTarget[], opts: WatchOptions): Tak
     const target = owner(f);
     if (!target) return;
     const item = { path: f, root: target.glob ? globBase(target.glob) : target.base };
-    const planned = { item, output: outputPathFor(item, opts.outputPlan, opts.format, opts.suffix) };
     pending.add(f);
     const task = (async () => {
+      const plannedAs = (own: Format | null) => ({ item, output: outputPathFor(item, opts.outputPlan, own ?? opts.format, opts.suffix), ...(own ? { format: own } : {}) });
+      let planned = plannedAs(await opts.animationFormat(f));
       const now = statOrNull(f);
       if (!now || run.tookAsIs(f, now)) return; // seen by both the rescan and an event, or gone
       if (await run.isUnchanged(planned)) return; // a touch, or a copy of the same bytes
@@ -249,6 +252,8 @@ function taker(run: WatchedRun, targets: WatchTarget[], opts: WatchOptions): Tak
       // is taken by its own event, after this take, and left then as this take saw it).
       if (await looksUnfinished(f)) {
         if (!(await finishedOrLongStill(f, () => run.interrupted)) || run.interrupted) return;
+        // Read whole now: an animation is told by its frames, which a half-written file hides.
+        planned = plannedAs(await opts.animationFormat(f));
       }
       await run.process(planned);
     })().finally(() => {

@@ -10,7 +10,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { FIXTURES, runCli } from '../helpers/cli.js';
+import { spawn } from 'node:child_process';
+import { BIN, FIXTURES, runCli } from '../helpers/cli.js';
 import { encodeScene, flicker, iou, movingScene, resultAlphas } from '../helpers/animation.js';
 import { createRemover } from '../../src/index.js';
 
@@ -104,4 +105,27 @@ t.test('a moving subject: 12 frames that follow it; a still one: no flicker', as
   t.ok(res.confidence > 0 && res.confidence <= 1, `confidence ${res.confidence.toFixed(3)} (the lowest frame's)`);
   const firstOnly = await remover.remove(path.join(dir, 'moving.gif'), { animation: 'first' });
   t.same([firstOnly.format, firstOnly.frames], ['png', 1], 'animation: first gives a still');
+});
+
+t.test('a hot folder names an animation it is given .webp, as the list does', async (t) => {
+  const hot = path.join(dir, 'hot');
+  await fs.mkdir(hot);
+  const child = spawn(process.execPath, [BIN, hot, '--watch', '--out', path.join(hot, 'out'), '--json', '--no-progress'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '', stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d));
+  child.stderr.on('data', (d: Buffer) => (stderr += d));
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  t.teardown(() => child.kill('SIGKILL'));
+  const until = async (what: string, check: () => boolean) => {
+    for (const end = Date.now() + 120_000; !check(); await new Promise((r) => setTimeout(r, 50))) if (Date.now() > end) throw new Error(`timed out: ${what}: ${stderr}`);
+  };
+  await until('the watcher ready', () => /watching/.test(stderr));
+  const scene = await movingScene({ width: 320, height: 240, count: 6, at: (i) => ({ x: 20 + i * 10, y: 40 }) });
+  await fs.writeFile(path.join(hot, 'sticker.gif'), await encodeScene(scene, 'gif'));
+  await until('the animation done', () => /"frames":6/.test(stdout));
+  child.kill('SIGTERM');
+  t.equal(await closed, 0, 'SIGTERM ends the watch with exit 0');
+  const line = JSON.parse(stdout.trim().split('\n').find((l) => l.includes('sticker'))!);
+  t.equal(path.basename(line.output), 'sticker.cutout.webp', 'its output is named .webp');
+  t.equal((await resultAlphas(await fs.readFile(line.output))).alphas.length, 6, 'and holds the 6 frames');
 });
