@@ -172,6 +172,16 @@ t.test('v1 on the stand-in: animations answered, charged and bounded', async (t)
   const result = await resultAlphas(Buffer.from(await (await fetch(job.url, { headers: bearer(key.key) })).arrayBuffer()));
   t.equal(result.alphas.length, 24, 'its result has 24 frames');
 
+  // HEIC, AVIF and the rotated JPEG through the same door: upright, at their size.
+  for (const file of ['coffee.heic', 'coffee.avif', 'rotated-gps.jpg']) {
+    const got = await post('/api/v1/remove', await fs.readFile(path.join(FORMATS_DIR, file)), { format: 'png' });
+    t.equal(got.status, 200, `${file} through /remove`);
+    const meta = await sharp(Buffer.from(await got.arrayBuffer())).metadata();
+    t.same([meta.format, meta.width, meta.height], ['png', 300, 200], `${file}: a 300x200 PNG`);
+  }
+  const cutHeic = await errorCode(await post('/api/v1/remove', (await fs.readFile(path.join(FORMATS_DIR, 'coffee.heic'))).subarray(0, 4000), {}));
+  t.same([cutHeic.status, cutHeic.code], [400, 'unsupported_format'], `a cut HEIC: ${cutHeic.message}`);
+
   // keep_metadata keeps an RGB profile (Display P3) by converting the pixels back into it.
   const p3 = await sharp(path.join(FIXTURES, 'coffee.jpg')).withIccProfile('p3').jpeg({ quality: 95 }).toBuffer();
   const inIcc = (await sharp(p3).metadata()).icc!;
