@@ -13,10 +13,9 @@ import { sqlNow } from './clock.js';
 import { boundTo, type StoreContext } from './context.js';
 import { insertResultIn } from './results-row.js';
 import type { Queryable } from './sql.js';
-import { recentRuns } from './runs.js';
+import { recentRuns, type Channel } from './runs.js';
 
-
-export type Channel = 'cli' | 'api' | 'job';
+export type { Channel };
 export type Plan = 'free' | 'paid' | 'marketplace' | 'local';
 
 export interface RunRecord {

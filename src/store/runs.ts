@@ -6,7 +6,9 @@
  */
 import { parseResultFields } from '../result-fields.js';
 import type { StoreContext } from './context.js';
-import type { Channel } from './ledger.js';
+
+/** Where a removal came from: the CLI, a sync API call, or a job (ledger.ts re-exports it). */
+export type Channel = 'cli' | 'api' | 'job';
 
 export interface RecentRun {
   /** When it was recorded, ms since the epoch (the store's clock). */

@@ -15,7 +15,7 @@
  */
 import { NodeSDK, api, core, resources } from '@opentelemetry/sdk-node';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { SpanAttributes, SpanOptions, TraceSpan, TracedService, Tracing } from './tracing.js';
+import type { SpanAttributes, SpanOptions, TraceSpan, TracedService, Tracing } from './types.js';
 
 const KINDS = {
   server: api.SpanKind.SERVER, client: api.SpanKind.CLIENT, internal: api.SpanKind.INTERNAL, consumer: api.SpanKind.CONSUMER,
