@@ -113,9 +113,9 @@ t.test('a test key gets preview-size results, as on the server, and is not charg
 
 t.test('--out is checked before any work', async (t) => {
   const { dir, env } = workdir(t);
-  const gif = await runCli([path.join(FIXTURES, 'coffee.jpg'), '--out', 'r.gif'], { cwd: dir, env });
-  t.equal(gif.code, 2);
-  t.match(gif.stderr, /--out r\.gif: cutout writes png, webp or jpg, not gif/);
+  const bmp = await runCli([path.join(FIXTURES, 'coffee.jpg'), '--out', 'r.bmp'], { cwd: dir, env });
+  t.equal(bmp.code, 2);
+  t.match(bmp.stderr, /--out r\.bmp: cutout writes png, webp, jpg or gif, not bmp/);
   const two = await runCli([path.join(FIXTURES, 'coffee.jpg'), path.join(FIXTURES, 'chelsea.jpg'), '--out', 'x.png'], { cwd: dir, env });
   t.equal(two.code, 2);
   t.match(two.stderr, /--out x\.png names one file, but 2 inputs were given/);
@@ -172,7 +172,7 @@ t.test('errors are one line: commander\'s, a bad config file\'s, and a file name
   fs.writeFileSync(path.join(dir, 'a\nb\x1b[31m.jpg'), 'not an image');
   const odd = await runCli(['a\nb\x1b[31m.jpg', '--no-progress'], { cwd: dir, env });
   t.equal(odd.code, 1);
-  t.equal(odd.stderr, 'cutout: a\\nb\\x1b[31m.jpg: Not a JPEG, PNG, WebP, GIF, BMP or TIFF image\n');
+  t.equal(odd.stderr, 'cutout: a\\nb\\x1b[31m.jpg: Not a JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF or HEIC image\n');
 });
 
 const hasScript = spawnSync('script', ['--version']).status === 0;

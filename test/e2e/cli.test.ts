@@ -76,7 +76,7 @@ t.test('bad inputs fail one by one, each named with its reason, and the others a
   const lines = r.stderr.trim().split('\n');
   t.equal(lines.length, 6, r.stderr);
   t.match(lines[5], /^cutout: 1 done, 0 skipped, 5 failed in [\d.]+ s/, 'a batch ends with its summary line');
-  t.match(r.stderr, /notes\.txt: Not a JPEG, PNG, WebP, GIF, BMP or TIFF image/);
+  t.match(r.stderr, /notes\.txt: Not a JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF or HEIC image/);
   t.match(r.stderr, /truncated\.jpg: Truncated JPEG file/);
   t.match(r.stderr, /huge\.png: Image is 10000x6000 \(60 MP\); the limit is 50 megapixels/);
   t.match(r.stderr, /empty\.png: Empty file/);

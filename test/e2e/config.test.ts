@@ -83,7 +83,7 @@ t.test('cutout remove\'s output defaults in the file: checked, out resolved from
   t.equal(flagged.skipExisting, undefined, '--overwrite sets aside the file\'s skipExisting');
   t.equal(withRemoveDefaults({ out: 'one.png' }, c.remove).format, undefined, '--out FILE.png gives the format by its extension');
 
-  await t.rejects(loadConfig({}, { configFile: configFile(t, { format: 'gif' }), env: {} }), /Expected one of png, webp, jpg, auto, zip for format but received "gif" in .*\.cutoutrc\.json/);
+  await t.rejects(loadConfig({}, { configFile: configFile(t, { format: 'tiff' }), env: {} }), /Expected one of png, webp, jpg, gif, auto, zip for format but received "tiff" in .*\.cutoutrc\.json/);
   await t.rejects(loadConfig({}, { configFile: configFile(t, { bgColor: 'notacolour' }), env: {} }), /a hex colour such as #ffffff, 0f0 or 81d4fa77, or a CSS colour name for bgColor/);
   await t.rejects(loadConfig({}, { configFile: configFile(t, { crop: 'yes' }), env: {} }), /true or false for crop/);
   await t.rejects(loadConfig({}, { configFile: configFile(t, { skipExisting: true, overwrite: true }), env: {} }), /skipExisting and overwrite cannot both be true/);

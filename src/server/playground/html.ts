@@ -33,8 +33,8 @@ export const PLAYGROUND_HTML = `<!doctype html>
     <legend>Image</legend>
     <div id="dropzone" class="dropzone">
       <label for="file" class="file-label">Choose an image file</label>
-      <input id="file" name="image_file" type="file" accept="image/png,image/jpeg,image/webp,image/gif,image/bmp,image/tiff">
-      <p class="hint" id="drop-hint">or drop it here, or paste it (Ctrl+V). JPEG, PNG, WebP, GIF, BMP or TIFF, up to 25 MB.</p>
+      <input id="file" name="image_file" type="file" accept="image/png,image/jpeg,image/webp,image/gif,image/bmp,image/tiff,image/avif,image/heic,image/heif,.heic,.heif">
+      <p class="hint" id="drop-hint">or drop it here, or paste it (Ctrl+V). JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF or HEIC, up to 25 MB.</p>
       <p class="picked" id="picked" hidden></p>
     </div>
     <label for="url">or an image URL</label>

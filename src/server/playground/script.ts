@@ -141,7 +141,7 @@ export const PLAYGROUND_JS = String.raw`(function () {
     if (!files || files.length === 0) return false;
     var file = files[0];
     if (file.type && file.type.indexOf('image/') !== 0) {
-      showError('That is not an image file (' + (file.type || 'unknown type') + '). Use a JPEG, PNG, WebP, GIF, BMP or TIFF image.');
+      showError('That is not an image file (' + (file.type || 'unknown type') + '). Use a JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF or HEIC image.');
       return true;
     }
     try {

@@ -55,7 +55,7 @@ function guide(f: Figures): Record<ErrorCode, { statuses: number[]; meaning: str
     },
     unsupported_format: {
       statuses: [400],
-      meaning: 'The bytes are not a decodable JPEG, PNG, WebP, GIF, BMP or TIFF image (the format is found from the bytes, never from a file name or MIME type).',
+      meaning: 'The bytes are not a decodable JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF or HEIC image (the format is found from the bytes, never from a file name or MIME type).',
       fix: 'Convert the image to one of these formats; check that the upload is not empty or truncated, and that an `image_url` answers an image, not an HTML page.',
     },
     image_too_large: {
