@@ -299,7 +299,7 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
     },
   }),
   row({
-    key: 'format', api: 'format', flag: '--format <format>', help: 'png | webp | jpg | auto | zip: auto is PNG with transparency, else JPEG; zip holds color.jpg and alpha.png (default: png, or from --out FILE)',
+    key: 'format', api: 'format', flag: '--format <format>', help: 'png | webp | jpg | gif | auto | zip: auto is PNG with transparency, else JPEG; zip holds color.jpg and alpha.png; gif has 1-bit alpha (default: png, an animation webp, or from --out FILE)',
     completion: { summary: 'output encoding', values: IMAGE_FORMATS },
     // The library also gives `raw` (8-bit pixels for a sharp chain): RemoveRequest's format.
     library: { parse: (value, name) => (value === 'jpeg' ? 'jpg' : parseEnum(name, [...IMAGE_FORMATS, 'raw'] as const, value, 'api') as ImageFormat) },
@@ -308,7 +308,7 @@ export const OPTION_TABLE: readonly OptionRow[] = Object.freeze([
       name: 'Format',
       schema: {
         type: 'string', enum: [...IMAGE_FORMATS],
-        description: 'Output encoding. `jpg` has no alpha: combine it with `bg_color`. `auto`: PNG when the result has transparency, else JPEG (the matte alone: PNG). `zip`: an archive of `color.jpg` (RGB JPEG) and `alpha.png` (8-bit greyscale), stored, as remove.bg\'s.',
+        description: 'Output encoding. `jpg` has no alpha: combine it with `bg_color`. `gif` has 1-bit alpha (a pixel is transparent or not). `auto`: PNG when the result has transparency, else JPEG (the matte alone: PNG). `zip`: an archive of `color.jpg` (RGB JPEG) and `alpha.png` (8-bit greyscale), stored, as remove.bg\'s. An animated input keeps its frames in `webp`, `gif` and `png` (APNG); absent, an animation is answered as animated WebP (see `animation`).',
       },
     },
   }),
