@@ -25,7 +25,7 @@ fs.writeFileSync(trailingComma, '{\n  "quality": "fast",\n}\n');
 const RUNS_EACH = 6;
 const cases: { name: string; args: string[]; message: RegExp }[] = [
   { name: 'a bad --quality', args: [photo, '--quality', 'quick'], message: /--quality but received "quick"/ },
-  { name: 'a bad --format', args: [photo, '--format', 'gif'], message: /--format/ },
+  { name: 'a bad --format', args: [photo, '--format', 'tiff'], message: /--format/ },
   { name: 'a bad --bg-color', args: [photo, '--bg-color', 'notacolour'], message: /--bg-color/ },
   { name: 'a bad --alpha', args: [photo, '--alpha', 'medium'], message: /--alpha/ },
   { name: 'a bad --size', args: [photo, '--size', 'huge'], message: /--size/ },
