@@ -151,6 +151,20 @@ t.test('v1 on the stand-in: animations answered, charged and bounded', async (t)
   t.equal(first.headers.get('content-type'), 'image/png', 'animation=first: a still PNG');
   t.equal(first.headers.get('x-cutout-frames'), '1', 'of one frame');
 
+  // A sticker: each frame's own transparency, kept with keep_alpha=auto (the stand-in's ellipse would differ).
+  const sticker = await movingScene({ width: 120, height: 90, count: 4, at: (i) => ({ x: i * 8 - 90, y: -60 }) });
+  const transparentFrames = sticker.frames.map((f, i) => {
+    const rgba = Buffer.from(f);
+    for (let p = 0; p < sticker.truth[i].length; p++) rgba[p * 4 + 3] = sticker.truth[i][p] >= 128 ? 255 : 0;
+    return rgba;
+  });
+  const stickerGif = await encodeScene({ ...sticker, frames: transparentFrames }, 'gif');
+  const stickerRes = await post('/api/v1/remove', stickerGif, { keep_alpha: 'auto' });
+  t.equal(stickerRes.headers.get('x-cutout-frames'), '4', 'keep_alpha=auto on a transparent GIF: 4 frames');
+  const keptAlphas = await resultAlphas(Buffer.from(await stickerRes.arrayBuffer()));
+  const own = transparentFrames.map((f) => Uint8Array.from({ length: f.length / 4 }, (_, p) => f[p * 4 + 3]));
+  t.ok(keptAlphas.alphas.every((a, i) => a.every((v, p) => (v >= 128) === (own[i][p] >= 128))), 'each frame keeps its own transparency');
+
   const jpg = await errorCode(await post('/api/v1/remove', gif, { format: 'jpg' }));
   t.same([jpg.status, jpg.code], [400, 'invalid_request'], `format=jpg refused: ${jpg.message}`);
 

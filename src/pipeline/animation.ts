@@ -19,9 +19,10 @@ import type { Format } from '../options.js';
 import type { ModelManifest } from '../toolchain/manifest.js';
 import { checkAborted } from './abort.js';
 import { compose, ENCODE } from './compose.js';
-import { decodeError, openRawPixels, type SourceImage } from './decode.js';
+import { decodeError, decodeRgb, openRawPixels, type SourceImage } from './decode.js';
 import { decontaminateEdges, edgeParamsOf } from './edges.js';
 import { frameMatte, planOutput, resultOf, type FrameMatte, type ImageModel } from './frame.js';
+import { keptAlpha } from './kept-alpha.js';
 import type { Box } from './matte.js';
 import type { RemoveRequest, RemoveResult, StageTimings } from './types.js';
 
@@ -211,7 +212,11 @@ async function frameMattes(
     const frame = { ...src, hasAlpha: translucent(rgba) };
     let matte: FrameMatte;
     if (before && (await sameAsBefore(frame, before, out))) {
-      matte = { rgb: before.rgb, alpha: before.alpha.slice(), confidence: before.confidence };
+      matte = { ...before, alpha: before.alpha.slice() };
+    } else if (req.keepAlpha === 'auto' && frame.hasAlpha) {
+      // keep_alpha=auto: a frame with transparency (a sticker's) keeps its own alpha, as a still does.
+      const kept = await keptAlpha(frame, out.width, out.height);
+      matte = kept ? { ...kept, confidence: 1, kept: true } : await frameMatte(manifest, model, frame, out, req, timings, { signal });
     } else {
       matte = await frameMatte(manifest, model, frame, out, req, timings, { signal });
       if (before) {
@@ -234,7 +239,6 @@ function translucent(rgba: Buffer): boolean {
 
 /** Whether a frame's pixels at the output's size are exactly the frame before's (a GIF's pause). */
 async function sameAsBefore(frame: SourceImage, before: FrameMatte, out: { width: number; height: number }): Promise<boolean> {
-  const { decodeRgb } = await import('./decode.js');
   return (await decodeRgb(frame, out.width, out.height)).equals(before.rgb);
 }
 
@@ -256,12 +260,13 @@ export async function removeAnimation(
   const composedFrames: Buffer[] = [];
   const boxes: Box[] = [];
   let size = out;
-  for (const { rgb, alpha } of mattes) {
+  for (const { rgb, alpha, kept } of mattes) {
     checkAborted(signal);
     t = performance.now();
     // Each frame's own copy: a held frame shares its colours with the one before.
     const colours = Buffer.from(rgb);
-    if (req.decontaminate !== false && !req.mask) decontaminateEdges(colours, alpha, out.width, out.height, edgeParamsOf(req.edgeParams));
+    // A frame's own alpha (keep_alpha) has no soft edge to estimate colours at.
+    if (!kept && req.decontaminate !== false && !req.mask) decontaminateEdges(colours, alpha, out.width, out.height, edgeParamsOf(req.edgeParams));
     timings.postprocess += performance.now() - t;
     t = performance.now();
     const composed = await compose(colours, alpha, out.width, out.height, { ...req, format: 'raw', roiBox });

@@ -144,6 +144,8 @@ export interface FrameMatte {
   rgb: Buffer;
   alpha: Uint8Array;
   confidence: number;
+  /** The picture's own alpha (keep_alpha=auto), not the model's: no edge colours to estimate. */
+  kept?: true;
 }
 
 /**
