@@ -52,7 +52,7 @@ export function checkAnimationSize(src: SourceImage, req: Pick<RemoveRequest, 'm
     throw new CutoutError('image_too_large', `${what}; the limits are ${LIMITS.maxAnimationFrames} frames and ${LIMITS.maxAnimationPixels / 1e6} MP in all. Cut it shorter or smaller, or use animation=first for its first frame`, { reason: 'animation_too_large' });
   }
   if (req.maxAnimationPixels !== undefined && pixels > req.maxAnimationPixels) {
-    throw new CutoutError('image_too_large', `${what}; POST /api/v1/remove answers animations up to ${req.maxAnimationPixels / 1e6} MP in all. Use POST /api/v1/jobs, or size=preview for a smaller one`, { reason: 'animation_too_large' });
+    throw new CutoutError('image_too_large', `${what}; POST /api/v1/remove answers animations up to ${req.maxAnimationPixels / 1e6} MP in all (counted on the input, whatever the size asked). Use POST /api/v1/jobs`, { reason: 'animation_too_large' });
   }
 }
 
