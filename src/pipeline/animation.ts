@@ -211,18 +211,22 @@ async function frameMattes(
     const src = openRawPixels({ data: rgba, width: frames.width, height: frames.height, channels: 4 });
     const frame = { ...src, hasAlpha: translucent(rgba) };
     let matte: FrameMatte;
-    if (before && (await sameAsBefore(frame, before, out))) {
+    // Decoded once: to compare with the frame before, and as the model's colours at the output's size.
+    const t = performance.now();
+    const rgb = await decodeRgb(frame, out.width, out.height);
+    timings.decode += performance.now() - t;
+    if (before && rgb.equals(before.rgb)) {
       matte = { ...before, alpha: before.alpha.slice() };
     } else if (req.keepAlpha === 'auto' && frame.hasAlpha) {
       // keep_alpha=auto: a frame with transparency (a sticker's) keeps its own alpha, as a still does.
       const kept = await keptAlpha(frame, out.width, out.height);
-      matte = kept ? { ...kept, confidence: 1, kept: true } : await frameMatte(manifest, model, frame, out, req, timings, { signal });
+      matte = kept ? { ...kept, confidence: 1, kept: true } : await frameMatte(manifest, model, frame, out, req, timings, { signal, rgb });
     } else {
-      matte = await frameMatte(manifest, model, frame, out, req, timings, { signal });
+      matte = await frameMatte(manifest, model, frame, out, req, timings, { signal, rgb });
       if (before) {
-        const t = performance.now();
+        const held = performance.now();
         holdStill(matte.alpha, before.alpha, changeWeights(before.rgb, matte.rgb, out.width, out.height, reach));
-        timings.postprocess += performance.now() - t;
+        timings.postprocess += performance.now() - held;
       }
     }
     mattes.push(matte);
@@ -235,11 +239,6 @@ async function frameMattes(
 function translucent(rgba: Buffer): boolean {
   for (let i = 3; i < rgba.length; i += 4) if (rgba[i] !== 255) return true;
   return false;
-}
-
-/** Whether a frame's pixels at the output's size are exactly the frame before's (a GIF's pause). */
-async function sameAsBefore(frame: SourceImage, before: FrameMatte, out: { width: number; height: number }): Promise<boolean> {
-  return (await decodeRgb(frame, out.width, out.height)).equals(before.rgb);
 }
 
 /** Cuts out every frame of an opened animation (removeOne hands it over after the header read). */

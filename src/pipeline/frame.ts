@@ -155,10 +155,12 @@ export interface FrameMatte {
  */
 export async function frameMatte(
   manifest: ModelManifest, model: ImageModel, src: SourceImage, out: { width: number; height: number }, req: RemoveRequest, timings: StageTimings,
-  opts: { signal?: AbortSignal; afterModel?: () => void; onSignals?: (signals: MatteSignals) => void },
+  opts: { signal?: AbortSignal; afterModel?: () => void; onSignals?: (signals: MatteSignals) => void; rgb?: Buffer },
 ): Promise<FrameMatte> {
   const plan = inputPlan(manifest, req.quality, src.probe.width, src.probe.height);
-  const decode = () => {
+  // A caller that decoded the picture at the output's size already (an animation's frame) hands it over.
+  const given = opts.rgb;
+  const decode = given ? () => Promise.resolve(given) : () => {
     const startedDecode = performance.now();
     return decodeRgb(src, out.width, out.height).then((rgb) => {
       timings.decode += performance.now() - startedDecode;
